@@ -1,0 +1,1 @@
+//! Replica placement (SPEC section 3 and 4) as pure functions.
