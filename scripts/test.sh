@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Runs every Gregor test on a fresh Debian machine with Rust: installs what the tests need
+# (ZooKeeper, kcat, the Python Kafka clients), checks formatting and lints, starts a throwaway
+# ZooKeeper server, runs the Rust test suites, then the real-client end-to-end tests.
+#
+# Usage: scripts/test.sh            everything
+#        SKIP_INSTALL=1 scripts/test.sh   skip the package installs (they are idempotent anyway)
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+step() { printf '\n==> %s\n' "$*"; }
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+
+if [ "${SKIP_INSTALL:-0}" != 1 ]; then
+  step "system packages (zookeeper, kcat, java)"
+  missing=()
+  [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
+  command -v kcat >/dev/null || missing+=(kcat)
+  command -v java >/dev/null || missing+=(default-jre-headless)
+  command -v python3 >/dev/null || missing+=(python3 python3-venv)
+  if [ ${#missing[@]} -gt 0 ]; then
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+  echo "ok: zookeeper $(ls /usr/share/java/zookeeper-[0-9]*.jar | sed 's/.*zookeeper-//; s/.jar//'), $(kcat -V 2>&1 | grep -o 'librdkafka [^ ]*' | head -1)"
+
+  step "python clients (confluent-kafka, kafka-python, pytest) in .venv"
+  [ -x .venv/bin/python ] || python3 -m venv .venv
+  .venv/bin/pip install -q --disable-pip-version-check -r tests/e2e/requirements.txt
+fi
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+
+step "start a throwaway ZooKeeper"
+zk_dir=$(mktemp -d /tmp/gregor-zk.XXXXXX)
+zk_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+cleanup() { scripts/zk.sh stop "$zk_dir" || true; rm -rf "$zk_dir"; }
+trap cleanup EXIT
+scripts/zk.sh start "$zk_dir" "$zk_port"
+export GREGOR_TEST_ZOOKEEPER="127.0.0.1:$zk_port"
+
+step "cargo test --workspace"
+cargo build --workspace --quiet
+cargo test --workspace
+
+step "end-to-end tests with real Kafka clients (librdkafka, kafka-python, kcat)"
+export GREGOR_BIN="$root/target/debug/gregor"
+.venv/bin/python -m pytest -q tests/e2e

@@ -1,0 +1,57 @@
+"""`gregor topics` behaves like kafka-topics.sh."""
+
+import re
+
+from conftest import gregor_cli, wait_until
+
+
+def topics(g, *args):
+    return gregor_cli("topics", "--bootstrap-server", g.bootstrap, *args)
+
+
+def test_readme_flow_create_describe_list_alter_delete(server):
+    r = topics(server, "--create", "--topic", "t", "--partitions", "10", "--replication-factor", "1")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "Created topic t."
+    r = topics(server, "--list")
+    assert r.returncode == 0 and "t" in r.stdout.split()
+
+    def described():
+        r = topics(server, "--describe", "--topic", "t")
+        return r if r.returncode == 0 and r.stdout.count("Leader: 0") == 10 else None
+
+    r = wait_until(described, what="10 online partitions in describe")
+    lines = r.stdout.strip().splitlines()
+    assert re.match(r"Topic: t\tTopicId: [A-Za-z0-9_-]{22}\tPartitionCount: 10\tReplicationFactor: 1\tConfigs: ", lines[0]), lines[0]
+    assert lines[1].strip() == "Topic: t\tPartition: 0\tLeader: 0\tReplicas: 0\tIsr: 0"
+
+    r = topics(server, "--alter", "--topic", "t", "--partitions", "12")
+    assert r.returncode == 0, r.stderr
+    wait_until(lambda: topics(server, "--describe", "--topic", "t").stdout.count("Partition: ") == 12, what="12 partitions")
+
+    r = topics(server, "--delete", "--topic", "t")
+    assert r.returncode == 0, r.stderr
+    wait_until(lambda: "t" not in topics(server, "--list").stdout.split(), what="t deleted")
+
+
+def test_errors_exit_non_zero_with_kafka_message(server):
+    r = topics(server, "--create", "--topic", "dup", "--partitions", "1", "--replication-factor", "1")
+    assert r.returncode == 0, r.stderr
+    r = topics(server, "--create", "--topic", "dup", "--partitions", "1", "--replication-factor", "1")
+    assert r.returncode != 0
+    assert "Error while executing topic command : " in r.stderr + r.stdout
+    assert "already exists" in r.stderr + r.stdout
+    r = topics(server, "--create", "--if-not-exists", "--topic", "dup", "--partitions", "1", "--replication-factor", "1")
+    assert r.returncode == 0, r.stderr
+    r = topics(server, "--create", "--topic", "rf", "--partitions", "1", "--replication-factor", "3")
+    assert r.returncode != 0 and "Replication factor" in r.stderr + r.stdout
+    r = topics(server, "--alter", "--topic", "missing", "--partitions", "3")
+    assert r.returncode != 0
+    r = topics(server, "--alter", "--if-exists", "--topic", "missing", "--partitions", "3")
+    assert r.returncode == 0, r.stderr
+
+
+def test_validate_name():
+    assert gregor_cli("topics", "--validate-name", "good.name-1").returncode == 0
+    r = gregor_cli("topics", "--validate-name", "bad name")
+    assert r.returncode != 0 and r.stderr.strip()
