@@ -7,8 +7,8 @@
 //! strings. The JSON shapes these values take in the metadata store belong to `znodes`.
 
 pub mod replica_assignment;
-pub mod topic_config;
 mod topic;
+pub mod topic_config;
 mod topic_id;
 
 pub use replica_assignment::ReplicaAssignmentError;

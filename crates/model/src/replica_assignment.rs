@@ -53,14 +53,17 @@ pub enum ReplicaAssignmentError {
 
 /// Parses `0:1:2,3:4:5` into `{0: [0, 1, 2], 1: [3, 4, 5]}`. Whitespace around each number
 /// is ignored.
-pub fn parse_replica_assignment(s: &str) -> Result<BTreeMap<i32, Vec<BrokerId>>, ReplicaAssignmentError> {
+pub fn parse_replica_assignment(
+    s: &str,
+) -> Result<BTreeMap<i32, Vec<BrokerId>>, ReplicaAssignmentError> {
     if s.trim().is_empty() {
         return Err(ReplicaAssignmentError::Empty);
     }
     let mut assignment = BTreeMap::new();
     let mut replication_factor = None;
     for (index, group) in s.split(',').enumerate() {
-        let partition = i32::try_from(index).map_err(|_| ReplicaAssignmentError::TooManyPartitions)?;
+        let partition =
+            i32::try_from(index).map_err(|_| ReplicaAssignmentError::TooManyPartitions)?;
         let replicas = parse_group(partition, group)?;
         let expected = *replication_factor.get_or_insert(replicas.len());
         if replicas.len() != expected {
@@ -80,7 +83,13 @@ pub fn parse_replica_assignment(s: &str) -> Result<BTreeMap<i32, Vec<BrokerId>>,
 pub fn format_replica_assignment(assignment: &BTreeMap<i32, Vec<BrokerId>>) -> String {
     assignment
         .values()
-        .map(|replicas| replicas.iter().map(BrokerId::to_string).collect::<Vec<_>>().join(":"))
+        .map(|replicas| {
+            replicas
+                .iter()
+                .map(BrokerId::to_string)
+                .collect::<Vec<_>>()
+                .join(":")
+        })
         .collect::<Vec<_>>()
         .join(",")
 }
@@ -90,11 +99,17 @@ fn parse_group(partition: i32, group: &str) -> Result<Vec<BrokerId>, ReplicaAssi
     for token in group.split(':') {
         let token = token.trim();
         if token.is_empty() {
-            return Err(ReplicaAssignmentError::EmptyEntry { partition, group: group.to_owned() });
+            return Err(ReplicaAssignmentError::EmptyEntry {
+                partition,
+                group: group.to_owned(),
+            });
         }
         let broker: BrokerId = token
             .parse()
-            .map_err(|_| ReplicaAssignmentError::NotANumber { partition, token: token.to_owned() })?;
+            .map_err(|_| ReplicaAssignmentError::NotANumber {
+                partition,
+                token: token.to_owned(),
+            })?;
         if replicas.contains(&broker) {
             return Err(ReplicaAssignmentError::DuplicateBroker { partition, broker });
         }
@@ -111,8 +126,14 @@ mod tests {
     #[test]
     fn parses_groups_in_order() {
         let parsed = parse_replica_assignment("0:1:2,3:4:5, 6 : 7 :8").unwrap();
-        assert_eq!(parsed, BTreeMap::from([(0, vec![0, 1, 2]), (1, vec![3, 4, 5]), (2, vec![6, 7, 8])]));
-        assert_eq!(parse_replica_assignment("7").unwrap(), BTreeMap::from([(0, vec![7])]));
+        assert_eq!(
+            parsed,
+            BTreeMap::from([(0, vec![0, 1, 2]), (1, vec![3, 4, 5]), (2, vec![6, 7, 8])])
+        );
+        assert_eq!(
+            parse_replica_assignment("7").unwrap(),
+            BTreeMap::from([(0, vec![7])])
+        );
     }
 
     #[test]
@@ -120,29 +141,70 @@ mod tests {
         use ReplicaAssignmentError::*;
         assert_eq!(parse_replica_assignment(""), Err(Empty));
         assert_eq!(parse_replica_assignment("  "), Err(Empty));
-        assert_eq!(parse_replica_assignment("0:1,,2:3"), Err(EmptyEntry { partition: 1, group: String::new() }));
-        assert_eq!(parse_replica_assignment("0:1,2:"), Err(EmptyEntry { partition: 1, group: "2:".into() }));
-        assert_eq!(parse_replica_assignment("0:x"), Err(NotANumber { partition: 0, token: "x".into() }));
+        assert_eq!(
+            parse_replica_assignment("0:1,,2:3"),
+            Err(EmptyEntry {
+                partition: 1,
+                group: String::new()
+            })
+        );
+        assert_eq!(
+            parse_replica_assignment("0:1,2:"),
+            Err(EmptyEntry {
+                partition: 1,
+                group: "2:".into()
+            })
+        );
+        assert_eq!(
+            parse_replica_assignment("0:x"),
+            Err(NotANumber {
+                partition: 0,
+                token: "x".into()
+            })
+        );
         assert_eq!(
             parse_replica_assignment("0:1,2:99999999999"),
-            Err(NotANumber { partition: 1, token: "99999999999".into() })
+            Err(NotANumber {
+                partition: 1,
+                token: "99999999999".into()
+            })
         );
-        assert_eq!(parse_replica_assignment("0:1,2:2"), Err(DuplicateBroker { partition: 1, broker: 2 }));
+        assert_eq!(
+            parse_replica_assignment("0:1,2:2"),
+            Err(DuplicateBroker {
+                partition: 1,
+                broker: 2
+            })
+        );
         assert_eq!(
             parse_replica_assignment("0:1,2"),
-            Err(DifferentReplicationFactor { partition: 1, expected: 2, actual: 1 })
+            Err(DifferentReplicationFactor {
+                partition: 1,
+                expected: 2,
+                actual: 1
+            })
         );
         assert_eq!(
             DuplicateBroker { partition: 1, broker: 2 }.to_string(),
             "Partition replica lists may not contain duplicate entries: partition 1 lists broker 2 more than once"
         );
-        assert_eq!(NotANumber { partition: 0, token: "x".into() }.to_string(), "partition 0: broker id 'x' is not a number");
+        assert_eq!(
+            NotANumber {
+                partition: 0,
+                token: "x".into()
+            }
+            .to_string(),
+            "partition 0: broker id 'x' is not a number"
+        );
     }
 
     #[test]
     fn negative_ids_are_numbers() {
         // Kafka's parser accepts any int; whether the broker exists is checked elsewhere.
-        assert_eq!(parse_replica_assignment("-1:2").unwrap(), BTreeMap::from([(0, vec![-1, 2])]));
+        assert_eq!(
+            parse_replica_assignment("-1:2").unwrap(),
+            BTreeMap::from([(0, vec![-1, 2])])
+        );
     }
 
     proptest! {

@@ -165,7 +165,14 @@ mod tests {
 
     #[test]
     fn legal_names() {
-        for s in ["a", "A-b_c.d", "__consumer_offsets", "...", "-", &"x".repeat(249)] {
+        for s in [
+            "a",
+            "A-b_c.d",
+            "__consumer_offsets",
+            "...",
+            "-",
+            &"x".repeat(249),
+        ] {
             assert_eq!(name(s).as_str(), s);
         }
     }
@@ -186,15 +193,27 @@ mod tests {
             ),
         ];
         for (s, msg) in cases {
-            assert_eq!(s.parse::<TopicName>().unwrap_err().to_string(), msg, "{s:?}");
+            assert_eq!(
+                s.parse::<TopicName>().unwrap_err().to_string(),
+                msg,
+                "{s:?}"
+            );
         }
         let long = "x".repeat(250);
         assert_eq!(
             long.parse::<TopicName>().unwrap_err().to_string(),
-            format!("Topic name is illegal, it can't be longer than 249 characters, topic name: {long}")
+            format!(
+                "Topic name is illegal, it can't be longer than 249 characters, topic name: {long}"
+            )
         );
         for bad in ["a/b", "a\\b", "a,b", "a\u{0}b", "a:b", "a*"] {
-            assert!(matches!(bad.parse::<TopicName>(), Err(TopicError::IllegalCharacter(_))), "{bad}");
+            assert!(
+                matches!(
+                    bad.parse::<TopicName>(),
+                    Err(TopicError::IllegalCharacter(_))
+                ),
+                "{bad}"
+            );
         }
     }
 
@@ -225,6 +244,9 @@ mod tests {
 
     #[test]
     fn topic_partition_display() {
-        assert_eq!(TopicPartition::new(name("orders"), 3).to_string(), "orders-3");
+        assert_eq!(
+            TopicPartition::new(name("orders"), 3).to_string(),
+            "orders-3"
+        );
     }
 }

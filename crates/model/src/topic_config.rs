@@ -103,7 +103,13 @@ const fn def(
     validator: Validator,
     broker_key: Option<&'static str>,
 ) -> ConfigDef {
-    ConfigDef { name, ty, default, validator, broker_key }
+    ConfigDef {
+        name,
+        ty,
+        default,
+        validator,
+        broker_key,
+    }
 }
 
 /// Every topic-level config of Kafka 2.8, sorted by key.
@@ -111,20 +117,98 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = {
     use ConfigType::*;
     use Validator::*;
     &[
-        def("cleanup.policy", List, "delete", ListOf(CLEANUP_POLICIES), Some("log.cleanup.policy")),
-        def("compression.type", String, "producer", OneOf(COMPRESSION_TYPES), Some("compression.type")),
-        def("delete.retention.ms", Long, "86400000", AtLeast(0), Some("log.cleaner.delete.retention.ms")),
-        def("file.delete.delay.ms", Long, "60000", AtLeast(0), Some("log.segment.delete.delay.ms")),
-        def("flush.messages", Long, LONG_MAX, AtLeast(0), Some("log.flush.interval.messages")),
-        def("flush.ms", Long, LONG_MAX, AtLeast(0), Some("log.flush.interval.ms")),
+        def(
+            "cleanup.policy",
+            List,
+            "delete",
+            ListOf(CLEANUP_POLICIES),
+            Some("log.cleanup.policy"),
+        ),
+        def(
+            "compression.type",
+            String,
+            "producer",
+            OneOf(COMPRESSION_TYPES),
+            Some("compression.type"),
+        ),
+        def(
+            "delete.retention.ms",
+            Long,
+            "86400000",
+            AtLeast(0),
+            Some("log.cleaner.delete.retention.ms"),
+        ),
+        def(
+            "file.delete.delay.ms",
+            Long,
+            "60000",
+            AtLeast(0),
+            Some("log.segment.delete.delay.ms"),
+        ),
+        def(
+            "flush.messages",
+            Long,
+            LONG_MAX,
+            AtLeast(0),
+            Some("log.flush.interval.messages"),
+        ),
+        def(
+            "flush.ms",
+            Long,
+            LONG_MAX,
+            AtLeast(0),
+            Some("log.flush.interval.ms"),
+        ),
         // The throttle lists have no broker-wide default: they name this topic's replicas.
-        def("follower.replication.throttled.replicas", List, "", ThrottledReplicas, None),
-        def("index.interval.bytes", Int, "4096", AtLeast(0), Some("log.index.interval.bytes")),
-        def("leader.replication.throttled.replicas", List, "", ThrottledReplicas, None),
-        def("max.compaction.lag.ms", Long, LONG_MAX, AtLeast(1), Some("log.cleaner.max.compaction.lag.ms")),
-        def("max.message.bytes", Int, "1048588", AtLeast(0), Some("message.max.bytes")),
-        def("message.downconversion.enable", Boolean, "true", Any, Some("log.message.downconversion.enable")),
-        def("message.format.version", String, "2.8-IV1", ApiVersion, Some("log.message.format.version")),
+        def(
+            "follower.replication.throttled.replicas",
+            List,
+            "",
+            ThrottledReplicas,
+            None,
+        ),
+        def(
+            "index.interval.bytes",
+            Int,
+            "4096",
+            AtLeast(0),
+            Some("log.index.interval.bytes"),
+        ),
+        def(
+            "leader.replication.throttled.replicas",
+            List,
+            "",
+            ThrottledReplicas,
+            None,
+        ),
+        def(
+            "max.compaction.lag.ms",
+            Long,
+            LONG_MAX,
+            AtLeast(1),
+            Some("log.cleaner.max.compaction.lag.ms"),
+        ),
+        def(
+            "max.message.bytes",
+            Int,
+            "1048588",
+            AtLeast(0),
+            Some("message.max.bytes"),
+        ),
+        def(
+            "message.downconversion.enable",
+            Boolean,
+            "true",
+            Any,
+            Some("log.message.downconversion.enable"),
+        ),
+        def(
+            "message.format.version",
+            String,
+            "2.8-IV1",
+            ApiVersion,
+            Some("log.message.format.version"),
+        ),
         def(
             "message.timestamp.difference.max.ms",
             Long,
@@ -132,19 +216,91 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = {
             AtLeast(0),
             Some("log.message.timestamp.difference.max.ms"),
         ),
-        def("message.timestamp.type", String, "CreateTime", OneOf(TIMESTAMP_TYPES), Some("log.message.timestamp.type")),
-        def("min.cleanable.dirty.ratio", Double, "0.5", Between(0.0, 1.0), Some("log.cleaner.min.cleanable.ratio")),
-        def("min.compaction.lag.ms", Long, "0", AtLeast(0), Some("log.cleaner.min.compaction.lag.ms")),
-        def("min.insync.replicas", Int, "1", AtLeast(1), Some("min.insync.replicas")),
-        def("preallocate", Boolean, "false", Any, Some("log.preallocate")),
-        def("retention.bytes", Long, "-1", Any, Some("log.retention.bytes")),
-        def("retention.ms", Long, "604800000", AtLeast(-1), Some("log.retention.ms")),
+        def(
+            "message.timestamp.type",
+            String,
+            "CreateTime",
+            OneOf(TIMESTAMP_TYPES),
+            Some("log.message.timestamp.type"),
+        ),
+        def(
+            "min.cleanable.dirty.ratio",
+            Double,
+            "0.5",
+            Between(0.0, 1.0),
+            Some("log.cleaner.min.cleanable.ratio"),
+        ),
+        def(
+            "min.compaction.lag.ms",
+            Long,
+            "0",
+            AtLeast(0),
+            Some("log.cleaner.min.compaction.lag.ms"),
+        ),
+        def(
+            "min.insync.replicas",
+            Int,
+            "1",
+            AtLeast(1),
+            Some("min.insync.replicas"),
+        ),
+        def(
+            "preallocate",
+            Boolean,
+            "false",
+            Any,
+            Some("log.preallocate"),
+        ),
+        def(
+            "retention.bytes",
+            Long,
+            "-1",
+            Any,
+            Some("log.retention.bytes"),
+        ),
+        def(
+            "retention.ms",
+            Long,
+            "604800000",
+            AtLeast(-1),
+            Some("log.retention.ms"),
+        ),
         // 14 bytes is the smallest legacy record (Kafka's LegacyRecord.RECORD_OVERHEAD_V0).
-        def("segment.bytes", Int, "1073741824", AtLeast(14), Some("log.segment.bytes")),
-        def("segment.index.bytes", Int, "10485760", AtLeast(0), Some("log.index.size.max.bytes")),
-        def("segment.jitter.ms", Long, "0", AtLeast(0), Some("log.roll.jitter.ms")),
-        def("segment.ms", Long, "604800000", AtLeast(1), Some("log.roll.ms")),
-        def("unclean.leader.election.enable", Boolean, "false", Any, Some("unclean.leader.election.enable")),
+        def(
+            "segment.bytes",
+            Int,
+            "1073741824",
+            AtLeast(14),
+            Some("log.segment.bytes"),
+        ),
+        def(
+            "segment.index.bytes",
+            Int,
+            "10485760",
+            AtLeast(0),
+            Some("log.index.size.max.bytes"),
+        ),
+        def(
+            "segment.jitter.ms",
+            Long,
+            "0",
+            AtLeast(0),
+            Some("log.roll.jitter.ms"),
+        ),
+        def(
+            "segment.ms",
+            Long,
+            "604800000",
+            AtLeast(1),
+            Some("log.roll.ms"),
+        ),
+        def(
+            "unclean.leader.election.enable",
+            Boolean,
+            "false",
+            Any,
+            Some("unclean.leader.election.enable"),
+        ),
     ]
 };
 
@@ -180,7 +336,9 @@ impl TopicConfig {
     }
 
     /// Validates every pair; the first bad key or value is the error.
-    pub fn from_overrides<K, V>(pairs: impl IntoIterator<Item = (K, V)>) -> Result<Self, ConfigError>
+    pub fn from_overrides<K, V>(
+        pairs: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<Self, ConfigError>
     where
         K: Into<String>,
         V: Into<String>,
@@ -193,7 +351,11 @@ impl TopicConfig {
     }
 
     /// Validates and sets one override.
-    pub fn set(&mut self, key: impl Into<String>, value: impl Into<String>) -> Result<(), ConfigError> {
+    pub fn set(
+        &mut self,
+        key: impl Into<String>,
+        value: impl Into<String>,
+    ) -> Result<(), ConfigError> {
         let (key, value) = (key.into(), value.into());
         validate(&key, &value)?;
         self.overrides.insert(key, value);
@@ -222,7 +384,10 @@ impl TopicConfig {
 
     /// `cleanup.policy` as a list (`["delete"]` by default).
     pub fn cleanup_policy(&self) -> Vec<String> {
-        split_list(self.str_value("cleanup.policy")).into_iter().map(str::to_owned).collect()
+        split_list(self.str_value("cleanup.policy"))
+            .into_iter()
+            .map(str::to_owned)
+            .collect()
     }
     /// Whether `cleanup.policy` includes `compact`.
     pub fn compact(&self) -> bool {
@@ -359,9 +524,15 @@ fn check_value(def: &ConfigDef, value: &str) -> Result<(), String> {
                 return Err("Expected value to be either true or false".to_owned());
             }
         }
-        ConfigType::Int => check_range(def.validator, f64::from(trimmed.parse::<i32>().map_err(|_| not_a())?))?,
+        ConfigType::Int => check_range(
+            def.validator,
+            f64::from(trimmed.parse::<i32>().map_err(|_| not_a())?),
+        )?,
         // i64 -> f64 loses precision only far beyond any bound we check.
-        ConfigType::Long => check_range(def.validator, trimmed.parse::<i64>().map_err(|_| not_a())? as f64)?,
+        ConfigType::Long => check_range(
+            def.validator,
+            trimmed.parse::<i64>().map_err(|_| not_a())? as f64,
+        )?,
         ConfigType::Double => {
             let v: f64 = trimmed.parse().map_err(|_| not_a())?;
             if !v.is_finite() {
@@ -389,7 +560,9 @@ fn check_string(validator: Validator, s: &str) -> Result<(), String> {
         Validator::OneOf(allowed) if !allowed.contains(&s) => {
             Err(format!("String must be one of: {}", allowed.join(", ")))
         }
-        Validator::ApiVersion if !is_api_version(s) => Err(format!("Version `{s}` is not a valid version")),
+        Validator::ApiVersion if !is_api_version(s) => {
+            Err(format!("Version `{s}` is not a valid version"))
+        }
         _ => Ok(()),
     }
 }
@@ -403,15 +576,18 @@ fn check_list(validator: Validator, s: &str) -> Result<(), String> {
         },
         Validator::ThrottledReplicas => {
             let pair = |item: &&str| {
-                item.split_once(':')
-                    .is_some_and(|(p, b)| p.trim().parse::<i32>().is_ok() && b.trim().parse::<i32>().is_ok())
+                item.split_once(':').is_some_and(|(p, b)| {
+                    p.trim().parse::<i32>().is_ok() && b.trim().parse::<i32>().is_ok()
+                })
             };
             if items == ["*"] || items.iter().all(pair) {
                 Ok(())
             } else {
-                Err("must be the literal '*' or a list of replicas in the following format: \
+                Err(
+                    "must be the literal '*' or a list of replicas in the following format: \
                      [partitionId]:[brokerId],[partitionId]:[brokerId],..."
-                    .to_owned())
+                        .to_owned(),
+                )
             }
         }
         _ => Ok(()),
@@ -430,11 +606,54 @@ fn split_list(s: &str) -> Vec<&str> {
 
 /// Kafka's known versions (`ApiVersion.allVersions`), short forms and internal versions.
 const API_VERSIONS: &[&str] = &[
-    "0.8.0", "0.8.1", "0.8.2", "0.9.0", "0.10.0-IV0", "0.10.0-IV1", "0.10.0", "0.10.1-IV0", "0.10.1-IV1",
-    "0.10.1-IV2", "0.10.1", "0.10.2-IV0", "0.10.2", "0.11.0-IV0", "0.11.0-IV1", "0.11.0-IV2", "0.11.0", "1.0-IV0",
-    "1.0", "1.1-IV0", "1.1", "2.0-IV0", "2.0-IV1", "2.0", "2.1-IV0", "2.1-IV1", "2.1-IV2", "2.1", "2.2-IV0",
-    "2.2-IV1", "2.2", "2.3-IV0", "2.3-IV1", "2.3", "2.4-IV0", "2.4-IV1", "2.4", "2.5-IV0", "2.5", "2.6-IV0", "2.6",
-    "2.7-IV0", "2.7-IV1", "2.7-IV2", "2.7", "2.8-IV0", "2.8-IV1", "2.8",
+    "0.8.0",
+    "0.8.1",
+    "0.8.2",
+    "0.9.0",
+    "0.10.0-IV0",
+    "0.10.0-IV1",
+    "0.10.0",
+    "0.10.1-IV0",
+    "0.10.1-IV1",
+    "0.10.1-IV2",
+    "0.10.1",
+    "0.10.2-IV0",
+    "0.10.2",
+    "0.11.0-IV0",
+    "0.11.0-IV1",
+    "0.11.0-IV2",
+    "0.11.0",
+    "1.0-IV0",
+    "1.0",
+    "1.1-IV0",
+    "1.1",
+    "2.0-IV0",
+    "2.0-IV1",
+    "2.0",
+    "2.1-IV0",
+    "2.1-IV1",
+    "2.1-IV2",
+    "2.1",
+    "2.2-IV0",
+    "2.2-IV1",
+    "2.2",
+    "2.3-IV0",
+    "2.3-IV1",
+    "2.3",
+    "2.4-IV0",
+    "2.4-IV1",
+    "2.4",
+    "2.5-IV0",
+    "2.5",
+    "2.6-IV0",
+    "2.6",
+    "2.7-IV0",
+    "2.7-IV1",
+    "2.7-IV2",
+    "2.7",
+    "2.8-IV0",
+    "2.8-IV1",
+    "2.8",
 ];
 
 /// Whether `s` names a Kafka version. Like Kafka, only the significant segments count
@@ -446,7 +665,10 @@ fn is_api_version(s: &str) -> bool {
         return false;
     }
     // Trailing segments beyond the significant ones must be numeric patch levels.
-    if !segments[significant..].iter().all(|seg| !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit())) {
+    if !segments[significant..]
+        .iter()
+        .all(|seg| !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit()))
+    {
         return false;
     }
     API_VERSIONS.contains(&segments[..significant].join(".").as_str())
@@ -464,23 +686,43 @@ mod tests {
         assert_eq!(names, sorted);
         assert_eq!(names.len(), 26);
         for def in TOPIC_CONFIGS {
-            assert_eq!(validate(def.name, def.default), Ok(()), "default of {} must be valid", def.name);
+            assert_eq!(
+                validate(def.name, def.default),
+                Ok(()),
+                "default of {} must be valid",
+                def.name
+            );
         }
-        assert_eq!(definition("retention.ms").unwrap().broker_key, Some("log.retention.ms"));
-        assert_eq!(definition("segment.ms").unwrap().broker_key, Some("log.roll.ms"));
+        assert_eq!(
+            definition("retention.ms").unwrap().broker_key,
+            Some("log.retention.ms")
+        );
+        assert_eq!(
+            definition("segment.ms").unwrap().broker_key,
+            Some("log.roll.ms")
+        );
     }
 
     #[test]
     fn messages_match_kafka() {
         let err = |k: &str, v: &str| validate(k, v).unwrap_err().to_string();
         assert_eq!(err("foo", "1"), "Unknown topic config name: foo");
-        assert_eq!(err("retention.ms", "abc"), "Invalid value abc for configuration retention.ms: Not a number of type LONG");
-        assert_eq!(err("retention.ms", "-2"), "Invalid value -2 for configuration retention.ms: Value must be at least -1");
+        assert_eq!(
+            err("retention.ms", "abc"),
+            "Invalid value abc for configuration retention.ms: Not a number of type LONG"
+        );
+        assert_eq!(
+            err("retention.ms", "-2"),
+            "Invalid value -2 for configuration retention.ms: Value must be at least -1"
+        );
         assert_eq!(
             err("segment.bytes", "3000000000"),
             "Invalid value 3000000000 for configuration segment.bytes: Not a number of type INT"
         );
-        assert_eq!(err("segment.bytes", "13"), "Invalid value 13 for configuration segment.bytes: Value must be at least 14");
+        assert_eq!(
+            err("segment.bytes", "13"),
+            "Invalid value 13 for configuration segment.bytes: Value must be at least 14"
+        );
         assert_eq!(
             err("preallocate", "yes"),
             "Invalid value yes for configuration preallocate: Expected value to be either true or false"
@@ -524,7 +766,11 @@ mod tests {
 
     #[test]
     fn typed_getters_use_overrides_then_defaults() {
-        let config = TopicConfig::from_overrides([("retention.ms", "600001"), ("cleanup.policy", "compact")]).unwrap();
+        let config = TopicConfig::from_overrides([
+            ("retention.ms", "600001"),
+            ("cleanup.policy", "compact"),
+        ])
+        .unwrap();
         assert_eq!(config.retention_ms(), 600_001);
         assert!(config.compact() && !config.delete());
         assert_eq!(config.segment_bytes(), 1_073_741_824);

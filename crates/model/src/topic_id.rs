@@ -47,7 +47,10 @@ impl TopicId {
             bytes[6] = (bytes[6] & 0x0f) | 0x40; // version 4
             bytes[8] = (bytes[8] & 0x3f) | 0x80; // IETF variant
             let id = TopicId(bytes);
-            if id != Self::ZERO && u128::from_be_bytes(bytes) != 1 && !id.to_string().starts_with('-') {
+            if id != Self::ZERO
+                && u128::from_be_bytes(bytes) != 1
+                && !id.to_string().starts_with('-')
+            {
                 return id;
             }
         }
@@ -96,7 +99,13 @@ mod tests {
 
     #[test]
     fn rejects_bad_text() {
-        for bad in ["", "short", "p2LFWddWSZqKRRB44d1UgA==", "p2LFWddWSZqKRRB44d1Ug+", "p2LFWddWSZqKRRB44d1UgAAA"] {
+        for bad in [
+            "",
+            "short",
+            "p2LFWddWSZqKRRB44d1UgA==",
+            "p2LFWddWSZqKRRB44d1Ug+",
+            "p2LFWddWSZqKRRB44d1UgAAA",
+        ] {
             assert!(bad.parse::<TopicId>().is_err(), "{bad}");
         }
     }
