@@ -47,6 +47,18 @@
 
 use std::time::Duration;
 
+mod client;
+mod embedded;
+mod path;
+mod tree;
+
+pub use client::{Client, Events};
+pub use embedded::{EmbeddedStore, STORE_FILE};
+
+/// Where a broker keeps its embedded store, relative to its data directory
+/// (`<data-dir>/metadata/`). The broker and `gregor meta --data-dir` both use it.
+pub const EMBEDDED_SUBDIR: &str = "metadata";
+
 /// The result type of every store operation.
 pub type Result<T> = std::result::Result<T, Error>;
 
@@ -61,10 +73,16 @@ pub enum CreateMode {
 
 impl CreateMode {
     pub fn is_ephemeral(self) -> bool {
-        matches!(self, CreateMode::Ephemeral | CreateMode::EphemeralSequential)
+        matches!(
+            self,
+            CreateMode::Ephemeral | CreateMode::EphemeralSequential
+        )
     }
     pub fn is_sequential(self) -> bool {
-        matches!(self, CreateMode::PersistentSequential | CreateMode::EphemeralSequential)
+        matches!(
+            self,
+            CreateMode::PersistentSequential | CreateMode::EphemeralSequential
+        )
     }
 }
 
@@ -94,11 +112,25 @@ pub struct Stat {
 /// One operation of an atomic [`Client::multi`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
-    Create { path: String, data: Vec<u8>, mode: CreateMode },
-    SetData { path: String, data: Vec<u8>, version: Option<i32> },
-    Delete { path: String, version: Option<i32> },
+    Create {
+        path: String,
+        data: Vec<u8>,
+        mode: CreateMode,
+    },
+    SetData {
+        path: String,
+        data: Vec<u8>,
+        version: Option<i32>,
+    },
+    Delete {
+        path: String,
+        version: Option<i32>,
+    },
     /// Succeeds only if the node exists with this version (ZooKeeper's check op).
-    Check { path: String, version: i32 },
+    Check {
+        path: String,
+        version: i32,
+    },
 }
 
 /// The result of one op of a successful multi, in op order.
@@ -173,6 +205,12 @@ pub enum Error {
     ConnectionLoss,
     #[error("store backend error: {0}")]
     Backend(String),
+    /// The embedded store file is open in another process (or another handle of this one),
+    /// typically a running server.
+    #[error(
+        "the store at {0} is locked by another process (is a server running on this data dir?)"
+    )]
+    StoreLocked(String),
 }
 
 /// Session options common to both backends.
@@ -184,6 +222,8 @@ pub struct SessionOptions {
 impl Default for SessionOptions {
     fn default() -> Self {
         // Kafka's zookeeper.session.timeout.ms default.
-        SessionOptions { session_timeout: Duration::from_millis(18_000) }
+        SessionOptions {
+            session_timeout: Duration::from_millis(18_000),
+        }
     }
 }

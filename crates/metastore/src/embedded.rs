@@ -1,0 +1,853 @@
+//! The embedded backend: one durable store in this process, shared by any number of
+//! in-process clients, each with its own session.
+//!
+//! # Design
+//! - The in-memory [`Tree`] is the truth for reads. Reads take a shared lock on it.
+//! - One writer thread owns every mutation. It drains queued requests (group commit: up to
+//!   [`MAX_BATCH`] at a time), applies them in order to the tree, writes the changed nodes to
+//!   one `redb` write transaction and commits it with `Durability::Immediate` (fsync). Only
+//!   then does it queue the fired watch events on each session's stream and acknowledge each
+//!   caller. The writer holds the tree's exclusive lock from the first apply until the events
+//!   are queued, so a read never sees a change that is not yet durable, and a client that
+//!   sees new data has its watch event for that change already queued (ZooKeeper's rule).
+//! - If a commit fails (disk error), the store is poisoned: every later call fails with
+//!   [`Error::Backend`], because memory is then ahead of the disk.
+//! - Ephemeral nodes are stored with their owner session id. Session ids are
+//!   `(open_epoch << 32) | counter`, where `open_epoch` is bumped in the file on every open,
+//!   so ids never repeat across restarts. On open, every ephemeral node left by a previous
+//!   process is deleted (no session can own it any more) and no watch fires.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::path::Path;
+use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use redb::{Database, DatabaseError, ReadableTable, TableDefinition};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::path::validate_path;
+use crate::tree::{Change, Node, NodeStat, Tree};
+use crate::{
+    Client, Error, Event, Events, Op, OpResult, Result, SessionOptions, SessionState, Stat,
+    WatchedEvent, WatchedEventKind,
+};
+
+/// The file inside the store directory.
+pub const STORE_FILE: &str = "metastore.redb";
+
+/// Most requests applied and committed in one group commit.
+const MAX_BATCH: usize = 1024;
+/// Write requests waiting for the writer; senders wait when it is full.
+const WRITE_QUEUE_CAPACITY: usize = 4096;
+
+const NODES: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("nodes");
+const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
+const META_ZXID: &str = "zxid";
+const META_EPOCH: &str = "open_epoch";
+/// The first byte of every stored node value.
+const NODE_FORMAT_V1: u8 = 1;
+const NODE_HEADER_LEN: usize = 1 + 8 * 6 + 4 * 2;
+
+/// One durable store shared by in-process clients (one per broker in a dev cluster).
+///
+/// Cloning is cheap; every clone is the same store. The file stays open (and locked against
+/// other processes) until [`EmbeddedStore::close`] is called or every handle and client is
+/// dropped.
+#[derive(Clone)]
+pub struct EmbeddedStore {
+    shared: Arc<Shared>,
+    requests: mpsc::Sender<Request>,
+}
+
+impl fmt::Debug for EmbeddedStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EmbeddedStore")
+            .field("location", &self.shared.location)
+            .finish()
+    }
+}
+
+impl EmbeddedStore {
+    /// Opens (or creates) the durable store in `dir`, reloads the tree and deletes the
+    /// ephemeral nodes of the previous process without firing watches.
+    ///
+    /// Fails with [`Error::StoreLocked`] if another process (or another open handle in this
+    /// process) has the store open.
+    pub fn open(dir: &Path) -> Result<EmbeddedStore> {
+        std::fs::create_dir_all(dir).map_err(|err| {
+            Error::Backend(format!(
+                "cannot create the store directory {}: {err}",
+                dir.display()
+            ))
+        })?;
+        let file = dir.join(STORE_FILE);
+        let db = Database::create(&file).map_err(|err| match err {
+            DatabaseError::DatabaseAlreadyOpen => Error::StoreLocked(file.display().to_string()),
+            other => Error::Backend(format!(
+                "cannot open the store at {}: {other}",
+                file.display()
+            )),
+        })?;
+        let (tree, epoch) = load(&db, &file)?;
+        Ok(Self::start(
+            tree,
+            epoch,
+            Some(db),
+            file.display().to_string(),
+        ))
+    }
+
+    /// A store kept only in memory (lost when dropped), for fast tests.
+    pub fn open_in_memory() -> EmbeddedStore {
+        Self::start(Tree::new(), 1, None, "memory".to_string())
+    }
+
+    /// Opens a new session. Its events (watches, then its own end) arrive on the returned
+    /// [`Events`]. The session lives until [`Client::close`], [`EmbeddedStore::expire_session`]
+    /// or the drop of the last clone of the client.
+    pub fn connect(&self, _opts: SessionOptions) -> (Client, Events) {
+        let id =
+            (self.shared.epoch << 32) | self.shared.next_session.fetch_add(1, Ordering::Relaxed);
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let session = Arc::new(Session {
+            id,
+            state: AtomicU8::new(if self.is_closed() {
+                STATE_CLOSED
+            } else {
+                STATE_ALIVE
+            }),
+            events: Mutex::new(Some(events_tx)),
+        });
+        if session.state.load(Ordering::Acquire) == STATE_ALIVE {
+            lock(&self.shared.sessions).insert(id, session.clone());
+        }
+        let client = EmbeddedClient {
+            shared: self.shared.clone(),
+            requests: self.requests.clone(),
+            session,
+        };
+        (Client::from_embedded(client), Events::new(events_rx))
+    }
+
+    /// Ends the session as if it timed out: its ephemeral nodes are deleted (firing other
+    /// sessions' watches), then its client receives `Event::Session(Expired)` and every later
+    /// call of that client fails with [`Error::SessionExpired`]. Unknown ids are ignored.
+    pub fn expire_session(&self, session_id: i64) {
+        send_from_sync(
+            &self.requests,
+            Request::EndSession {
+                session: session_id,
+                expired: true,
+                reply: None,
+            },
+        );
+    }
+
+    /// Closes every session, commits, and releases the store file. Later calls of any client
+    /// of this store fail with [`Error::Closed`]. Idempotent.
+    pub async fn close(&self) {
+        let (reply, done) = oneshot::channel();
+        if self
+            .requests
+            .send(Request::Shutdown { reply })
+            .await
+            .is_ok()
+        {
+            let _ = done.await;
+        }
+    }
+
+    /// The number of znodes, including the root.
+    pub fn node_count(&self) -> usize {
+        read(&self.shared.tree).len()
+    }
+
+    /// The zxid of the last applied transaction.
+    pub fn last_zxid(&self) -> i64 {
+        read(&self.shared.tree).zxid()
+    }
+
+    fn is_closed(&self) -> bool {
+        self.requests.is_closed()
+    }
+
+    fn start(tree: Tree, epoch: i64, db: Option<Database>, location: String) -> EmbeddedStore {
+        let shared = Arc::new(Shared {
+            tree: RwLock::new(tree),
+            watches: Mutex::new(Watches::default()),
+            sessions: Mutex::new(HashMap::new()),
+            failure: Mutex::new(None),
+            epoch,
+            next_session: AtomicI64::new(1),
+            location,
+        });
+        let (requests, rx) = mpsc::channel(WRITE_QUEUE_CAPACITY);
+        let writer_shared = shared.clone();
+        std::thread::Builder::new()
+            .name("metastore-writer".to_string())
+            .spawn(move || {
+                Writer {
+                    shared: writer_shared,
+                    db,
+                }
+                .run(rx)
+            })
+            .expect("spawning the metastore writer thread");
+        EmbeddedStore { shared, requests }
+    }
+}
+
+/// A client session of the embedded store.
+pub(crate) struct EmbeddedClient {
+    shared: Arc<Shared>,
+    requests: mpsc::Sender<Request>,
+    session: Arc<Session>,
+}
+
+impl fmt::Debug for EmbeddedClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EmbeddedClient")
+            .field("session_id", &self.session.id)
+            .finish()
+    }
+}
+
+impl Drop for EmbeddedClient {
+    fn drop(&mut self) {
+        if self.session.state.load(Ordering::Acquire) == STATE_ALIVE {
+            send_from_sync(
+                &self.requests,
+                Request::EndSession {
+                    session: self.session.id,
+                    expired: false,
+                    reply: None,
+                },
+            );
+        }
+    }
+}
+
+impl EmbeddedClient {
+    pub fn session_id(&self) -> i64 {
+        self.session.id
+    }
+
+    pub async fn write(&self, ops: Vec<Op>, single: bool) -> Result<Vec<OpResult>> {
+        self.check_alive()?;
+        let (reply, done) = oneshot::channel();
+        let request = Request::Txn {
+            session: self.session.id,
+            ops,
+            single,
+            reply,
+        };
+        if self.requests.send(request).await.is_err() {
+            return Err(Error::Closed);
+        }
+        match done.await {
+            Ok(Err(Error::Closed)) | Err(_) => Err(self.dead_error()),
+            Ok(result) => result,
+        }
+    }
+
+    pub fn get_data(&self, path: &str, watch: bool) -> Result<(Vec<u8>, Stat)> {
+        self.read(path, |tree, watches| {
+            let node = tree
+                .get(path)
+                .ok_or_else(|| Error::NoNode(path.to_string()))?;
+            if watch {
+                watches.add(WatchKind::Data, path, self.session.id);
+            }
+            Ok((node.data.clone(), node.stat()))
+        })
+    }
+
+    pub fn exists(&self, path: &str, watch: bool) -> Result<Option<Stat>> {
+        self.read(path, |tree, watches| {
+            let stat = tree.get(path).map(Node::stat);
+            if watch {
+                let kind = if stat.is_some() {
+                    WatchKind::Data
+                } else {
+                    WatchKind::Exist
+                };
+                watches.add(kind, path, self.session.id);
+            }
+            Ok(stat)
+        })
+    }
+
+    pub fn get_children(&self, path: &str, watch: bool) -> Result<Vec<String>> {
+        self.read(path, |tree, watches| {
+            let node = tree
+                .get(path)
+                .ok_or_else(|| Error::NoNode(path.to_string()))?;
+            if watch {
+                watches.add(WatchKind::Child, path, self.session.id);
+            }
+            Ok(node.children.iter().map(|name| name.to_string()).collect())
+        })
+    }
+
+    pub async fn close(&self) {
+        if self.session.state.load(Ordering::Acquire) != STATE_ALIVE {
+            return;
+        }
+        let (reply, done) = oneshot::channel();
+        let request = Request::EndSession {
+            session: self.session.id,
+            expired: false,
+            reply: Some(reply),
+        };
+        if self.requests.send(request).await.is_ok() {
+            let _ = done.await;
+        }
+        // The writer may be gone (store closed): the session is over either way.
+        let _ = self.session.state.compare_exchange(
+            STATE_ALIVE,
+            STATE_CLOSED,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+    }
+
+    /// Runs a read under the tree's shared lock (so a watch registration and the state it
+    /// was registered against are atomic with respect to writes).
+    fn read<T>(&self, path: &str, f: impl FnOnce(&Tree, &mut Watches) -> Result<T>) -> Result<T> {
+        validate_path(path)?;
+        let tree = read(&self.shared.tree);
+        self.check_alive()?;
+        if let Some(failure) = lock(&self.shared.failure).as_ref() {
+            return Err(Error::Backend(failure.clone()));
+        }
+        let mut watches = lock(&self.shared.watches);
+        f(&tree, &mut watches)
+    }
+
+    fn check_alive(&self) -> Result<()> {
+        match self.session.state.load(Ordering::Acquire) {
+            STATE_ALIVE => Ok(()),
+            _ => Err(self.dead_error()),
+        }
+    }
+
+    fn dead_error(&self) -> Error {
+        match self.session.state.load(Ordering::Acquire) {
+            STATE_EXPIRED => Error::SessionExpired,
+            _ => Error::Closed,
+        }
+    }
+}
+
+const STATE_ALIVE: u8 = 0;
+const STATE_CLOSED: u8 = 1;
+const STATE_EXPIRED: u8 = 2;
+
+struct Session {
+    id: i64,
+    state: AtomicU8,
+    /// Dropped (set to `None`) after the session's last event, so `Events::recv` ends.
+    events: Mutex<Option<mpsc::UnboundedSender<Event>>>,
+}
+
+impl Session {
+    fn deliver(&self, event: Event) {
+        if let Some(tx) = lock(&self.events).as_ref() {
+            // A dropped `Events` only means nobody listens any more.
+            let _ = tx.send(event);
+        }
+    }
+
+    fn hang_up(&self) {
+        lock(&self.events).take();
+    }
+}
+
+struct Shared {
+    tree: RwLock<Tree>,
+    watches: Mutex<Watches>,
+    sessions: Mutex<HashMap<i64, Arc<Session>>>,
+    /// Set when a commit failed; the store then refuses everything.
+    failure: Mutex<Option<String>>,
+    epoch: i64,
+    next_session: AtomicI64,
+    location: String,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum WatchKind {
+    Data,
+    Exist,
+    Child,
+}
+
+/// Registered one-shot watches: path -> sessions.
+#[derive(Debug, Default)]
+struct Watches {
+    data: HashMap<String, HashSet<i64>>,
+    exist: HashMap<String, HashSet<i64>>,
+    child: HashMap<String, HashSet<i64>>,
+}
+
+impl Watches {
+    fn add(&mut self, kind: WatchKind, path: &str, session: i64) {
+        let table = match kind {
+            WatchKind::Data => &mut self.data,
+            WatchKind::Exist => &mut self.exist,
+            WatchKind::Child => &mut self.child,
+        };
+        table.entry(path.to_string()).or_default().insert(session);
+    }
+
+    /// Removes the watches a change triggers and returns the sessions to tell, each once.
+    fn trigger(&mut self, kind: WatchedEventKind, path: &str) -> Vec<i64> {
+        let mut sessions: Vec<i64> = Vec::new();
+        let mut take = |table: &mut HashMap<String, HashSet<i64>>| {
+            if let Some(set) = table.remove(path) {
+                sessions.extend(set);
+            }
+        };
+        match kind {
+            WatchedEventKind::NodeCreated | WatchedEventKind::NodeDataChanged => {
+                take(&mut self.data);
+                take(&mut self.exist);
+            }
+            WatchedEventKind::NodeDeleted => {
+                take(&mut self.data);
+                take(&mut self.exist);
+                take(&mut self.child);
+            }
+            WatchedEventKind::NodeChildrenChanged => take(&mut self.child),
+        }
+        sessions.sort_unstable();
+        sessions.dedup();
+        sessions
+    }
+
+    fn remove_session(&mut self, session: i64) {
+        for table in [&mut self.data, &mut self.exist, &mut self.child] {
+            table.retain(|_, set| {
+                set.remove(&session);
+                !set.is_empty()
+            });
+        }
+    }
+}
+
+enum Request {
+    Txn {
+        session: i64,
+        ops: Vec<Op>,
+        single: bool,
+        reply: oneshot::Sender<Result<Vec<OpResult>>>,
+    },
+    EndSession {
+        session: i64,
+        expired: bool,
+        reply: Option<oneshot::Sender<()>>,
+    },
+    Shutdown {
+        reply: oneshot::Sender<()>,
+    },
+}
+
+/// What to tell a caller once its batch is durable.
+enum Ack {
+    Txn(
+        oneshot::Sender<Result<Vec<OpResult>>>,
+        Result<Vec<OpResult>>,
+    ),
+    Done(Option<oneshot::Sender<()>>),
+}
+
+/// What to put on a session's stream once the batch is durable, in order.
+enum Delivery {
+    Event(Arc<Session>, Event),
+    HangUp(Arc<Session>),
+}
+
+struct Writer {
+    shared: Arc<Shared>,
+    db: Option<Database>,
+}
+
+impl Writer {
+    fn run(mut self, mut rx: mpsc::Receiver<Request>) {
+        let mut batch = Vec::with_capacity(MAX_BATCH);
+        while let Some(first) = rx.blocking_recv() {
+            batch.push(first);
+            while batch.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(request) => batch.push(request),
+                    Err(_) => break,
+                }
+            }
+            if self.process(&mut batch) {
+                break;
+            }
+        }
+        // Close the file (and release its lock) before anyone waiting on shutdown hears back.
+        drop(self.db.take());
+        rx.close();
+        while let Ok(request) = rx.try_recv() {
+            fail(request, Error::Closed);
+        }
+    }
+
+    /// Applies, commits and acknowledges one batch. Returns true on shutdown.
+    fn process(&mut self, batch: &mut Vec<Request>) -> bool {
+        let mut tree = write(&self.shared.tree);
+        if let Some(failure) = lock(&self.shared.failure).clone() {
+            for request in batch.drain(..) {
+                fail(request, Error::Backend(failure.clone()));
+            }
+            return false;
+        }
+        let now = now_ms();
+        let mut dirty = HashSet::new();
+        let mut acks = Vec::with_capacity(batch.len());
+        let mut deliveries = Vec::new();
+        let mut shutdown_reply = None;
+        for request in batch.drain(..) {
+            match request {
+                Request::Txn {
+                    session,
+                    ops,
+                    single,
+                    reply,
+                } => {
+                    if !lock(&self.shared.sessions).contains_key(&session) {
+                        acks.push(Ack::Txn(reply, Err(Error::Closed)));
+                        continue;
+                    }
+                    let mut txn = tree.begin(now, &mut dirty);
+                    let result = match txn.apply_all(&ops, session) {
+                        Ok(results) => {
+                            let changes = txn.commit();
+                            self.fire(&changes, &mut deliveries);
+                            Ok(results)
+                        }
+                        Err((_, err)) if single => Err(err),
+                        Err((index, err)) => Err(Error::Multi {
+                            index,
+                            source: Box::new(err),
+                        }),
+                    };
+                    acks.push(Ack::Txn(reply, result));
+                }
+                Request::EndSession {
+                    session,
+                    expired,
+                    reply,
+                } => {
+                    self.end_session(
+                        &mut tree,
+                        &mut dirty,
+                        now,
+                        session,
+                        expired,
+                        &mut deliveries,
+                    );
+                    acks.push(Ack::Done(reply));
+                }
+                Request::Shutdown { reply } => {
+                    let ids: Vec<i64> = lock(&self.shared.sessions).keys().copied().collect();
+                    for session in ids {
+                        self.end_session(
+                            &mut tree,
+                            &mut dirty,
+                            now,
+                            session,
+                            false,
+                            &mut deliveries,
+                        );
+                    }
+                    shutdown_reply = Some(reply);
+                }
+            }
+        }
+        if let Err(err) = self.persist(&tree, &dirty) {
+            tracing::error!(location = %self.shared.location, error = %err, "metastore commit failed; store poisoned");
+            *lock(&self.shared.failure) = Some(err.clone());
+            for ack in acks {
+                match ack {
+                    Ack::Txn(reply, _) => {
+                        let _ = reply.send(Err(Error::Backend(err.clone())));
+                    }
+                    Ack::Done(reply) => drop(reply),
+                }
+            }
+            return shutdown_reply.is_some();
+        }
+        for delivery in deliveries {
+            match delivery {
+                Delivery::Event(session, event) => session.deliver(event),
+                Delivery::HangUp(session) => session.hang_up(),
+            }
+        }
+        drop(tree);
+        for ack in acks {
+            match ack {
+                Ack::Txn(reply, result) => {
+                    let _ = reply.send(result);
+                }
+                Ack::Done(Some(reply)) => {
+                    let _ = reply.send(());
+                }
+                Ack::Done(None) => {}
+            }
+        }
+        if let Some(reply) = shutdown_reply {
+            drop(self.db.take());
+            let _ = reply.send(());
+            return true;
+        }
+        false
+    }
+
+    fn end_session(
+        &self,
+        tree: &mut Tree,
+        dirty: &mut HashSet<String>,
+        now: i64,
+        session: i64,
+        expired: bool,
+        deliveries: &mut Vec<Delivery>,
+    ) {
+        let Some(handle) = lock(&self.shared.sessions).remove(&session) else {
+            return;
+        };
+        handle.state.store(
+            if expired { STATE_EXPIRED } else { STATE_CLOSED },
+            Ordering::Release,
+        );
+        lock(&self.shared.watches).remove_session(session);
+        let paths = tree.ephemerals_of(session);
+        let mut txn = tree.begin(now, dirty);
+        for path in &paths {
+            // Ephemeral nodes never have children, so this cannot fail.
+            if let Err(err) = txn.delete(path, None) {
+                tracing::error!(%path, error = %err, "could not delete an ephemeral node");
+            }
+        }
+        let changes = txn.commit();
+        self.fire(&changes, deliveries);
+        let state = if expired {
+            SessionState::Expired
+        } else {
+            SessionState::Closed
+        };
+        deliveries.push(Delivery::Event(handle.clone(), Event::Session(state)));
+        deliveries.push(Delivery::HangUp(handle));
+    }
+
+    fn fire(&self, changes: &[Change], deliveries: &mut Vec<Delivery>) {
+        let mut watches = lock(&self.shared.watches);
+        let sessions = lock(&self.shared.sessions);
+        for (kind, path) in changes {
+            for id in watches.trigger(*kind, path) {
+                if let Some(session) = sessions.get(&id) {
+                    let event = Event::Watch(WatchedEvent {
+                        kind: *kind,
+                        path: path.clone(),
+                    });
+                    deliveries.push(Delivery::Event(session.clone(), event));
+                }
+            }
+        }
+    }
+
+    fn persist(&self, tree: &Tree, dirty: &HashSet<String>) -> std::result::Result<(), String> {
+        let Some(db) = &self.db else { return Ok(()) };
+        if dirty.is_empty() {
+            return Ok(());
+        }
+        let txn = db.begin_write().map_err(|e| e.to_string())?;
+        {
+            let mut nodes = txn.open_table(NODES).map_err(|e| e.to_string())?;
+            let mut buf = Vec::new();
+            for path in dirty {
+                match tree.get(path) {
+                    Some(node) => {
+                        encode_node(node, &mut buf);
+                        nodes
+                            .insert(path.as_str(), buf.as_slice())
+                            .map_err(|e| e.to_string())?;
+                    }
+                    None => {
+                        nodes.remove(path.as_str()).map_err(|e| e.to_string())?;
+                    }
+                }
+            }
+            let mut meta = txn.open_table(META).map_err(|e| e.to_string())?;
+            meta.insert(META_ZXID, zxid_to_u64(tree.zxid()))
+                .map_err(|e| e.to_string())?;
+        }
+        txn.commit().map_err(|e| e.to_string())
+    }
+}
+
+/// Loads the tree, bumps the open epoch and deletes stale ephemerals, in one commit.
+fn load(db: &Database, file: &Path) -> Result<(Tree, i64)> {
+    let backend = |what: &str, err: &dyn fmt::Display| {
+        Error::Backend(format!("{what} in the store at {}: {err}", file.display()))
+    };
+    let txn = db
+        .begin_write()
+        .map_err(|e| backend("cannot begin a transaction", &e))?;
+    let (tree, epoch) = {
+        let mut nodes = txn
+            .open_table(NODES)
+            .map_err(|e| backend("cannot open the nodes table", &e))?;
+        let mut meta = txn
+            .open_table(META)
+            .map_err(|e| backend("cannot open the meta table", &e))?;
+        let zxid = meta
+            .get(META_ZXID)
+            .map_err(|e| backend("cannot read the zxid", &e))?
+            .map_or(0, |v| v.value());
+        let epoch = meta
+            .get(META_EPOCH)
+            .map_err(|e| backend("cannot read the open epoch", &e))?
+            .map_or(0, |v| v.value())
+            + 1;
+        meta.insert(META_EPOCH, epoch)
+            .map_err(|e| backend("cannot write the open epoch", &e))?;
+        let iter = nodes.iter().map_err(|e| backend("cannot scan nodes", &e))?;
+        let entries = iter.map(|entry| {
+            let (key, value) = entry.map_err(|e| backend("cannot read a node", &e))?;
+            let path = key.value().to_string();
+            let (stat, data) = decode_node(value.value())
+                .ok_or_else(|| backend("corrupt node value", &format!("at {path}")))?;
+            Ok((path, data, stat))
+        });
+        let mut tree = Tree::from_sorted(zxid_from_u64(zxid), entries)?;
+        let stale = tree.all_ephemerals();
+        if !stale.is_empty() {
+            let mut dirty = HashSet::new();
+            let mut stale_txn = tree.begin(now_ms(), &mut dirty);
+            for path in &stale {
+                stale_txn
+                    .delete(path, None)
+                    .map_err(|e| backend("cannot delete a stale ephemeral node", &e))?;
+            }
+            stale_txn.commit();
+            let mut buf = Vec::new();
+            for path in &dirty {
+                match tree.get(path) {
+                    Some(node) => {
+                        encode_node(node, &mut buf);
+                        nodes.insert(path.as_str(), buf.as_slice())
+                    }
+                    .map(|_| ()),
+                    None => nodes.remove(path.as_str()).map(|_| ()),
+                }
+                .map_err(|e| backend("cannot write a node", &e))?;
+            }
+            meta.insert(META_ZXID, zxid_to_u64(tree.zxid()))
+                .map_err(|e| backend("cannot write the zxid", &e))?;
+        }
+        let epoch = i64::try_from(epoch).map_err(|e| backend("bad open epoch", &e))?;
+        (tree, epoch)
+    };
+    txn.commit().map_err(|e| backend("cannot commit", &e))?;
+    Ok((tree, epoch))
+}
+
+fn encode_node(node: &Node, buf: &mut Vec<u8>) {
+    let s = node.stat;
+    buf.clear();
+    buf.reserve(NODE_HEADER_LEN + node.data.len());
+    buf.push(NODE_FORMAT_V1);
+    for v in [
+        s.czxid,
+        s.mzxid,
+        s.pzxid,
+        s.ctime,
+        s.mtime,
+        s.ephemeral_owner,
+    ] {
+        buf.extend_from_slice(&v.to_le_bytes());
+    }
+    buf.extend_from_slice(&s.version.to_le_bytes());
+    buf.extend_from_slice(&s.cversion.to_le_bytes());
+    buf.extend_from_slice(&node.data);
+}
+
+fn decode_node(bytes: &[u8]) -> Option<(NodeStat, Vec<u8>)> {
+    if bytes.len() < NODE_HEADER_LEN || bytes[0] != NODE_FORMAT_V1 {
+        return None;
+    }
+    let i64_at =
+        |i: usize| i64::from_le_bytes(bytes[1 + 8 * i..9 + 8 * i].try_into().expect("8 bytes"));
+    let i32_at = |off: usize| i32::from_le_bytes(bytes[off..off + 4].try_into().expect("4 bytes"));
+    let stat = NodeStat {
+        czxid: i64_at(0),
+        mzxid: i64_at(1),
+        pzxid: i64_at(2),
+        ctime: i64_at(3),
+        mtime: i64_at(4),
+        ephemeral_owner: i64_at(5),
+        version: i32_at(49),
+        cversion: i32_at(53),
+    };
+    Some((stat, bytes[NODE_HEADER_LEN..].to_vec()))
+}
+
+fn zxid_to_u64(zxid: i64) -> u64 {
+    u64::try_from(zxid).expect("zxids are never negative")
+}
+
+fn zxid_from_u64(zxid: u64) -> i64 {
+    i64::try_from(zxid).expect("zxids fit in i64")
+}
+
+fn fail(request: Request, err: Error) {
+    match request {
+        Request::Txn { reply, .. } => {
+            let _ = reply.send(Err(err));
+        }
+        Request::EndSession { reply, .. } => drop(reply),
+        Request::Shutdown { reply } => {
+            let _ = reply.send(());
+        }
+    }
+}
+
+/// Queues a request from synchronous code (a `Drop`, a test hook) without blocking an async
+/// runtime: if the queue is full, a short-lived thread waits for room.
+fn send_from_sync(requests: &mpsc::Sender<Request>, request: Request) {
+    match requests.try_send(request) {
+        Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => {}
+        Err(mpsc::error::TrySendError::Full(request)) => {
+            let requests = requests.clone();
+            std::thread::spawn(move || {
+                let _ = requests.blocking_send(request);
+            });
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+// A panic while holding one of these locks is a bug that already failed loudly; keep serving.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn read<T>(rw: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    rw.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn write<T>(rw: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    rw.write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
