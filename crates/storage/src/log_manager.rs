@@ -1,0 +1,249 @@
+//! The [`LogManager`]: the set of live partition directories over the configured `log.dirs`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use model::{TopicId, TopicName, TopicPartition};
+use tracing::{info, warn};
+
+use crate::partition_metadata::{read_partition_metadata, write_partition_metadata};
+use crate::StorageError;
+
+/// Suffix of a partition directory that is waiting to be removed (Kafka's `-delete`).
+pub const DELETE_DIR_SUFFIX: &str = "-delete";
+
+/// Longest file name most filesystems accept; Kafka truncates the topic part of a
+/// `-delete` name to stay under it.
+const MAX_FILE_NAME_BYTES: usize = 255;
+
+/// What the [`LogManager`] needs from the broker's configuration.
+#[derive(Debug, Clone)]
+pub struct LogManagerConfig {
+    /// `log.dirs`, in configured order.
+    pub log_dirs: Vec<PathBuf>,
+    /// `file.delete.delay.ms`: how long a `-delete` directory stays before removal.
+    pub file_delete_delay: Duration,
+}
+
+/// The live partition logs of one broker. Cheap to clone; clones share state.
+///
+/// Must be used inside a Tokio runtime: removals of `-delete` directories run as background
+/// tasks after `file.delete.delay.ms`.
+#[derive(Debug, Clone)]
+pub struct LogManager {
+    config: Arc<LogManagerConfig>,
+    logs: Arc<Mutex<BTreeMap<TopicPartition, PathBuf>>>,
+}
+
+impl LogManager {
+    /// Creates missing log directories, loads every `<topic>-<partition>` directory found in
+    /// them, and schedules the removal of leftover `-delete` directories.
+    pub fn open(config: LogManagerConfig) -> Result<LogManager, StorageError> {
+        if config.log_dirs.is_empty() {
+            return Err(StorageError::NoLogDirs);
+        }
+        let mut logs = BTreeMap::new();
+        let mut leftovers = Vec::new();
+        for dir in &config.log_dirs {
+            std::fs::create_dir_all(dir).map_err(StorageError::io("create log directory", dir))?;
+            for entry in std::fs::read_dir(dir).map_err(StorageError::io("list", dir))? {
+                let entry = entry.map_err(StorageError::io("list", dir))?;
+                let path = entry.path();
+                if !path.is_dir() {
+                    continue;
+                }
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name.ends_with(DELETE_DIR_SUFFIX) {
+                    leftovers.push(path);
+                } else if let Some(tp) = parse_partition_dir_name(&name) {
+                    if let Some(previous) = logs.insert(tp.clone(), path.clone()) {
+                        warn!(%tp, first = %previous.display(), second = %path.display(),
+                            "partition found in two log directories; using the second");
+                    }
+                } else {
+                    warn!(dir = %path.display(), "ignoring a directory that is not <topic>-<partition>");
+                }
+            }
+        }
+        info!(
+            partitions = logs.len(),
+            pending_deletions = leftovers.len(),
+            "loaded partition logs"
+        );
+        let manager = LogManager {
+            config: Arc::new(config),
+            logs: Arc::new(Mutex::new(logs)),
+        };
+        for path in leftovers {
+            manager.schedule_removal(path);
+        }
+        Ok(manager)
+    }
+
+    /// Creates `<log dir>/<topic>-<partition>/` if this broker has no log for `tp`, in the log
+    /// directory holding the fewest partitions, and writes `partition.metadata` when a topic id
+    /// is known. Returns the partition's directory.
+    pub fn create_partition(
+        &self,
+        tp: &TopicPartition,
+        topic_id: Option<TopicId>,
+    ) -> Result<PathBuf, StorageError> {
+        let mut logs = self.lock();
+        let dir = match logs.get(tp) {
+            Some(dir) => dir.clone(),
+            None => {
+                let parent = self.least_loaded_dir(&logs);
+                let dir = parent.join(partition_dir_name(tp));
+                std::fs::create_dir_all(&dir)
+                    .map_err(StorageError::io("create partition directory", &dir))?;
+                info!(%tp, dir = %dir.display(), "created partition log");
+                logs.insert(tp.clone(), dir.clone());
+                dir
+            }
+        };
+        if let Some(requested) = topic_id.filter(|id| *id != TopicId::ZERO) {
+            match read_partition_metadata(&dir)? {
+                Some(on_disk) if on_disk != requested => {
+                    return Err(StorageError::InconsistentTopicId {
+                        tp: tp.clone(),
+                        on_disk,
+                        requested,
+                    });
+                }
+                Some(_) => {}
+                None => write_partition_metadata(&dir, requested)?,
+            }
+        }
+        Ok(dir)
+    }
+
+    /// Drops `tp` from the live set and renames its directory to
+    /// `<topic>-<partition>.<uuid>-delete`; a background task removes it after
+    /// `file.delete.delay.ms`. Returns the new path, or `None` if there was no such log.
+    pub fn delete_partition(&self, tp: &TopicPartition) -> Result<Option<PathBuf>, StorageError> {
+        let mut logs = self.lock();
+        let Some(dir) = logs.get(tp).cloned() else {
+            return Ok(None);
+        };
+        // Rename before deleting: a crash mid-delete must never leave a half-deleted
+        // directory that the next start would load as a live log.
+        let parent = dir.parent().map(Path::to_path_buf).unwrap_or_default();
+        let renamed = parent.join(delete_dir_name(tp));
+        std::fs::rename(&dir, &renamed).map_err(StorageError::io("rename for deletion", &dir))?;
+        logs.remove(tp);
+        drop(logs);
+        info!(%tp, dir = %renamed.display(), delay_ms = self.config.file_delete_delay.as_millis() as u64,
+            "renamed partition log for deletion");
+        self.schedule_removal(renamed.clone());
+        Ok(Some(renamed))
+    }
+
+    /// The live partitions, sorted.
+    pub fn partitions(&self) -> Vec<TopicPartition> {
+        self.lock().keys().cloned().collect()
+    }
+
+    /// The directory of `tp`'s log, if this broker has one.
+    pub fn partition_dir(&self, tp: &TopicPartition) -> Option<PathBuf> {
+        self.lock().get(tp).cloned()
+    }
+
+    /// The configured log directories.
+    pub fn log_dirs(&self) -> &[PathBuf] {
+        &self.config.log_dirs
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<TopicPartition, PathBuf>> {
+        // A panic while holding this lock cannot leave the map half-updated (every update is
+        // one insert or remove), so a poisoned lock is still safe to use.
+        self.logs
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn least_loaded_dir(&self, logs: &BTreeMap<TopicPartition, PathBuf>) -> PathBuf {
+        let count = |dir: &Path| logs.values().filter(|p| p.parent() == Some(dir)).count();
+        self.config
+            .log_dirs
+            .iter()
+            .min_by_key(|dir| count(dir))
+            .cloned()
+            .expect("open() refuses an empty log.dirs")
+    }
+
+    fn schedule_removal(&self, path: PathBuf) {
+        let delay = self.config.file_delete_delay;
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            match tokio::fs::remove_dir_all(&path).await {
+                Ok(()) => info!(dir = %path.display(), "removed deleted partition log"),
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+                Err(err) => {
+                    warn!(dir = %path.display(), error = %err, "could not remove deleted partition log")
+                }
+            }
+        });
+    }
+}
+
+/// `<topic>-<partition>`.
+fn partition_dir_name(tp: &TopicPartition) -> String {
+    format!("{}-{}", tp.topic, tp.partition)
+}
+
+/// `<topic>-<partition>.<uuid without dashes>-delete`, with the topic part truncated as Kafka
+/// does when the whole name would pass 255 bytes.
+fn delete_dir_name(tp: &TopicPartition) -> String {
+    let suffix = format!(
+        "-{}.{}{DELETE_DIR_SUFFIX}",
+        tp.partition,
+        uuid::Uuid::new_v4().simple()
+    );
+    let topic = tp.topic.as_str();
+    let keep = topic.len().min(MAX_FILE_NAME_BYTES - suffix.len());
+    format!("{}{suffix}", &topic[..keep])
+}
+
+/// Parses `<topic>-<partition>`; `None` for anything else.
+fn parse_partition_dir_name(name: &str) -> Option<TopicPartition> {
+    let (topic, partition) = name.rsplit_once('-')?;
+    let partition: i32 = partition.parse().ok().filter(|p| *p >= 0)?;
+    if partition.to_string() != partition_str(name) {
+        return None;
+    }
+    let topic: TopicName = topic.parse().ok()?;
+    Some(TopicPartition::new(topic, partition))
+}
+
+fn partition_str(name: &str) -> &str {
+    name.rsplit_once('-').map(|(_, p)| p).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tp(topic: &str, partition: i32) -> TopicPartition {
+        TopicPartition::new(topic.parse().unwrap(), partition)
+    }
+
+    #[test]
+    fn dir_names() {
+        assert_eq!(parse_partition_dir_name("orders-3"), Some(tp("orders", 3)));
+        assert_eq!(
+            parse_partition_dir_name("my-topic-10"),
+            Some(tp("my-topic", 10))
+        );
+        assert_eq!(parse_partition_dir_name("orders-03"), None);
+        assert_eq!(parse_partition_dir_name("orders"), None);
+        assert_eq!(parse_partition_dir_name("lost+found"), None);
+        let name = delete_dir_name(&tp("orders", 3));
+        assert!(name.starts_with("orders-3."), "{name}");
+        assert!(name.ends_with("-delete"));
+        assert_eq!(name.len(), "orders-3.".len() + 32 + "-delete".len());
+        let long = delete_dir_name(&tp(&"x".repeat(249), 0));
+        assert_eq!(long.len(), MAX_FILE_NAME_BYTES);
+    }
+}

@@ -1,0 +1,101 @@
+//! The LogManager against real temporary directories.
+
+use std::path::Path;
+use std::time::Duration;
+
+use model::{TopicId, TopicPartition};
+use storage::{read_partition_metadata, LogManager, LogManagerConfig, StorageError};
+
+fn tp(topic: &str, partition: i32) -> TopicPartition {
+    TopicPartition::new(topic.parse().unwrap(), partition)
+}
+
+fn open(dirs: &[&Path], delay_ms: u64) -> LogManager {
+    LogManager::open(LogManagerConfig {
+        log_dirs: dirs.iter().map(|d| d.to_path_buf()).collect(),
+        file_delete_delay: Duration::from_millis(delay_ms),
+    })
+    .unwrap()
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn create_writes_kafka_partition_metadata_and_reloads() {
+    let root = tempfile::tempdir().unwrap();
+    let logs = open(&[root.path()], 60_000);
+    let id: TopicId = "AAAAAAAAAAAAAAAAAAAAAQ".parse().unwrap();
+    let dir = logs.create_partition(&tp("orders", 0), Some(id)).unwrap();
+    assert_eq!(dir, root.path().join("orders-0"));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("partition.metadata")).unwrap(),
+        "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ\n"
+    );
+    // Idempotent, and a different id for the same directory is refused.
+    assert_eq!(
+        logs.create_partition(&tp("orders", 0), Some(id)).unwrap(),
+        dir
+    );
+    let other: TopicId = "AAAAAAAAAAAAAAAAAAAAAg".parse().unwrap();
+    assert!(matches!(
+        logs.create_partition(&tp("orders", 0), Some(other)),
+        Err(StorageError::InconsistentTopicId { .. })
+    ));
+    drop(logs);
+    let reopened = open(&[root.path()], 60_000);
+    assert_eq!(reopened.partitions(), vec![tp("orders", 0)]);
+    assert_eq!(read_partition_metadata(&dir).unwrap(), Some(id));
+}
+
+#[tokio::test]
+async fn spreads_over_log_dirs_by_partition_count() {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    let logs = open(&[a.path(), b.path()], 60_000);
+    for p in 0..4 {
+        logs.create_partition(&tp("t", p), None).unwrap();
+    }
+    assert_eq!(entries(a.path()), vec!["t-0", "t-2"]);
+    assert_eq!(entries(b.path()), vec!["t-1", "t-3"]);
+}
+
+#[tokio::test]
+async fn delete_renames_then_removes_after_delay() {
+    let root = tempfile::tempdir().unwrap();
+    let logs = open(&[root.path()], 300);
+    logs.create_partition(&tp("gone", 1), None).unwrap();
+    let renamed = logs.delete_partition(&tp("gone", 1)).unwrap().unwrap();
+    assert!(logs.partitions().is_empty());
+    let names = entries(root.path());
+    assert_eq!(names.len(), 1);
+    assert!(
+        names[0].starts_with("gone-1.") && names[0].ends_with("-delete"),
+        "{names:?}"
+    );
+    assert!(renamed.exists());
+    assert_eq!(logs.delete_partition(&tp("gone", 1)).unwrap(), None);
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    assert!(entries(root.path()).is_empty());
+}
+
+#[tokio::test]
+async fn leftover_delete_dirs_are_skipped_and_removed_on_open() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir(
+        root.path()
+            .join("old-0.0123456789abcdef0123456789abcdef-delete"),
+    )
+    .unwrap();
+    std::fs::create_dir(root.path().join("live-2")).unwrap();
+    let logs = open(&[root.path()], 50);
+    assert_eq!(logs.partitions(), vec![tp("live", 2)]);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(entries(root.path()), vec!["live-2"]);
+}
