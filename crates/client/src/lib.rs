@@ -1,0 +1,15 @@
+//! The Kafka-protocol client: one TCP [`Connection`] per broker (size-prefixed frames,
+//! correlation ids, ApiVersions negotiation, timeouts) and an `AdminClient` on top that
+//! bootstraps from a server list, reads Metadata and sends topic admin requests to the
+//! controller, retrying on `NOT_CONTROLLER`.
+//!
+//! Owns only "send a request, await its response". Message types and their encodings come from
+//! the `kafka-protocol` crate; what a broker does with a request is the `broker` crate's
+//! business, and output formatting belongs to the `cli` crate. No TLS or SASL yet.
+
+mod connection;
+mod error;
+pub mod versions;
+
+pub use connection::{Connection, ConnectionOptions};
+pub use error::{error_message, ClientError};
