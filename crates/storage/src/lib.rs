@@ -7,6 +7,7 @@
 //! and what to delete.
 
 mod error;
+pub mod log;
 mod log_manager;
 mod partition_metadata;
 

@@ -32,9 +32,19 @@ impl OffsetIndex {
         let (file, bytes) = open_and_read(path)?;
         let entries = bytes
             .chunks_exact(OFFSET_ENTRY_SIZE)
-            .map(|e| (u32::from_be_bytes(e[0..4].try_into().unwrap()), u32::from_be_bytes(e[4..8].try_into().unwrap())))
+            .map(|e| {
+                (
+                    u32::from_be_bytes(e[0..4].try_into().unwrap()),
+                    u32::from_be_bytes(e[4..8].try_into().unwrap()),
+                )
+            })
             .collect::<Vec<_>>();
-        let index = OffsetIndex { path: path.to_owned(), file, base_offset, entries };
+        let index = OffsetIndex {
+            path: path.to_owned(),
+            file,
+            base_offset,
+            entries,
+        };
         index.check_sorted()?;
         Ok(index)
     }
@@ -50,7 +60,9 @@ impl OffsetIndex {
         let mut entry = [0u8; OFFSET_ENTRY_SIZE];
         entry[0..4].copy_from_slice(&relative.to_be_bytes());
         entry[4..8].copy_from_slice(&position.to_be_bytes());
-        self.file.write_all(&entry).map_err(LogError::io("append to", &self.path))?;
+        self.file
+            .write_all(&entry)
+            .map_err(LogError::io("append to", &self.path))?;
         self.entries.push((relative, position));
         Ok(())
     }
@@ -69,11 +81,15 @@ impl OffsetIndex {
 
     pub(crate) fn truncate_all(&mut self) -> Result<(), LogError> {
         self.entries.clear();
-        self.file.set_len(0).map_err(LogError::io("truncate", &self.path))
+        self.file
+            .set_len(0)
+            .map_err(LogError::io("truncate", &self.path))
     }
 
     pub(crate) fn flush(&self) -> Result<(), LogError> {
-        self.file.sync_data().map_err(LogError::io("fsync", &self.path))
+        self.file
+            .sync_data()
+            .map_err(LogError::io("fsync", &self.path))
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -82,11 +98,16 @@ impl OffsetIndex {
 
     fn check_sorted(&self) -> Result<(), LogError> {
         // Read back from disk: the invariant append() kept must still hold.
-        let sorted = self.entries.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1);
+        let sorted = self
+            .entries
+            .windows(2)
+            .all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1);
         if sorted {
             Ok(())
         } else {
-            Err(LogError::CorruptIndex { path: self.path.clone() })
+            Err(LogError::CorruptIndex {
+                path: self.path.clone(),
+            })
         }
     }
 }
@@ -106,9 +127,19 @@ impl TimeIndex {
         let (file, bytes) = open_and_read(path)?;
         let entries = bytes
             .chunks_exact(TIME_ENTRY_SIZE)
-            .map(|e| (i64::from_be_bytes(e[0..8].try_into().unwrap()), u32::from_be_bytes(e[8..12].try_into().unwrap())))
+            .map(|e| {
+                (
+                    i64::from_be_bytes(e[0..8].try_into().unwrap()),
+                    u32::from_be_bytes(e[8..12].try_into().unwrap()),
+                )
+            })
             .collect();
-        Ok(TimeIndex { path: path.to_owned(), file, base_offset, entries })
+        Ok(TimeIndex {
+            path: path.to_owned(),
+            file,
+            base_offset,
+            entries,
+        })
     }
 
     /// Adds (timestamp, offset) when the timestamp is larger than the last entry's.
@@ -120,7 +151,9 @@ impl TimeIndex {
         let mut entry = [0u8; TIME_ENTRY_SIZE];
         entry[0..8].copy_from_slice(&timestamp.to_be_bytes());
         entry[8..12].copy_from_slice(&relative.to_be_bytes());
-        self.file.write_all(&entry).map_err(LogError::io("append to", &self.path))?;
+        self.file
+            .write_all(&entry)
+            .map_err(LogError::io("append to", &self.path))?;
         self.entries.push((timestamp, relative));
         Ok(())
     }
@@ -140,17 +173,24 @@ impl TimeIndex {
 
     pub(crate) fn truncate_all(&mut self) -> Result<(), LogError> {
         self.entries.clear();
-        self.file.set_len(0).map_err(LogError::io("truncate", &self.path))
+        self.file
+            .set_len(0)
+            .map_err(LogError::io("truncate", &self.path))
     }
 
     pub(crate) fn flush(&self) -> Result<(), LogError> {
-        self.file.sync_data().map_err(LogError::io("fsync", &self.path))
+        self.file
+            .sync_data()
+            .map_err(LogError::io("fsync", &self.path))
     }
 }
 
 fn relative(offset: i64, base_offset: i64) -> u32 {
     let relative = offset - base_offset;
-    assert!((0..=i64::from(u32::MAX)).contains(&relative), "offset {offset} outside segment {base_offset}");
+    assert!(
+        (0..=i64::from(u32::MAX)).contains(&relative),
+        "offset {offset} outside segment {base_offset}"
+    );
     relative as u32
 }
 
@@ -162,7 +202,8 @@ fn open_and_read(path: &Path) -> Result<(File, Vec<u8>), LogError> {
         .open(path)
         .map_err(LogError::io("open", path))?;
     let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes).map_err(LogError::io("read", path))?;
+    file.read_to_end(&mut bytes)
+        .map_err(LogError::io("read", path))?;
     // A torn final entry (crash mid-append) is dropped; recovery rebuilds from the log anyway.
     Ok((file, bytes))
 }

@@ -1,0 +1,388 @@
+//! A partition log: an ordered set of segments in one `<topic>-<partition>` directory.
+//!
+//! Appends validate the producer's batches (`records`), assign offsets in place and write the
+//! bytes unchanged otherwise; reads return whole batches straight from the segment files.
+//! Segments roll on `segment.bytes` and `segment.ms`; retention removes whole segments; fsync
+//! follows `flush.messages` (default: never, the page cache, like Kafka). Recovery re-validates
+//! every segment past the recovery point and truncates a torn tail.
+
+mod index;
+mod segment;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use records::RecordsError;
+use tracing::{info, warn};
+
+use segment::Segment;
+
+/// The topic-level settings a log obeys (Kafka's names, units last).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogConfig {
+    pub segment_bytes: u64,
+    pub segment_ms: i64,
+    pub index_interval_bytes: usize,
+    pub max_message_bytes: usize,
+    /// fsync after this many messages; `None` leaves flushing to the OS (Kafka's default).
+    pub flush_messages: Option<u64>,
+    /// -1 keeps segments forever.
+    pub retention_ms: i64,
+    /// -1 means no size limit.
+    pub retention_bytes: i64,
+    /// `message.timestamp.type=LogAppendTime`.
+    pub log_append_time: bool,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        // Kafka 2.8's defaults.
+        LogConfig {
+            segment_bytes: 1024 * 1024 * 1024,
+            segment_ms: 7 * 24 * 60 * 60 * 1000,
+            index_interval_bytes: 4096,
+            max_message_bytes: 1_048_588,
+            flush_messages: None,
+            retention_ms: 7 * 24 * 60 * 60 * 1000,
+            retention_bytes: -1,
+            log_append_time: false,
+        }
+    }
+}
+
+/// Why a log operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error(transparent)]
+    InvalidRecords(#[from] RecordsError),
+    #[error("the record batch is {size} bytes, larger than max.message.bytes ({max})")]
+    RecordTooLarge { size: usize, max: usize },
+    #[error("offset {offset} is out of range: the log holds offsets {log_start_offset}..{log_end_offset}")]
+    OffsetOutOfRange {
+        offset: i64,
+        log_start_offset: i64,
+        log_end_offset: i64,
+    },
+    #[error("corrupt index {path}: entries are not increasing")]
+    CorruptIndex { path: PathBuf },
+    #[error("corrupt segment {path}: bad batch header at byte {position}")]
+    CorruptSegment { path: PathBuf, position: u64 },
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl LogError {
+    pub(crate) fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> LogError {
+        let path = path.to_owned();
+        move |source| LogError::Io { op, path, source }
+    }
+}
+
+/// Where an append landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub first_offset: i64,
+    pub last_offset: i64,
+    /// The LogAppendTime stamped on the batches, when the topic uses it.
+    pub log_append_time_ms: Option<i64>,
+    pub batches: usize,
+}
+
+/// One partition's log.
+#[derive(Debug)]
+pub struct Log {
+    dir: PathBuf,
+    config: LogConfig,
+    segments: BTreeMap<i64, Segment>,
+    log_start_offset: i64,
+    recovery_point: i64,
+    unflushed_messages: u64,
+}
+
+impl Log {
+    /// Opens the log in `dir`, recovering every segment that holds data past `recovery_point`
+    /// (offsets below it were flushed before a clean shutdown or checkpoint).
+    pub fn open(
+        dir: &Path,
+        config: LogConfig,
+        recovery_point: i64,
+        log_start_offset: i64,
+    ) -> Result<Log, LogError> {
+        std::fs::create_dir_all(dir).map_err(LogError::io("create", dir))?;
+        let mut bases = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(LogError::io("list", dir))? {
+            let entry = entry.map_err(LogError::io("list", dir))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(base) = name
+                .strip_suffix(".log")
+                .and_then(|s| s.parse::<i64>().ok())
+            {
+                bases.push(base);
+            }
+        }
+        bases.sort_unstable();
+        let mut segments = BTreeMap::new();
+        let mut corrupt_from = None;
+        for (i, &base) in bases.iter().enumerate() {
+            let mut segment = Segment::open(dir, base)?;
+            let next_base = bases.get(i + 1).copied();
+            if next_base.is_none_or(|next| next > recovery_point) {
+                let result = segment.recover(config.index_interval_bytes)?;
+                if result.truncated_bytes > 0 {
+                    warn!(dir = %dir.display(), segment = base, valid = result.valid_bytes, truncated = result.truncated_bytes,
+                        "truncated a torn or corrupt tail during recovery");
+                    corrupt_from = next_base;
+                }
+            }
+            segments.insert(base, segment);
+            if corrupt_from.is_some() {
+                break;
+            }
+        }
+        // Anything after a truncated segment is unreachable: offsets must stay contiguous.
+        if let Some(first_dropped) = corrupt_from {
+            for &base in bases.iter().filter(|&&b| b >= first_dropped) {
+                Segment::open(dir, base)?.delete_files(dir)?;
+            }
+        }
+        if segments.is_empty() {
+            let base = log_start_offset.max(0);
+            segments.insert(base, Segment::open(dir, base)?);
+        }
+        let first_base = *segments.keys().next().expect("at least one segment");
+        let log = Log {
+            dir: dir.to_owned(),
+            config,
+            log_start_offset: log_start_offset.max(first_base),
+            recovery_point,
+            segments,
+            unflushed_messages: 0,
+        };
+        info!(dir = %dir.display(), log_start_offset = log.log_start_offset, log_end_offset = log.log_end_offset(),
+            segments = log.segments.len(), "loaded log");
+        Ok(log)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+    /// Applies changed topic configs; they take effect from the next append or retention pass.
+    pub fn set_config(&mut self, config: LogConfig) {
+        self.config = config;
+    }
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start_offset
+    }
+    /// The offset the next appended record gets.
+    pub fn log_end_offset(&self) -> i64 {
+        self.active().next_offset
+    }
+    pub fn recovery_point(&self) -> i64 {
+        self.recovery_point
+    }
+    pub fn size_in_bytes(&self) -> u64 {
+        self.segments.values().map(Segment::size).sum()
+    }
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// Validates `records` (a produce request's record set), assigns offsets in place, and
+    /// appends them. Nothing is written when any batch is invalid.
+    pub fn append(
+        &mut self,
+        records: &mut [u8],
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        let batches = records::validate_record_set(records)?;
+        if let Some(big) = batches
+            .iter()
+            .find(|b| b.header.size_in_bytes() > self.config.max_message_bytes)
+        {
+            return Err(LogError::RecordTooLarge {
+                size: big.header.size_in_bytes(),
+                max: self.config.max_message_bytes,
+            });
+        }
+        let first_offset = self.log_end_offset();
+        let append_time = self.config.log_append_time.then_some(now_ms);
+        let next =
+            records::assign_offsets(records, &batches, first_offset, leader_epoch, append_time);
+        self.maybe_roll(records.len(), next - first_offset, now_ms)?;
+        let index_interval_bytes = self.config.index_interval_bytes;
+        self.active_mut()
+            .append(records, &batches, index_interval_bytes, now_ms)?;
+        self.unflushed_messages += (next - first_offset) as u64;
+        if self
+            .config
+            .flush_messages
+            .is_some_and(|n| self.unflushed_messages >= n)
+        {
+            self.flush()?;
+        }
+        Ok(AppendInfo {
+            first_offset,
+            last_offset: next - 1,
+            log_append_time_ms: append_time,
+            batches: batches.len(),
+        })
+    }
+
+    /// Whole batches from the one holding `offset`, at most `max_bytes` unless the first batch
+    /// alone is larger. Empty at the log end.
+    pub fn read(&self, offset: i64, max_bytes: usize) -> Result<Vec<u8>, LogError> {
+        let end = self.log_end_offset();
+        if offset < self.log_start_offset || offset > end {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start_offset: self.log_start_offset,
+                log_end_offset: end,
+            });
+        }
+        for (_, segment) in self
+            .segments
+            .range(..=offset)
+            .next_back()
+            .into_iter()
+            .chain(self.segments.range(offset + 1..))
+        {
+            if let Some(bytes) = segment.read(offset, max_bytes)? {
+                return Ok(bytes);
+            }
+        }
+        Ok(Vec::new())
+    }
+
+    /// The first offset whose batch has a timestamp >= `timestamp`, with that batch's max
+    /// timestamp (ListOffsets by time).
+    pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(i64, i64)>, LogError> {
+        for segment in self.segments.values() {
+            if let Some((offset, ts)) = segment.find_offset_by_timestamp(timestamp)? {
+                return Ok(Some((offset.max(self.log_start_offset), ts)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The largest timestamp in the log and the offset of its batch (ListOffsets max timestamp).
+    pub fn max_timestamp(&self) -> Option<i64> {
+        self.segments
+            .values()
+            .map(|s| s.max_timestamp)
+            .filter(|&t| t >= 0)
+            .max()
+    }
+
+    /// fsyncs every segment with unflushed data and moves the recovery point to the log end.
+    pub fn flush(&mut self) -> Result<(), LogError> {
+        for (_, segment) in self.segments.range(self.recovery_point_segment()..) {
+            segment.flush()?;
+        }
+        self.recovery_point = self.log_end_offset();
+        self.unflushed_messages = 0;
+        Ok(())
+    }
+
+    /// Removes whole segments (never the active one) older than `retention.ms` or beyond
+    /// `retention.bytes`, and moves the log start offset. Returns how many were removed.
+    pub fn apply_retention(&mut self, now_ms: i64) -> Result<usize, LogError> {
+        let mut removed = 0;
+        let mut total = self.size_in_bytes() as i64;
+        while self.segments.len() > 1 {
+            let (&base, oldest) = self.segments.iter().next().expect("len > 1");
+            let expired = self.config.retention_ms >= 0
+                && oldest.max_timestamp >= 0
+                && now_ms - oldest.max_timestamp > self.config.retention_ms;
+            let oversize = self.config.retention_bytes >= 0
+                && total - oldest.size() as i64 >= self.config.retention_bytes;
+            if !expired && !oversize {
+                break;
+            }
+            total -= oldest.size() as i64;
+            let segment = self.segments.remove(&base).expect("present");
+            segment.delete_files(&self.dir)?;
+            removed += 1;
+        }
+        let first_base = *self.segments.keys().next().expect("active segment");
+        self.log_start_offset = self.log_start_offset.max(first_base);
+        Ok(removed)
+    }
+
+    /// DeleteRecords: moves the log start offset to `offset` (at most the log end) and removes
+    /// segments wholly below it.
+    pub fn delete_records_before(&mut self, offset: i64) -> Result<i64, LogError> {
+        let end = self.log_end_offset();
+        if offset > end || offset < 0 {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start_offset: self.log_start_offset,
+                log_end_offset: end,
+            });
+        }
+        self.log_start_offset = self.log_start_offset.max(offset);
+        while self.segments.len() > 1 {
+            let (&base, oldest) = self.segments.iter().next().expect("len > 1");
+            if oldest.next_offset > self.log_start_offset {
+                break;
+            }
+            let segment = self.segments.remove(&base).expect("present");
+            segment.delete_files(&self.dir)?;
+        }
+        Ok(self.log_start_offset)
+    }
+
+    fn maybe_roll(
+        &mut self,
+        incoming_bytes: usize,
+        incoming_records: i64,
+        now_ms: i64,
+    ) -> Result<(), LogError> {
+        let active = self.active();
+        let full =
+            active.size() > 0 && active.size() + incoming_bytes as u64 > self.config.segment_bytes;
+        let old = active
+            .first_append_ms
+            .is_some_and(|t| now_ms - t >= self.config.segment_ms);
+        let overflow =
+            active.next_offset + incoming_records - active.base_offset > i64::from(u32::MAX);
+        if full || old || overflow {
+            let base = active.next_offset;
+            info!(dir = %self.dir.display(), base_offset = base, full, old, "rolling segment");
+            active.flush()?;
+            self.segments.insert(base, Segment::open(&self.dir, base)?);
+        }
+        Ok(())
+    }
+
+    fn recovery_point_segment(&self) -> i64 {
+        self.segments
+            .range(..=self.recovery_point)
+            .next_back()
+            .map(|(&b, _)| b)
+            .unwrap_or(0)
+    }
+
+    fn active(&self) -> &Segment {
+        self.segments
+            .values()
+            .next_back()
+            .expect("a log always has an active segment")
+    }
+    fn active_mut(&mut self) -> &mut Segment {
+        self.segments
+            .values_mut()
+            .next_back()
+            .expect("a log always has an active segment")
+    }
+}
+
+#[cfg(test)]
+mod tests;

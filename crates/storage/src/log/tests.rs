@@ -1,0 +1,293 @@
+use std::io::Write;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+
+use super::*;
+
+/// A producer's batch of `n` records with values `tag-i`, created at `timestamp`.
+fn batch(n: usize, tag: &str, timestamp: i64) -> Vec<u8> {
+    let records: Vec<Record> = (0..n)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: i as i32 - 1,
+            timestamp,
+            key: None,
+            value: Some(Bytes::from(format!("{tag}-{i}"))),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        records.iter(),
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .unwrap();
+    buf.to_vec()
+}
+
+/// (offset, value) of every record in `bytes`.
+fn decode(bytes: &[u8]) -> Vec<(i64, String)> {
+    let mut buf = Bytes::copy_from_slice(bytes);
+    let mut out = Vec::new();
+    while !buf.is_empty() {
+        for r in RecordBatchDecoder::decode(&mut buf).unwrap().records {
+            out.push((
+                r.offset,
+                String::from_utf8(r.value.unwrap().to_vec()).unwrap(),
+            ));
+        }
+    }
+    out
+}
+
+fn small_segments() -> LogConfig {
+    LogConfig {
+        segment_bytes: 300,
+        index_interval_bytes: 100,
+        ..LogConfig::default()
+    }
+}
+
+#[test]
+fn appends_get_contiguous_offsets_and_read_back_byte_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), LogConfig::default(), 0, 0).unwrap();
+    let mut a = batch(3, "a", 10);
+    let mut b = batch(2, "b", 20);
+    assert_eq!(log.append(&mut a, 0, 1).unwrap().first_offset, 0);
+    let info = log.append(&mut b, 0, 1).unwrap();
+    assert_eq!((info.first_offset, info.last_offset), (3, 4));
+    assert_eq!(log.log_end_offset(), 5);
+    let all = log.read(0, usize::MAX).unwrap();
+    assert_eq!(
+        all,
+        [a.clone(), b.clone()].concat(),
+        "stored exactly as received, offsets assigned"
+    );
+    assert_eq!(
+        decode(&all).iter().map(|r| r.0).collect::<Vec<_>>(),
+        vec![0, 1, 2, 3, 4]
+    );
+    // A read starting inside a batch returns that whole batch; at the end it is empty.
+    assert_eq!(log.read(4, usize::MAX).unwrap(), b);
+    assert!(log.read(5, usize::MAX).unwrap().is_empty());
+    assert!(matches!(
+        log.read(6, 10),
+        Err(LogError::OffsetOutOfRange { offset: 6, .. })
+    ));
+    // max_bytes returns at least one batch.
+    assert_eq!(log.read(0, 1).unwrap(), a);
+}
+
+#[test]
+fn an_invalid_batch_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), LogConfig::default(), 0, 0).unwrap();
+    let mut good_then_bad = batch(1, "ok", 0);
+    let mut bad = batch(1, "bad", 0);
+    let last = bad.len() - 1;
+    bad[last] ^= 0xff;
+    good_then_bad.extend(bad);
+    assert!(matches!(
+        log.append(&mut good_then_bad, 0, 0),
+        Err(LogError::InvalidRecords(_))
+    ));
+    assert_eq!(log.log_end_offset(), 0);
+    assert_eq!(log.size_in_bytes(), 0);
+    let config = LogConfig {
+        max_message_bytes: 50,
+        ..LogConfig::default()
+    };
+    let mut log = Log::open(dir.path(), config, 0, 0).unwrap();
+    assert!(matches!(
+        log.append(&mut batch(5, "big", 0), 0, 0),
+        Err(LogError::RecordTooLarge { .. })
+    ));
+}
+
+#[test]
+fn segments_roll_on_size_and_reads_cross_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), small_segments(), 0, 0).unwrap();
+    let mut expected = Vec::new();
+    for i in 0..20 {
+        log.append(&mut batch(2, &format!("m{i}"), i), 0, 0)
+            .unwrap();
+        expected.push((2 * i, format!("m{i}-0")));
+        expected.push((2 * i + 1, format!("m{i}-1")));
+    }
+    assert!(log.segment_count() > 3, "{} segments", log.segment_count());
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert!(names.contains(&"00000000000000000000.log".to_string()));
+    assert!(names.contains(&"00000000000000000000.index".to_string()));
+    assert!(names.contains(&"00000000000000000000.timeindex".to_string()));
+    let mut got = Vec::new();
+    let mut offset = 0;
+    while offset < log.log_end_offset() {
+        let bytes = log.read(offset, 150).unwrap();
+        let records = decode(&bytes);
+        offset = records.last().unwrap().0 + 1;
+        got.extend(records);
+    }
+    assert_eq!(got, expected);
+    assert!(
+        log.segments.values().all(|s| s.index_entries() > 0),
+        "sparse offset index entries every 100 bytes"
+    );
+    // Every offset is findable through the indexes.
+    for o in 0..40 {
+        assert!(
+            decode(&log.read(o, 1).unwrap()).iter().any(|r| r.0 == o),
+            "offset {o}"
+        );
+    }
+}
+
+#[test]
+fn reopen_keeps_offsets_and_recovery_truncates_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut log = Log::open(dir.path(), small_segments(), 0, 0).unwrap();
+        for i in 0..10 {
+            log.append(&mut batch(1, &format!("r{i}"), i), 0, 0)
+                .unwrap();
+        }
+        log.flush().unwrap();
+        assert_eq!(log.recovery_point(), 10);
+    }
+    let log = Log::open(dir.path(), small_segments(), 10, 0).unwrap();
+    assert_eq!(log.log_end_offset(), 10);
+    let active = log.segments.keys().next_back().copied().unwrap();
+    drop(log);
+    // A crash mid-write leaves half a batch at the end of the active segment.
+    let half = batch(3, "torn", 0);
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.path().join(format!("{active:020}.log")))
+        .unwrap();
+    f.write_all(&half[..half.len() / 2]).unwrap();
+    drop(f);
+    let mut log = Log::open(dir.path(), small_segments(), 0, 0).unwrap();
+    assert_eq!(log.log_end_offset(), 10, "the torn batch is gone");
+    assert_eq!(
+        decode(&log.read(9, 1000).unwrap()),
+        vec![(9, "r9-0".to_string())]
+    );
+    assert_eq!(
+        log.append(&mut batch(1, "after", 0), 0, 0)
+            .unwrap()
+            .first_offset,
+        10
+    );
+}
+
+#[test]
+fn recovery_drops_a_corrupt_batch_and_everything_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let sizes: Vec<usize>;
+    {
+        let mut log = Log::open(dir.path(), LogConfig::default(), 0, 0).unwrap();
+        sizes = (0..3)
+            .map(|i| {
+                let mut b = batch(1, &format!("c{i}"), 0);
+                log.append(&mut b, 0, 0).unwrap();
+                b.len()
+            })
+            .collect();
+    }
+    let path = dir.path().join("00000000000000000000.log");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let second_last_byte = sizes[0] + sizes[1] - 1;
+    bytes[second_last_byte] ^= 0x55;
+    std::fs::write(&path, &bytes).unwrap();
+    let log = Log::open(dir.path(), LogConfig::default(), 0, 0).unwrap();
+    assert_eq!(log.log_end_offset(), 1);
+    assert_eq!(std::fs::metadata(&path).unwrap().len() as usize, sizes[0]);
+}
+
+#[test]
+fn retention_and_delete_records_move_the_log_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), small_segments(), 0, 0).unwrap();
+    for i in 0..20 {
+        log.append(&mut batch(1, "x", 1_000 + i), 0, 0).unwrap();
+    }
+    let segments = log.segment_count();
+    // Time: only segments whose newest record is older than retention.ms go.
+    log.set_config(LogConfig {
+        retention_ms: 1_000,
+        ..small_segments()
+    });
+    assert_eq!(log.apply_retention(1_500).unwrap(), 0);
+    assert!(log.apply_retention(1_000_000).unwrap() > 0);
+    assert_eq!(log.segment_count(), 1, "the active segment always stays");
+    assert!(log.log_start_offset() > 0);
+    assert!(matches!(
+        log.read(0, 100),
+        Err(LogError::OffsetOutOfRange { .. })
+    ));
+    assert!(segments > 1);
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), small_segments(), 0, 0).unwrap();
+    for i in 0..20 {
+        log.append(&mut batch(1, "y", i), 0, 0).unwrap();
+    }
+    assert_eq!(log.delete_records_before(7).unwrap(), 7);
+    assert_eq!(log.log_start_offset(), 7);
+    assert_eq!(decode(&log.read(7, 1).unwrap())[0].0, 7);
+    assert!(matches!(
+        log.delete_records_before(99),
+        Err(LogError::OffsetOutOfRange { .. })
+    ));
+}
+
+#[test]
+fn offsets_by_timestamp_use_the_time_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), small_segments(), 0, 0).unwrap();
+    for i in 0..20 {
+        log.append(&mut batch(1, "t", 100 * i), 0, 0).unwrap();
+    }
+    assert_eq!(log.offset_for_timestamp(0).unwrap(), Some((0, 0)));
+    assert_eq!(log.offset_for_timestamp(450).unwrap(), Some((5, 500)));
+    assert_eq!(log.offset_for_timestamp(1_900).unwrap(), Some((19, 1_900)));
+    assert_eq!(log.offset_for_timestamp(1_901).unwrap(), None);
+    assert_eq!(log.max_timestamp(), Some(1_900));
+}
+
+#[test]
+fn log_append_time_is_stamped() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(
+        dir.path(),
+        LogConfig {
+            log_append_time: true,
+            ..LogConfig::default()
+        },
+        0,
+        0,
+    )
+    .unwrap();
+    let info = log.append(&mut batch(2, "lat", 5), 0, 123_456).unwrap();
+    assert_eq!(info.log_append_time_ms, Some(123_456));
+    let header = records::validate_record_set(&log.read(0, 1000).unwrap()).unwrap()[0].header;
+    assert_eq!(header.max_timestamp, 123_456);
+}
