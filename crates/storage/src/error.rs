@@ -26,6 +26,14 @@ pub enum StorageError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A checkpoint file is not in Kafka's format.
+    #[error("malformed checkpoint file {path}: {reason}")]
+    MalformedCheckpoint {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The partition's directory already names another topic id (Kafka's
     /// `InconsistentTopicIdException`): a topic of the same name was deleted and re-created
     /// while this broker still held the old log.

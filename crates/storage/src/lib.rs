@@ -6,6 +6,7 @@
 //! Knows nothing about leaders, replicas or the network: the broker tells it what to create
 //! and what to delete.
 
+pub mod checkpoint;
 mod error;
 pub mod log;
 mod log_manager;
