@@ -1,5 +1,5 @@
 //! The Kafka-protocol client: one TCP [`Connection`] per broker (size-prefixed frames,
-//! correlation ids, ApiVersions negotiation, timeouts) and an `AdminClient` on top that
+//! correlation ids, ApiVersions negotiation, timeouts) and an [`AdminClient`] on top that
 //! bootstraps from a server list, reads Metadata and sends topic admin requests to the
 //! controller, retrying on `NOT_CONTROLLER`.
 //!
@@ -7,9 +7,16 @@
 //! the `kafka-protocol` crate; what a broker does with a request is the `broker` crate's
 //! business, and output formatting belongs to the `cli` crate. No TLS or SASL yet.
 
+mod admin;
+mod command_config;
 mod connection;
 mod error;
 pub mod versions;
 
+pub use admin::{
+    AdminClient, AdminOptions, AlterConfigOp, ConfigEntry, ConfigResourceKind, ItemResults,
+    NewPartitions, NewTopic, PartitionInfo, TopicListing, TopicMetadata,
+};
+pub use command_config::{parse_command_config, CommandConfig};
 pub use connection::{Connection, ConnectionOptions};
 pub use error::{error_message, ClientError};

@@ -1,0 +1,754 @@
+//! The admin client: bootstrap, Metadata, and topic admin requests routed to the controller.
+
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use kafka_protocol::messages::create_partitions_request::{
+    CreatePartitionsAssignment, CreatePartitionsTopic,
+};
+use kafka_protocol::messages::create_topics_request::{
+    CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
+};
+use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{
+    BrokerId, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
+    DescribeConfigsRequest, IncrementalAlterConfigsRequest, MetadataRequest, MetadataResponse,
+    TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::command_config::CommandConfig;
+use crate::connection::{Connection, ConnectionOptions};
+use crate::error::ClientError;
+
+/// Kafka's `NOT_CONTROLLER` error code.
+const NOT_CONTROLLER: i16 = 41;
+/// DescribeConfigs `config_source` for a value that is nobody's override (`DEFAULT_CONFIG`).
+const DEFAULT_CONFIG_SOURCE: i8 = 5;
+
+/// Settings for an [`AdminClient`].
+#[derive(Debug, Clone)]
+pub struct AdminOptions {
+    /// `host:port[,host:port...]`, tried in order until one answers.
+    pub bootstrap_servers: String,
+    /// Per-connection settings (client id and timeouts).
+    pub connection: ConnectionOptions,
+    /// How many times a request refused with `NOT_CONTROLLER` (or sent while no controller is
+    /// known) is retried after refreshing metadata.
+    pub controller_retries: usize,
+    /// The pause before each such retry.
+    pub retry_backoff: Duration,
+}
+
+impl AdminOptions {
+    /// Defaults (Kafka's admin client timeouts, client id `gregor-admin`) for `bootstrap_servers`.
+    pub fn new(bootstrap_servers: &str) -> AdminOptions {
+        AdminOptions {
+            bootstrap_servers: bootstrap_servers.to_string(),
+            connection: ConnectionOptions {
+                client_id: "gregor-admin".to_string(),
+                ..ConnectionOptions::default()
+            },
+            controller_retries: 5,
+            retry_backoff: Duration::from_millis(100),
+        }
+    }
+
+    /// Applies the settings of a `--command-config` file on top of these options.
+    pub fn apply(&mut self, config: &CommandConfig) {
+        if let Some(client_id) = &config.client_id {
+            self.connection.client_id = client_id.clone();
+        }
+        if let Some(timeout) = config.request_timeout {
+            self.connection.request_timeout = timeout;
+        }
+        if let Some(timeout) = config.connect_timeout {
+            self.connection.connect_timeout = timeout;
+        }
+        if let Some(retries) = config.retries {
+            self.controller_retries = retries;
+        }
+        if let Some(backoff) = config.retry_backoff {
+            self.retry_backoff = backoff;
+        }
+    }
+}
+
+/// A topic as Metadata describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicMetadata {
+    /// The topic name.
+    pub name: String,
+    /// The topic id (all zeros when the broker's Metadata version has none).
+    pub topic_id: [u8; 16],
+    /// Whether the broker flags it as internal (`__consumer_offsets`, ...).
+    pub is_internal: bool,
+    /// Partitions in ascending order.
+    pub partitions: Vec<PartitionInfo>,
+}
+
+/// One partition as Metadata describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionInfo {
+    /// The partition index.
+    pub partition: i32,
+    /// The leader, `None` when there is none (Metadata's `-1`).
+    pub leader: Option<i32>,
+    /// The assigned replicas, preferred leader first.
+    pub replicas: Vec<i32>,
+    /// The in-sync replicas.
+    pub isr: Vec<i32>,
+}
+
+/// A topic name with its internal flag, as listing returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicListing {
+    /// The topic name.
+    pub name: String,
+    /// Whether the broker flags it as internal.
+    pub is_internal: bool,
+}
+
+/// A topic to create. `None` counts mean "the broker's default" (sent as -1, CreateTopics v4+).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NewTopic {
+    /// The topic name, sent as given (the broker validates it).
+    pub name: String,
+    /// Partition count.
+    pub partitions: Option<i32>,
+    /// Replication factor.
+    pub replication_factor: Option<i16>,
+    /// Explicit assignment: partition → replicas. Excludes the two counts.
+    pub assignment: Option<BTreeMap<i32, Vec<i32>>>,
+    /// Topic config overrides, in the order given.
+    pub configs: Vec<(String, String)>,
+}
+
+/// A partition increase for one topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewPartitions {
+    /// The topic.
+    pub topic: String,
+    /// The new total partition count.
+    pub total_count: i32,
+    /// Replicas for each new partition, in partition order; `None` lets the controller place them.
+    pub assignment: Option<Vec<Vec<i32>>>,
+}
+
+/// The kinds of config resource this client describes and alters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigResourceKind {
+    /// A topic (resource type 2).
+    Topic,
+    /// A broker (resource type 4).
+    Broker,
+}
+
+impl ConfigResourceKind {
+    fn code(self) -> i8 {
+        match self {
+            ConfigResourceKind::Topic => 2,
+            ConfigResourceKind::Broker => 4,
+        }
+    }
+}
+
+/// One config entry from DescribeConfigs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigEntry {
+    /// The key.
+    pub name: String,
+    /// The value (`None` for sensitive values).
+    pub value: Option<String>,
+    /// Whether this is the default (nobody overrode it), as Kafka's `ConfigEntry.isDefault`.
+    pub is_default: bool,
+    /// Whether the value is sensitive.
+    pub is_sensitive: bool,
+    /// Whether the value cannot be changed.
+    pub read_only: bool,
+}
+
+/// An IncrementalAlterConfigs operation on one key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AlterConfigOp {
+    /// Set the key to the value.
+    Set(String, String),
+    /// Remove the override, reverting to the default.
+    Delete(String),
+}
+
+/// The per-item outcome of a batched admin request.
+pub type ItemResults<T> = Vec<(String, Result<T, ClientError>)>;
+
+/// Talks to a cluster: bootstraps from a server list, keeps one [`Connection`] per broker,
+/// sends topic admin requests to the controller.
+#[derive(Debug)]
+pub struct AdminClient {
+    options: AdminOptions,
+    /// Broker id → `host:port`, from the last Metadata.
+    brokers: BTreeMap<i32, String>,
+    controller_id: Option<i32>,
+    /// Open connections by `host:port`.
+    connections: HashMap<String, Connection>,
+    /// The address the last Metadata came from, used for requests any broker can answer.
+    any_broker: String,
+}
+
+impl AdminClient {
+    /// Connects to the first reachable bootstrap server and reads the cluster's metadata.
+    pub async fn connect(options: AdminOptions) -> Result<AdminClient, ClientError> {
+        let servers: Vec<String> = options
+            .bootstrap_servers
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect();
+        if servers.is_empty() {
+            return Err(ClientError::Config(
+                "No resolvable bootstrap urls given in bootstrap.servers".to_string(),
+            ));
+        }
+        let mut last_error = None;
+        for server in &servers {
+            match Connection::connect_with(server, options.connection.clone()).await {
+                Ok(connection) => {
+                    let mut client = AdminClient {
+                        options,
+                        brokers: BTreeMap::new(),
+                        controller_id: None,
+                        connections: HashMap::from([(server.clone(), connection)]),
+                        any_broker: server.clone(),
+                    };
+                    client.refresh().await?;
+                    return Ok(client);
+                }
+                Err(err) => {
+                    tracing::debug!(%server, %err, "bootstrap server unreachable");
+                    last_error = Some(err);
+                }
+            }
+        }
+        Err(last_error.unwrap_or_else(|| ClientError::Config("no bootstrap servers".to_string())))
+    }
+
+    /// The live brokers from the last Metadata, by id.
+    pub fn brokers(&self) -> &BTreeMap<i32, String> {
+        &self.brokers
+    }
+
+    /// The controller's id from the last Metadata.
+    pub fn controller_id(&self) -> Option<i32> {
+        self.controller_id
+    }
+
+    /// Every topic's name and internal flag, sorted by name.
+    pub async fn list_topics(&mut self) -> Result<Vec<TopicListing>, ClientError> {
+        let response = self.metadata(None).await?;
+        let mut topics: Vec<TopicListing> = response
+            .topics
+            .iter()
+            .filter(|t| t.error_code == 0)
+            .filter_map(|t| {
+                t.name.as_ref().map(|name| TopicListing {
+                    name: name.0.to_string(),
+                    is_internal: t.is_internal,
+                })
+            })
+            .collect();
+        topics.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(topics)
+    }
+
+    /// Metadata for `topics`, in the order asked. A topic the broker reports an error for
+    /// (e.g. `UNKNOWN_TOPIC_OR_PARTITION`) makes the whole call fail, as Kafka's
+    /// `describeTopics().all()` does.
+    pub async fn describe_topics(
+        &mut self,
+        topics: &[String],
+    ) -> Result<Vec<TopicMetadata>, ClientError> {
+        if topics.is_empty() {
+            return Ok(Vec::new());
+        }
+        let response = self.metadata(Some(topics)).await?;
+        let mut by_name: HashMap<String, TopicMetadata> = HashMap::new();
+        for topic in &response.topics {
+            let Some(name) = &topic.name else { continue };
+            if topic.error_code != 0 {
+                return Err(ClientError::server(topic.error_code, None));
+            }
+            let mut partitions: Vec<PartitionInfo> = topic
+                .partitions
+                .iter()
+                .map(|p| PartitionInfo {
+                    partition: p.partition_index,
+                    leader: (p.leader_id.0 >= 0).then_some(p.leader_id.0),
+                    replicas: p.replica_nodes.iter().map(|b| b.0).collect(),
+                    isr: p.isr_nodes.iter().map(|b| b.0).collect(),
+                })
+                .collect();
+            partitions.sort_by_key(|p| p.partition);
+            by_name.insert(
+                name.0.to_string(),
+                TopicMetadata {
+                    name: name.0.to_string(),
+                    topic_id: *topic.topic_id.as_bytes(),
+                    is_internal: topic.is_internal,
+                    partitions,
+                },
+            );
+        }
+        topics
+            .iter()
+            .map(|name| {
+                by_name
+                    .remove(name)
+                    .ok_or_else(|| ClientError::server(3, None))
+            })
+            .collect()
+    }
+
+    /// Creates topics on the controller. Per-topic results, in the order given.
+    pub async fn create_topics(
+        &mut self,
+        topics: &[NewTopic],
+        validate_only: bool,
+    ) -> Result<ItemResults<()>, ClientError> {
+        let timeout_ms = self.timeout_ms();
+        let names: Vec<String> = topics.iter().map(|t| t.name.clone()).collect();
+        self.on_controller(
+            names,
+            |version, pending| {
+                let wanted: Vec<&NewTopic> = topics
+                    .iter()
+                    .filter(|t| pending.contains(&t.name))
+                    .collect();
+                let mut creatable = Vec::with_capacity(wanted.len());
+                for topic in wanted {
+                    creatable.push(creatable_topic(topic, version)?);
+                }
+                Ok(CreateTopicsRequest::default()
+                    .with_topics(creatable)
+                    .with_timeout_ms(timeout_ms)
+                    .with_validate_only(validate_only))
+            },
+            |response| {
+                response
+                    .topics
+                    .into_iter()
+                    .map(|t| {
+                        (
+                            t.name.0.to_string(),
+                            t.error_code,
+                            t.error_message.map(|m| m.to_string()),
+                        )
+                    })
+                    .collect()
+            },
+        )
+        .await
+    }
+
+    /// Raises partition counts on the controller. Per-topic results, in the order given.
+    pub async fn create_partitions(
+        &mut self,
+        increases: &[NewPartitions],
+        validate_only: bool,
+    ) -> Result<ItemResults<()>, ClientError> {
+        let timeout_ms = self.timeout_ms();
+        let names: Vec<String> = increases.iter().map(|p| p.topic.clone()).collect();
+        self.on_controller(
+            names,
+            |_version, pending| {
+                let topics = increases
+                    .iter()
+                    .filter(|p| pending.contains(&p.topic))
+                    .map(|p| {
+                        CreatePartitionsTopic::default()
+                            .with_name(topic_name(&p.topic))
+                            .with_count(p.total_count)
+                            .with_assignments(p.assignment.as_ref().map(|assignment| {
+                                assignment
+                                    .iter()
+                                    .map(|replicas| {
+                                        CreatePartitionsAssignment::default().with_broker_ids(
+                                            replicas.iter().map(|b| BrokerId(*b)).collect(),
+                                        )
+                                    })
+                                    .collect()
+                            }))
+                    })
+                    .collect();
+                Ok(CreatePartitionsRequest::default()
+                    .with_topics(topics)
+                    .with_timeout_ms(timeout_ms)
+                    .with_validate_only(validate_only))
+            },
+            |response| {
+                response
+                    .results
+                    .into_iter()
+                    .map(|r| {
+                        (
+                            r.name.0.to_string(),
+                            r.error_code,
+                            r.error_message.map(|m| m.to_string()),
+                        )
+                    })
+                    .collect()
+            },
+        )
+        .await
+    }
+
+    /// Deletes topics on the controller. Per-topic results, in the order given.
+    pub async fn delete_topics(
+        &mut self,
+        topics: &[String],
+    ) -> Result<ItemResults<()>, ClientError> {
+        let timeout_ms = self.timeout_ms();
+        self.on_controller(
+            topics.to_vec(),
+            |version, pending| {
+                let request = DeleteTopicsRequest::default().with_timeout_ms(timeout_ms);
+                // v6 names topics in `topics` (name or id); earlier versions in `topic_names`.
+                Ok(if version >= 6 {
+                    request.with_topics(
+                        pending
+                            .iter()
+                            .map(|name| {
+                                DeleteTopicState::default().with_name(Some(topic_name(name)))
+                            })
+                            .collect(),
+                    )
+                } else {
+                    request.with_topic_names(pending.iter().map(|name| topic_name(name)).collect())
+                })
+            },
+            |response| {
+                response
+                    .responses
+                    .into_iter()
+                    .filter_map(|r| {
+                        let name = r.name?.0.to_string();
+                        Some((name, r.error_code, r.error_message.map(|m| m.to_string())))
+                    })
+                    .collect()
+            },
+        )
+        .await
+    }
+
+    /// Describes the configs of resources of one kind (any broker answers topic configs).
+    pub async fn describe_configs(
+        &mut self,
+        kind: ConfigResourceKind,
+        names: &[String],
+    ) -> Result<ItemResults<Vec<ConfigEntry>>, ClientError> {
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let request = DescribeConfigsRequest::default().with_resources(
+            names
+                .iter()
+                .map(|name| {
+                    DescribeConfigsResource::default()
+                        .with_resource_type(kind.code())
+                        .with_resource_name(StrBytes::from_string(name.clone()))
+                        .with_configuration_keys(None)
+                })
+                .collect(),
+        );
+        let addr = self.any_broker.clone();
+        let connection = self.connection(&addr).await?;
+        let version = connection.negotiated_version::<DescribeConfigsRequest>()?;
+        let response = connection.send_version(request, version).await;
+        let response = self.forget_if_broken(&addr, response)?;
+        let mut by_name: HashMap<String, Result<Vec<ConfigEntry>, ClientError>> = response
+            .results
+            .into_iter()
+            .map(|result| {
+                let outcome = if result.error_code != 0 {
+                    Err(ClientError::server(
+                        result.error_code,
+                        result.error_message.as_deref(),
+                    ))
+                } else {
+                    Ok(result
+                        .configs
+                        .into_iter()
+                        .map(|c| ConfigEntry {
+                            name: c.name.to_string(),
+                            value: c.value.map(|v| v.to_string()),
+                            is_default: if version == 0 {
+                                c.is_default
+                            } else {
+                                c.config_source == DEFAULT_CONFIG_SOURCE
+                            },
+                            is_sensitive: c.is_sensitive,
+                            read_only: c.read_only,
+                        })
+                        .collect())
+                };
+                (result.resource_name.to_string(), outcome)
+            })
+            .collect();
+        Ok(names
+            .iter()
+            .map(|name| {
+                let outcome = by_name.remove(name).unwrap_or_else(|| {
+                    Err(ClientError::Protocol {
+                        addr: addr.clone(),
+                        message: format!("DescribeConfigs response has no result for {name}"),
+                    })
+                });
+                (name.clone(), outcome)
+            })
+            .collect())
+    }
+
+    /// Applies IncrementalAlterConfigs operations to one resource.
+    pub async fn incremental_alter_configs(
+        &mut self,
+        kind: ConfigResourceKind,
+        name: &str,
+        ops: &[AlterConfigOp],
+        validate_only: bool,
+    ) -> Result<(), ClientError> {
+        let configs = ops
+            .iter()
+            .map(|op| match op {
+                AlterConfigOp::Set(key, value) => AlterableConfig::default()
+                    .with_name(StrBytes::from_string(key.clone()))
+                    .with_config_operation(0)
+                    .with_value(Some(StrBytes::from_string(value.clone()))),
+                AlterConfigOp::Delete(key) => AlterableConfig::default()
+                    .with_name(StrBytes::from_string(key.clone()))
+                    .with_config_operation(1)
+                    .with_value(None),
+            })
+            .collect();
+        let request = IncrementalAlterConfigsRequest::default()
+            .with_resources(vec![AlterConfigsResource::default()
+                .with_resource_type(kind.code())
+                .with_resource_name(StrBytes::from_string(name.to_string()))
+                .with_configs(configs)])
+            .with_validate_only(validate_only);
+        let addr = self.any_broker.clone();
+        let response = self.connection(&addr).await?.send(request).await;
+        let response = self.forget_if_broken(&addr, response)?;
+        match response.responses.first() {
+            Some(r) if r.error_code != 0 => Err(ClientError::server(
+                r.error_code,
+                r.error_message.as_deref(),
+            )),
+            Some(_) => Ok(()),
+            None => Err(ClientError::Protocol {
+                addr,
+                message: "IncrementalAlterConfigs response has no result".to_string(),
+            }),
+        }
+    }
+
+    /// Re-reads the broker list and controller id from any broker.
+    pub async fn refresh(&mut self) -> Result<(), ClientError> {
+        self.metadata(Some(&[])).await.map(drop)
+    }
+
+    /// Sends Metadata (all topics for `None`) to a known broker and records brokers and
+    /// controller. Never asks the broker to auto-create topics.
+    async fn metadata(
+        &mut self,
+        topics: Option<&[String]>,
+    ) -> Result<MetadataResponse, ClientError> {
+        let addr = self.any_broker.clone();
+        let connection = self.connection(&addr).await?;
+        let version = connection.negotiated_version::<MetadataRequest>()?;
+        let topics = match topics {
+            Some(names) => Some(
+                names
+                    .iter()
+                    .map(|name| MetadataRequestTopic::default().with_name(Some(topic_name(name))))
+                    .collect(),
+            ),
+            // v0 has no null: an empty list means "all topics" there.
+            None if version == 0 => Some(Vec::new()),
+            None => None,
+        };
+        let request = MetadataRequest::default()
+            .with_topics(topics)
+            .with_allow_auto_topic_creation(version < 4);
+        let response = connection.send_version(request, version).await;
+        let response = self.forget_if_broken(&addr, response)?;
+        self.brokers = response
+            .brokers
+            .iter()
+            .map(|b| (b.node_id.0, format!("{}:{}", b.host, b.port)))
+            .collect();
+        self.controller_id = (response.controller_id.0 >= 0).then_some(response.controller_id.0);
+        Ok(response)
+    }
+
+    /// Sends a request built for the still-pending items to the controller, retrying items
+    /// refused with `NOT_CONTROLLER` (after a metadata refresh and a backoff) up to
+    /// `controller_retries` times.
+    async fn on_controller<R, B, P>(
+        &mut self,
+        items: Vec<String>,
+        build: B,
+        parse: P,
+    ) -> Result<ItemResults<()>, ClientError>
+    where
+        R: kafka_protocol::protocol::Request,
+        B: Fn(i16, &[String]) -> Result<R, ClientError>,
+        P: Fn(R::Response) -> Vec<(String, i16, Option<String>)>,
+    {
+        let mut results: HashMap<String, Result<(), ClientError>> = HashMap::new();
+        let mut pending = items.clone();
+        let mut attempt = 0;
+        while !pending.is_empty() {
+            let last_attempt = attempt >= self.options.controller_retries;
+            let Some(addr) = self.controller_addr() else {
+                if last_attempt {
+                    return Err(ClientError::server(
+                        NOT_CONTROLLER,
+                        Some("No controller is known to the cluster's brokers; retries exhausted."),
+                    ));
+                }
+                attempt += 1;
+                tokio::time::sleep(self.options.retry_backoff).await;
+                self.refresh().await?;
+                continue;
+            };
+            let connection = self.connection(&addr).await?;
+            let version = connection.negotiated_version::<R>()?;
+            let request = build(version, &pending)?;
+            let response = connection.send_version(request, version).await;
+            let response = self.forget_if_broken(&addr, response)?;
+            let mut retry = Vec::new();
+            for (name, code, message) in parse(response) {
+                if !pending.contains(&name) {
+                    continue;
+                }
+                if code == NOT_CONTROLLER && !last_attempt {
+                    retry.push(name);
+                } else if code == 0 {
+                    results.insert(name, Ok(()));
+                } else {
+                    results.insert(name, Err(ClientError::server(code, message.as_deref())));
+                }
+            }
+            for name in &pending {
+                if !retry.contains(name) && !results.contains_key(name) {
+                    results.insert(
+                        name.clone(),
+                        Err(ClientError::Protocol {
+                            addr: addr.clone(),
+                            message: format!("the response has no result for {name}"),
+                        }),
+                    );
+                }
+            }
+            pending = retry;
+            if !pending.is_empty() {
+                attempt += 1;
+                tracing::debug!(%addr, attempt, "NOT_CONTROLLER, refreshing metadata");
+                tokio::time::sleep(self.options.retry_backoff).await;
+                self.refresh().await?;
+            }
+        }
+        Ok(items
+            .into_iter()
+            .map(|name| {
+                let outcome = results.remove(&name).unwrap_or(Ok(()));
+                (name, outcome)
+            })
+            .collect())
+    }
+
+    fn controller_addr(&self) -> Option<String> {
+        self.controller_id
+            .and_then(|id| self.brokers.get(&id).cloned())
+    }
+
+    /// The open connection to `addr`, connecting (again) when there is none or the old one
+    /// has failed.
+    async fn connection(&mut self, addr: &str) -> Result<&mut Connection, ClientError> {
+        let options = self.options.connection.clone();
+        match self.connections.entry(addr.to_string()) {
+            Entry::Occupied(entry) => Ok(entry.into_mut()),
+            Entry::Vacant(entry) => {
+                let connection = Connection::connect_with(addr, options).await?;
+                Ok(entry.insert(connection))
+            }
+        }
+    }
+
+    /// Forgets a connection whose socket failed, so the next request reconnects.
+    fn forget_if_broken<T>(
+        &mut self,
+        addr: &str,
+        result: Result<T, ClientError>,
+    ) -> Result<T, ClientError> {
+        if matches!(
+            result,
+            Err(ClientError::Io { .. }
+                | ClientError::Timeout { .. }
+                | ClientError::Protocol { .. })
+        ) {
+            self.connections.remove(addr);
+        }
+        result
+    }
+
+    fn timeout_ms(&self) -> i32 {
+        i32::try_from(self.options.connection.request_timeout.as_millis()).unwrap_or(i32::MAX)
+    }
+}
+
+fn topic_name(name: &str) -> TopicName {
+    TopicName(StrBytes::from_string(name.to_string()))
+}
+
+fn creatable_topic(topic: &NewTopic, version: i16) -> Result<CreatableTopic, ClientError> {
+    let configs = topic
+        .configs
+        .iter()
+        .map(|(key, value)| {
+            CreatableTopicConfig::default()
+                .with_name(StrBytes::from_string(key.clone()))
+                .with_value(Some(StrBytes::from_string(value.clone())))
+        })
+        .collect();
+    let base = CreatableTopic::default()
+        .with_name(topic_name(&topic.name))
+        .with_configs(configs);
+    if let Some(assignment) = &topic.assignment {
+        return Ok(base
+            .with_num_partitions(-1)
+            .with_replication_factor(-1)
+            .with_assignments(
+                assignment
+                    .iter()
+                    .map(|(partition, replicas)| {
+                        CreatableReplicaAssignment::default()
+                            .with_partition_index(*partition)
+                            .with_broker_ids(replicas.iter().map(|b| BrokerId(*b)).collect())
+                    })
+                    .collect(),
+            ));
+    }
+    if version < 4 && (topic.partitions.is_none() || topic.replication_factor.is_none()) {
+        return Err(ClientError::Config(format!(
+            "the broker only supports CreateTopics v{version}, which cannot ask for the default partition count or replication factor; pass --partitions and --replication-factor"
+        )));
+    }
+    Ok(base
+        .with_num_partitions(topic.partitions.unwrap_or(-1))
+        .with_replication_factor(topic.replication_factor.unwrap_or(-1)))
+}

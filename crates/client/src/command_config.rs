@@ -1,0 +1,170 @@
+//! `--command-config FILE`: the admin client properties a kafka-*.sh user passes, parsed into
+//! the settings this client can honour.
+
+use std::time::Duration;
+
+use crate::error::ClientError;
+
+/// Client settings read from a properties file. Unset fields keep the client's defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommandConfig {
+    /// `bootstrap.servers` (the command line's `--bootstrap-server` wins over it).
+    pub bootstrap_servers: Option<String>,
+    /// `client.id`.
+    pub client_id: Option<String>,
+    /// `request.timeout.ms`.
+    pub request_timeout: Option<Duration>,
+    /// `socket.connection.setup.timeout.ms`.
+    pub connect_timeout: Option<Duration>,
+    /// `retries`: how many times a request refused with `NOT_CONTROLLER` is retried.
+    pub retries: Option<usize>,
+    /// `retry.backoff.ms`.
+    pub retry_backoff: Option<Duration>,
+    /// Keys that were understood as Kafka client settings but have no effect here, with a
+    /// note for the user (Kafka's AdminClient logs the same for unknown keys).
+    pub ignored: Vec<String>,
+}
+
+/// Parses the text of a Java-style properties file (`key=value`, `key: value` or `key value`
+/// lines, `#`/`!` comments, `\` line continuations) into a [`CommandConfig`].
+///
+/// TLS and SASL settings (`security.protocol` other than `PLAINTEXT`, `ssl.*`, `sasl.*`) are
+/// refused, because this client cannot honour them yet and silently sending plaintext would
+/// be worse than failing.
+pub fn parse_command_config(text: &str) -> Result<CommandConfig, ClientError> {
+    let mut config = CommandConfig::default();
+    for (key, value) in properties(text) {
+        apply(&mut config, &key, &value)?;
+    }
+    Ok(config)
+}
+
+fn apply(config: &mut CommandConfig, key: &str, value: &str) -> Result<(), ClientError> {
+    let millis = |key: &str| -> Result<Duration, ClientError> {
+        value
+            .parse::<u64>()
+            .map(Duration::from_millis)
+            .map_err(|_| {
+                ClientError::Config(format!(
+                    "Invalid value {value} for configuration {key}: Not a number of type INT"
+                ))
+            })
+    };
+    match key {
+        "bootstrap.servers" => config.bootstrap_servers = Some(value.to_string()),
+        "client.id" => config.client_id = Some(value.to_string()),
+        "request.timeout.ms" => config.request_timeout = Some(millis(key)?),
+        "socket.connection.setup.timeout.ms" => config.connect_timeout = Some(millis(key)?),
+        "retry.backoff.ms" => config.retry_backoff = Some(millis(key)?),
+        "retries" => {
+            config.retries = Some(value.parse().map_err(|_| {
+                ClientError::Config(format!(
+                    "Invalid value {value} for configuration retries: Not a number of type INT"
+                ))
+            })?)
+        }
+        "security.protocol" if value.eq_ignore_ascii_case("PLAINTEXT") => {}
+        "security.protocol" => return Err(ClientError::Config(format!(
+            "security.protocol={value} is not supported yet: gregor's client only speaks PLAINTEXT"
+        ))),
+        _ if key.starts_with("ssl.") || key.starts_with("sasl.") => {
+            return Err(ClientError::Config(format!(
+                "{key} is not supported yet: gregor's client has no TLS or SASL support"
+            )))
+        }
+        _ => config.ignored.push(format!(
+            "The configuration '{key}' was supplied but isn't a known config."
+        )),
+    }
+    Ok(())
+}
+
+/// Splits properties text into `(key, value)` pairs in file order.
+fn properties(text: &str) -> Vec<(String, String)> {
+    let mut pairs = Vec::new();
+    let mut logical = String::new();
+    for line in text.lines() {
+        let line = line.trim_start();
+        if logical.is_empty() && (line.is_empty() || line.starts_with('#') || line.starts_with('!'))
+        {
+            continue;
+        }
+        // An odd number of trailing backslashes continues the line.
+        let trailing = line.chars().rev().take_while(|c| *c == '\\').count();
+        if trailing % 2 == 1 {
+            logical.push_str(&line[..line.len() - 1]);
+            continue;
+        }
+        logical.push_str(line);
+        pairs.push(split_pair(&logical));
+        logical.clear();
+    }
+    if !logical.is_empty() {
+        pairs.push(split_pair(&logical));
+    }
+    pairs
+}
+
+fn split_pair(line: &str) -> (String, String) {
+    let line = line.trim();
+    let separator = line.find(['=', ':', ' ', '\t']);
+    match separator {
+        None => (line.to_string(), String::new()),
+        Some(at) => {
+            let key = line[..at].trim_end();
+            let rest = line[at..].trim_start();
+            let rest = rest.strip_prefix(['=', ':']).unwrap_or(rest).trim_start();
+            (key.to_string(), rest.trim_end().to_string())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_settings_it_honours() {
+        let config = parse_command_config(
+            "# admin settings\nrequest.timeout.ms=1500\nclient.id : ops-tool\n\
+             bootstrap.servers localhost:9092\nretries=3\nretry.backoff.ms=\\\n  250\n",
+        )
+        .unwrap();
+        assert_eq!(config.request_timeout, Some(Duration::from_millis(1500)));
+        assert_eq!(config.client_id.as_deref(), Some("ops-tool"));
+        assert_eq!(config.bootstrap_servers.as_deref(), Some("localhost:9092"));
+        assert_eq!(config.retries, Some(3));
+        assert_eq!(config.retry_backoff, Some(Duration::from_millis(250)));
+        assert!(config.ignored.is_empty());
+    }
+
+    #[test]
+    fn refuses_tls_and_sasl_with_a_clear_message() {
+        for text in [
+            "security.protocol=SASL_SSL",
+            "ssl.truststore.location=/etc/ts.jks",
+            "sasl.mechanism=PLAIN",
+        ] {
+            let err = parse_command_config(text).unwrap_err();
+            assert!(
+                err.to_string().contains("not supported yet"),
+                "{text}: {err}"
+            );
+        }
+        assert!(parse_command_config("security.protocol=PLAINTEXT").is_ok());
+    }
+
+    #[test]
+    fn bad_numbers_and_unknown_keys() {
+        let err = parse_command_config("request.timeout.ms=soon").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Invalid value soon for configuration request.timeout.ms: Not a number of type INT"
+        );
+        let config = parse_command_config("linger.ms=5").unwrap();
+        assert_eq!(
+            config.ignored,
+            ["The configuration 'linger.ms' was supplied but isn't a known config."]
+        );
+    }
+}
