@@ -2,6 +2,8 @@
 //!
 //! Each subcommand lives in its own module; this file only parses and routes.
 
+mod assign;
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -15,11 +17,14 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Plan a replica assignment offline (Kafka's placement or the balanced strategy).
+    Assign(assign::AssignArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Assign(args) => assign::run(args),
     };
     match result {
         Ok(code) => code,
