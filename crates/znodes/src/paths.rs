@@ -1,0 +1,276 @@
+//! Every znode path Kafka 2.8 uses, as functions (Kafka's `ZkData`).
+//!
+//! Topic names arrive as [`TopicName`], so a path can never contain `/` or `..` from a
+//! caller's string.
+
+use model::{BrokerId, TopicName};
+
+/// `/brokers`.
+pub fn brokers() -> &'static str {
+    "/brokers"
+}
+
+/// `/brokers/ids`: one ephemeral child per live broker.
+pub fn broker_ids() -> &'static str {
+    "/brokers/ids"
+}
+
+/// `/brokers/ids/<id>`: a live broker's registration (ephemeral).
+pub fn broker_id(id: BrokerId) -> String {
+    format!("/brokers/ids/{id}")
+}
+
+/// `/brokers/seqid`: the counter for generated broker ids.
+pub fn broker_seqid() -> &'static str {
+    "/brokers/seqid"
+}
+
+/// `/brokers/topics`: one child per topic.
+pub fn topics() -> &'static str {
+    "/brokers/topics"
+}
+
+/// `/brokers/topics/<t>`: the topic's replica assignment.
+pub fn topic(topic: &TopicName) -> String {
+    format!("/brokers/topics/{topic}")
+}
+
+/// `/brokers/topics/<t>/partitions`.
+pub fn topic_partitions(topic: &TopicName) -> String {
+    format!("/brokers/topics/{topic}/partitions")
+}
+
+/// `/brokers/topics/<t>/partitions/<p>`.
+pub fn topic_partition(topic: &TopicName, partition: i32) -> String {
+    format!("/brokers/topics/{topic}/partitions/{partition}")
+}
+
+/// `/brokers/topics/<t>/partitions/<p>/state`: leader, ISR and epochs.
+pub fn partition_state(topic: &TopicName, partition: i32) -> String {
+    format!("/brokers/topics/{topic}/partitions/{partition}/state")
+}
+
+/// `/controller`: the active controller (ephemeral).
+pub fn controller() -> &'static str {
+    "/controller"
+}
+
+/// `/controller_epoch`: the number of controller elections so far.
+pub fn controller_epoch() -> &'static str {
+    "/controller_epoch"
+}
+
+/// `/config`.
+pub fn config() -> &'static str {
+    "/config"
+}
+
+/// `/config/topics`: one child per topic with config overrides.
+pub fn config_topics() -> &'static str {
+    "/config/topics"
+}
+
+/// `/config/topics/<t>`: the topic's config overrides.
+pub fn config_topic(topic: &TopicName) -> String {
+    format!("/config/topics/{topic}")
+}
+
+/// `/config/<entity type>` for each entity type Kafka 2.8 stores configs for.
+pub fn config_entity_types() -> [&'static str; 4] {
+    [
+        "/config/topics",
+        "/config/clients",
+        "/config/users",
+        "/config/brokers",
+    ]
+}
+
+/// `/config/changes`: sequential config change notifications.
+pub fn config_changes() -> &'static str {
+    "/config/changes"
+}
+
+/// The prefix of each persistent sequential notification, `/config/changes/config_change_`
+/// (the store appends a 10-digit sequence number).
+pub fn config_change_prefix() -> &'static str {
+    "/config/changes/config_change_"
+}
+
+/// The sequence number of a notification child name (`config_change_0000000007` -> 7).
+pub fn config_change_sequence(child_name: &str) -> Option<u64> {
+    child_name.strip_prefix("config_change_")?.parse().ok()
+}
+
+/// `/admin`.
+pub fn admin() -> &'static str {
+    "/admin"
+}
+
+/// `/admin/delete_topics`: one child per topic marked for deletion.
+pub fn delete_topics() -> &'static str {
+    "/admin/delete_topics"
+}
+
+/// `/admin/delete_topics/<t>`: the deletion mark (empty data).
+pub fn delete_topic(topic: &TopicName) -> String {
+    format!("/admin/delete_topics/{topic}")
+}
+
+/// `/admin/reassign_partitions`: a pending partition reassignment.
+pub fn reassign_partitions() -> &'static str {
+    "/admin/reassign_partitions"
+}
+
+/// `/admin/preferred_replica_election`: a pending preferred leader election.
+pub fn preferred_replica_election() -> &'static str {
+    "/admin/preferred_replica_election"
+}
+
+/// `/isr_change_notification`: sequential ISR change notifications from brokers.
+pub fn isr_change_notification() -> &'static str {
+    "/isr_change_notification"
+}
+
+/// `/log_dir_event_notification`: sequential log directory failure notifications.
+pub fn log_dir_event_notification() -> &'static str {
+    "/log_dir_event_notification"
+}
+
+/// `/latest_producer_id_block`: the last producer id block handed out.
+pub fn latest_producer_id_block() -> &'static str {
+    "/latest_producer_id_block"
+}
+
+/// `/consumers`: the old (ZooKeeper-based) consumer groups.
+pub fn consumers() -> &'static str {
+    "/consumers"
+}
+
+/// `/consumers/<group>`.
+pub fn consumer_group(group: &str) -> String {
+    format!("/consumers/{group}")
+}
+
+/// `/consumers/<group>/ids`: one ephemeral child per group member.
+pub fn consumer_ids(group: &str) -> String {
+    format!("/consumers/{group}/ids")
+}
+
+/// `/consumers/<group>/ids/<member>`: a member's registration (ephemeral).
+pub fn consumer_member(group: &str, member: &str) -> String {
+    format!("/consumers/{group}/ids/{member}")
+}
+
+/// `/consumers/<group>/owners/<t>`.
+pub fn consumer_owners(group: &str, topic: &TopicName) -> String {
+    format!("/consumers/{group}/owners/{topic}")
+}
+
+/// `/consumers/<group>/owners/<t>/<p>`: the member that owns a partition (ephemeral).
+pub fn consumer_owner(group: &str, topic: &TopicName, partition: i32) -> String {
+    format!("/consumers/{group}/owners/{topic}/{partition}")
+}
+
+/// `/consumers/<group>/offsets/<t>`.
+pub fn consumer_offsets(group: &str, topic: &TopicName) -> String {
+    format!("/consumers/{group}/offsets/{topic}")
+}
+
+/// `/consumers/<group>/offsets/<t>/<p>`: a committed offset (decimal text).
+pub fn consumer_offset(group: &str, topic: &TopicName, partition: i32) -> String {
+    format!("/consumers/{group}/offsets/{topic}/{partition}")
+}
+
+/// `/cluster`.
+pub fn cluster() -> &'static str {
+    "/cluster"
+}
+
+/// `/cluster/id`: the cluster id.
+pub fn cluster_id() -> &'static str {
+    "/cluster/id"
+}
+
+/// The persistent paths Kafka 2.8 creates at broker startup (`ZkData.PersistentZkPaths`),
+/// parents before children.
+pub fn persistent_paths() -> Vec<&'static str> {
+    let mut paths = vec![
+        consumers(),
+        broker_ids(),
+        topics(),
+        config_changes(),
+        delete_topics(),
+        broker_seqid(),
+        isr_change_notification(),
+        latest_producer_id_block(),
+        log_dir_event_notification(),
+    ];
+    paths.extend(config_entity_types());
+    paths
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(name: &str) -> TopicName {
+        name.parse().unwrap()
+    }
+
+    #[test]
+    fn topic_paths() {
+        let tp = t("orders");
+        assert_eq!(topic(&tp), "/brokers/topics/orders");
+        assert_eq!(topic_partitions(&tp), "/brokers/topics/orders/partitions");
+        assert_eq!(
+            topic_partition(&tp, 2),
+            "/brokers/topics/orders/partitions/2"
+        );
+        assert_eq!(
+            partition_state(&tp, 2),
+            "/brokers/topics/orders/partitions/2/state"
+        );
+        assert_eq!(config_topic(&tp), "/config/topics/orders");
+        assert_eq!(delete_topic(&tp), "/admin/delete_topics/orders");
+        assert_eq!(broker_id(3), "/brokers/ids/3");
+    }
+
+    #[test]
+    fn consumer_paths() {
+        let tp = t("orders");
+        assert_eq!(consumer_member("g", "m1"), "/consumers/g/ids/m1");
+        assert_eq!(consumer_owner("g", &tp, 0), "/consumers/g/owners/orders/0");
+        assert_eq!(
+            consumer_offset("g", &tp, 0),
+            "/consumers/g/offsets/orders/0"
+        );
+    }
+
+    #[test]
+    fn config_change_names() {
+        assert_eq!(config_change_sequence("config_change_0000000007"), Some(7));
+        assert_eq!(config_change_sequence("other_0000000007"), None);
+        let child = "config_change_0000000012";
+        assert_eq!(
+            format!("{}/{child}", config_changes()),
+            format!("{}0000000012", config_change_prefix())
+        );
+    }
+
+    #[test]
+    fn persistent_paths_are_absolute_and_parents_first() {
+        let paths = persistent_paths();
+        assert_eq!(paths.len(), 13);
+        for (i, p) in paths.iter().enumerate() {
+            assert!(p.starts_with('/') && !p.ends_with('/'), "{p}");
+            for later in &paths[i + 1..] {
+                assert!(
+                    !p.starts_with(&format!("{later}/")),
+                    "{later} must come before its child {p}"
+                );
+            }
+        }
+        assert!(paths.contains(&"/config/topics"));
+        assert!(paths.contains(&"/admin/delete_topics"));
+    }
+}
