@@ -3,6 +3,7 @@
 //! Each subcommand lives in its own module; this file only parses and routes.
 
 mod assign;
+mod topics;
 
 use std::process::ExitCode;
 
@@ -19,12 +20,15 @@ struct Cli {
 enum Command {
     /// Plan a replica assignment offline (Kafka's placement or the balanced strategy).
     Assign(assign::AssignArgs),
+    /// Create, delete, describe, or change a topic (kafka-topics.sh).
+    Topics(topics::TopicsArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Assign(args) => assign::run(args),
+        Command::Topics(args) => topics::run(args),
     };
     match result {
         Ok(code) => code,
