@@ -1,9 +1,10 @@
 //! The request versions this client knows how to fill.
 //!
 //! [`Connection::send`](crate::Connection::send) picks the highest version inside both this
-//! table and the broker's ApiVersions answer. The caps follow Kafka 2.8's clients, so a request
-//! built against Kafka 2.8's field set always encodes; an API missing here may be sent at any
-//! version the `kafka-protocol` crate knows.
+//! range and the broker's ApiVersions answer. For every API in Gregor's own table
+//! ([`protocol::SUPPORTED_APIS`], Kafka 2.8's ranges) the client stays inside that table, so a
+//! Gregor client never sends a version a Gregor broker would refuse; any other API may be sent
+//! at any version the `kafka-protocol` crate can encode.
 
 use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::VersionRange;
@@ -14,25 +15,13 @@ pub const API_VERSIONS_PREFERRED: i16 = 3;
 
 /// The versions of `api` this client can fill, before intersecting with the broker's.
 pub fn client_versions(api: ApiKey) -> VersionRange {
-    let max = match api {
-        ApiKey::ApiVersions => API_VERSIONS_PREFERRED,
-        ApiKey::Metadata => 11,
-        ApiKey::CreateTopics => 7,
-        ApiKey::DeleteTopics => 6,
-        ApiKey::CreatePartitions => 3,
-        ApiKey::DescribeConfigs => 4,
-        ApiKey::AlterConfigs => 2,
-        ApiKey::IncrementalAlterConfigs => 1,
-        ApiKey::DescribeCluster => 0,
-        ApiKey::LeaderAndIsr => 5,
-        ApiKey::UpdateMetadata => 7,
-        ApiKey::StopReplica => 3,
-        other => other.valid_versions().max,
-    };
     let known = api.valid_versions();
-    VersionRange {
-        min: known.min,
-        max: max.min(known.max),
+    match protocol::api_versions::supported_range(api) {
+        Some(range) => VersionRange {
+            min: range.min_version.max(known.min),
+            max: range.max_version.min(known.max),
+        },
+        None => known,
     }
 }
 
