@@ -64,9 +64,11 @@ fn apply(config: &mut CommandConfig, key: &str, value: &str) -> Result<(), Clien
             })?)
         }
         "security.protocol" if value.eq_ignore_ascii_case("PLAINTEXT") => {}
-        "security.protocol" => return Err(ClientError::Config(format!(
+        "security.protocol" => {
+            return Err(ClientError::Config(format!(
             "security.protocol={value} is not supported yet: gregor's client only speaks PLAINTEXT"
-        ))),
+        )))
+        }
         _ if key.starts_with("ssl.") || key.starts_with("sasl.") => {
             return Err(ClientError::Config(format!(
                 "{key} is not supported yet: gregor's client has no TLS or SASL support"
