@@ -1,0 +1,581 @@
+//! `BrokerConfig`: Kafka's `server.properties` keys (plus `--override key=value` on top),
+//! parsed and validated once at start-up. Unknown keys are logged and ignored; a bad value
+//! refuses to start with a message naming the key.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use model::BrokerId;
+use tracing::warn;
+
+/// Why a configuration cannot be used. Every message names the offending key.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The properties file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// An `--override` is not `key=value`.
+    #[error("override '{0}' is not key=value")]
+    BadOverride(String),
+    /// A value does not parse or is out of range.
+    #[error("invalid value '{value}' for {key}: {reason}")]
+    InvalidValue {
+        /// The key.
+        key: String,
+        /// The value given.
+        value: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// A `listeners` entry: `PLAINTEXT://host:port` (an empty host binds every interface).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listener {
+    /// The listener name (only `PLAINTEXT` is supported).
+    pub name: String,
+    /// Host to bind or advertise; empty means "all interfaces" / "this host's name".
+    pub host: String,
+    /// Port; 0 picks a free port when binding.
+    pub port: u16,
+}
+
+impl Listener {
+    /// The address to bind.
+    pub fn bind_addr(&self) -> String {
+        let host = if self.host.is_empty() {
+            "0.0.0.0"
+        } else {
+            self.host.as_str()
+        };
+        format!("{host}:{}", self.port)
+    }
+}
+
+/// The create-topic policy rules (`create.topic.policy.*`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CreateTopicPolicyConfig {
+    /// `create.topic.policy.min.partitions`.
+    pub min_partitions: Option<i32>,
+    /// `create.topic.policy.min.replication.factor`.
+    pub min_replication_factor: Option<i16>,
+    /// `create.topic.policy.required.configs`: topic config keys every new topic must set.
+    pub required_configs: Vec<String>,
+}
+
+/// One broker's configuration.
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    /// `broker.id`.
+    pub broker_id: BrokerId,
+    /// `listeners` (the first one serves clients).
+    pub listeners: Vec<Listener>,
+    /// `advertised.listeners`, defaulting to `listeners`.
+    pub advertised_listeners: Option<Vec<Listener>>,
+    /// The data directory (`--data-dir`): the embedded store lives in `<data_dir>/metadata`.
+    pub data_dir: PathBuf,
+    /// `log.dirs` (or `log.dir`), defaulting to `<data_dir>/logs`.
+    pub log_dirs: Vec<PathBuf>,
+    /// `broker.rack`.
+    pub rack: Option<String>,
+    /// `zookeeper.connect`: use a ZooKeeper ensemble instead of the embedded store.
+    pub zookeeper_connect: Option<String>,
+    /// `zookeeper.session.timeout.ms`.
+    pub zookeeper_session_timeout: Duration,
+    /// `num.partitions`.
+    pub num_partitions: i32,
+    /// `default.replication.factor`.
+    pub default_replication_factor: i16,
+    /// `auto.create.topics.enable`.
+    pub auto_create_topics_enable: bool,
+    /// `delete.topic.enable`.
+    pub delete_topic_enable: bool,
+    /// `file.delete.delay.ms`: how long a deleted partition's `-delete` directory stays.
+    pub file_delete_delay: Duration,
+    /// `min.insync.replicas`.
+    pub min_insync_replicas: i32,
+    /// `socket.request.max.bytes`.
+    pub socket_request_max_bytes: usize,
+    /// `request.timeout.ms`, used for controller requests.
+    pub request_timeout: Duration,
+    /// `placement.strategy`: `balanced` (default) or `kafka`.
+    pub placement_strategy: assignment::Strategy,
+    /// `create.topic.policy.*`.
+    pub create_topic_policy: CreateTopicPolicyConfig,
+    /// `admin.listener` (HTTP); `None` when set to `none` or empty.
+    pub admin_listener: Option<SocketAddr>,
+    /// Broker-level topic defaults that were set (`log.retention.ms=...`), by broker key.
+    pub topic_defaults: BTreeMap<String, String>,
+    /// Every key as given, for `DescribeConfigs` on the broker.
+    pub originals: BTreeMap<String, String>,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig::from_properties(BTreeMap::new(), Path::new("./data"))
+            .expect("the defaults are valid")
+    }
+}
+
+/// Keys this broker understands besides the broker-level topic defaults.
+const KNOWN_KEYS: &[&str] = &[
+    "broker.id",
+    "listeners",
+    "advertised.listeners",
+    "log.dirs",
+    "log.dir",
+    "broker.rack",
+    "zookeeper.connect",
+    "zookeeper.session.timeout.ms",
+    "zookeeper.connection.timeout.ms",
+    "num.partitions",
+    "default.replication.factor",
+    "auto.create.topics.enable",
+    "delete.topic.enable",
+    "file.delete.delay.ms",
+    "min.insync.replicas",
+    "socket.request.max.bytes",
+    "request.timeout.ms",
+    "placement.strategy",
+    "create.topic.policy.min.partitions",
+    "create.topic.policy.min.replication.factor",
+    "create.topic.policy.required.configs",
+    "admin.listener",
+];
+
+impl BrokerConfig {
+    /// Reads `path` (if given), applies `overrides` (`key=value`) on top, and validates.
+    pub fn load(
+        path: Option<&Path>,
+        overrides: &[String],
+        data_dir: &Path,
+    ) -> Result<BrokerConfig, ConfigError> {
+        let mut props = match path {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+                parse_properties(&text)
+            }
+            None => BTreeMap::new(),
+        };
+        for item in overrides {
+            let (key, value) = item
+                .split_once('=')
+                .ok_or_else(|| ConfigError::BadOverride(item.clone()))?;
+            props.insert(key.trim().to_string(), value.trim().to_string());
+        }
+        BrokerConfig::from_properties(props, data_dir)
+    }
+
+    /// Validates a map of properties.
+    pub fn from_properties(
+        props: BTreeMap<String, String>,
+        data_dir: &Path,
+    ) -> Result<BrokerConfig, ConfigError> {
+        let get = |key: &str| props.get(key).map(String::as_str);
+        for key in props.keys() {
+            if !KNOWN_KEYS.contains(&key.as_str()) && !is_topic_default_key(key) {
+                warn!(key, "unknown config key; ignoring it");
+            }
+        }
+        let listeners = parse_listeners(
+            "listeners",
+            get("listeners").unwrap_or("PLAINTEXT://127.0.0.1:9092"),
+        )?;
+        let advertised_listeners = get("advertised.listeners")
+            .map(|v| parse_listeners("advertised.listeners", v))
+            .transpose()?;
+        let log_dirs: Vec<PathBuf> = match get("log.dirs").or(get("log.dir")) {
+            Some(value) => value
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(PathBuf::from)
+                .collect(),
+            None => vec![data_dir.join("logs")],
+        };
+        if log_dirs.is_empty() {
+            return Err(invalid("log.dirs", "", "must name at least one directory"));
+        }
+        let mut topic_defaults = BTreeMap::new();
+        for (key, value) in &props {
+            if let Some(topic_key) = topic_key_for_broker_key(key) {
+                model::topic_config::validate(topic_key, value)
+                    .map_err(|err| invalid(key, value, &err.to_string()))?;
+                topic_defaults.insert(key.clone(), value.clone());
+            }
+        }
+        let strategy_text = get("placement.strategy").unwrap_or("balanced");
+        let placement_strategy = strategy_text.parse::<assignment::Strategy>().map_err(|_| {
+            invalid(
+                "placement.strategy",
+                strategy_text,
+                "expected balanced or kafka",
+            )
+        })?;
+        let config = BrokerConfig {
+            broker_id: parse_num(&props, "broker.id", 0, 0)?,
+            listeners,
+            advertised_listeners,
+            data_dir: data_dir.to_path_buf(),
+            log_dirs,
+            rack: get("broker.rack")
+                .map(str::to_string)
+                .filter(|r| !r.is_empty()),
+            zookeeper_connect: get("zookeeper.connect")
+                .map(str::to_string)
+                .filter(|z| !z.is_empty()),
+            zookeeper_session_timeout: Duration::from_millis(parse_num(
+                &props,
+                "zookeeper.session.timeout.ms",
+                18_000,
+                1,
+            )?),
+            num_partitions: parse_num(&props, "num.partitions", 1, 1)?,
+            default_replication_factor: parse_num(&props, "default.replication.factor", 1, 1)?,
+            auto_create_topics_enable: parse_bool(&props, "auto.create.topics.enable", true)?,
+            delete_topic_enable: parse_bool(&props, "delete.topic.enable", true)?,
+            file_delete_delay: Duration::from_millis(parse_num(
+                &props,
+                "file.delete.delay.ms",
+                60_000,
+                0,
+            )?),
+            min_insync_replicas: parse_num(&props, "min.insync.replicas", 1, 1)?,
+            socket_request_max_bytes: parse_num(
+                &props,
+                "socket.request.max.bytes",
+                protocol::DEFAULT_MAX_REQUEST_BYTES,
+                1,
+            )?,
+            request_timeout: Duration::from_millis(parse_num(
+                &props,
+                "request.timeout.ms",
+                30_000,
+                1,
+            )?),
+            placement_strategy,
+            create_topic_policy: CreateTopicPolicyConfig {
+                min_partitions: parse_opt_num(&props, "create.topic.policy.min.partitions", 1)?,
+                min_replication_factor: parse_opt_num(
+                    &props,
+                    "create.topic.policy.min.replication.factor",
+                    1,
+                )?,
+                required_configs: get("create.topic.policy.required.configs")
+                    .map(|v| {
+                        v.split(',')
+                            .map(str::trim)
+                            .filter(|s| !s.is_empty())
+                            .map(str::to_string)
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            },
+            admin_listener: parse_admin_listener(
+                get("admin.listener").unwrap_or("127.0.0.1:9644"),
+            )?,
+            topic_defaults,
+            originals: props.clone(),
+        };
+        for key in &config.create_topic_policy.required_configs {
+            if model::topic_config::definition(key).is_none() {
+                return Err(invalid(
+                    "create.topic.policy.required.configs",
+                    key,
+                    "not a topic config key",
+                ));
+            }
+        }
+        Ok(config)
+    }
+
+    /// The listener clients connect to.
+    pub fn listener(&self) -> &Listener {
+        &self.listeners[0]
+    }
+
+    /// The endpoint advertised in `/brokers/ids/<id>` for `bound_port`: `advertised.listeners`
+    /// if set (a port of 0 there means the bound port), else the listener, with an empty or
+    /// wildcard host replaced by `127.0.0.1`.
+    pub fn advertised_endpoint(&self, bound_port: u16) -> (String, u16) {
+        let listener = self
+            .advertised_listeners
+            .as_ref()
+            .and_then(|l| l.first())
+            .unwrap_or_else(|| self.listener());
+        let host = match listener.host.as_str() {
+            "" | "0.0.0.0" | "::" => "127.0.0.1".to_string(),
+            host => host.to_string(),
+        };
+        let port = if listener.port == 0 || self.advertised_listeners.is_none() {
+            bound_port
+        } else {
+            listener.port
+        };
+        (host, port)
+    }
+
+    /// The controller's settings.
+    pub fn controller_config(&self) -> controller::ControllerConfig {
+        controller::ControllerConfig {
+            broker_id: self.broker_id,
+            num_partitions: self.num_partitions,
+            default_replication_factor: self.default_replication_factor,
+            delete_topic_enable: self.delete_topic_enable,
+            placement_strategy: self.placement_strategy,
+            create_topic_policy: controller::CreateTopicPolicy {
+                min_partitions: self.create_topic_policy.min_partitions,
+                min_replication_factor: self.create_topic_policy.min_replication_factor,
+                required_configs: self.create_topic_policy.required_configs.clone(),
+            },
+            request_timeout: self.request_timeout,
+            ..controller::ControllerConfig::default()
+        }
+    }
+
+    /// The broker-level default for a topic config key (`retention.ms` → the value of
+    /// `log.retention.ms` if set), with the broker key it came from.
+    pub fn topic_default(&self, topic_key: &str) -> Option<(&str, &str)> {
+        let def = model::topic_config::definition(topic_key)?;
+        let broker_key = def.broker_key?;
+        self.topic_defaults
+            .get(broker_key)
+            .map(|v| (broker_key, v.as_str()))
+    }
+}
+
+/// Parses Java-properties text: `key=value`, `key: value` or `key value`; `#` and `!`
+/// comments; a trailing backslash continues a line.
+pub fn parse_properties(text: &str) -> BTreeMap<String, String> {
+    let mut props = BTreeMap::new();
+    let mut pending = String::new();
+    for raw in text.lines() {
+        let line = raw.trim_start();
+        if pending.is_empty() && (line.is_empty() || line.starts_with('#') || line.starts_with('!'))
+        {
+            continue;
+        }
+        if let Some(stripped) = line.strip_suffix('\\') {
+            pending.push_str(stripped);
+            continue;
+        }
+        pending.push_str(line);
+        let entry = std::mem::take(&mut pending);
+        let split = entry
+            .find(['=', ':'])
+            .or_else(|| entry.find(char::is_whitespace));
+        let (key, value) = match split {
+            Some(i) => (&entry[..i], &entry[i + 1..]),
+            None => (entry.as_str(), ""),
+        };
+        props.insert(key.trim().to_string(), value.trim().to_string());
+    }
+    props
+}
+
+fn is_topic_default_key(key: &str) -> bool {
+    topic_key_for_broker_key(key).is_some()
+}
+
+fn topic_key_for_broker_key(key: &str) -> Option<&'static str> {
+    model::topic_config::TOPIC_CONFIGS
+        .iter()
+        .find(|d| d.broker_key == Some(key))
+        .map(|d| d.name)
+}
+
+fn invalid(key: &str, value: &str, reason: &str) -> ConfigError {
+    ConfigError::InvalidValue {
+        key: key.to_string(),
+        value: value.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+fn parse_num<T>(
+    props: &BTreeMap<String, String>,
+    key: &str,
+    default: T,
+    min: T,
+) -> Result<T, ConfigError>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
+{
+    match props.get(key) {
+        None => Ok(default),
+        Some(value) => {
+            let parsed: T = value
+                .parse()
+                .map_err(|_| invalid(key, value, "not a number in range"))?;
+            if parsed < min {
+                return Err(invalid(key, value, &format!("must be at least {min}")));
+            }
+            Ok(parsed)
+        }
+    }
+}
+
+fn parse_opt_num<T>(
+    props: &BTreeMap<String, String>,
+    key: &str,
+    min: T,
+) -> Result<Option<T>, ConfigError>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
+{
+    if props.contains_key(key) {
+        parse_num(props, key, min, min).map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+fn parse_bool(
+    props: &BTreeMap<String, String>,
+    key: &str,
+    default: bool,
+) -> Result<bool, ConfigError> {
+    match props.get(key).map(|v| v.to_ascii_lowercase()) {
+        None => Ok(default),
+        Some(v) if v == "true" => Ok(true),
+        Some(v) if v == "false" => Ok(false),
+        Some(v) => Err(invalid(key, &v, "expected true or false")),
+    }
+}
+
+fn parse_listeners(key: &str, value: &str) -> Result<Vec<Listener>, ConfigError> {
+    let mut listeners = Vec::new();
+    for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (name, rest) = item
+            .split_once("://")
+            .ok_or_else(|| invalid(key, item, "expected NAME://host:port"))?;
+        if name != "PLAINTEXT" {
+            return Err(invalid(key, item, "only PLAINTEXT listeners are supported"));
+        }
+        let (host, port) = rest
+            .rsplit_once(':')
+            .ok_or_else(|| invalid(key, item, "missing :port"))?;
+        let port: u16 = port
+            .parse()
+            .map_err(|_| invalid(key, item, "port is not a number from 0 to 65535"))?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        listeners.push(Listener {
+            name: name.to_string(),
+            host: host.to_string(),
+            port,
+        });
+    }
+    if listeners.is_empty() {
+        return Err(invalid(key, value, "must name at least one listener"));
+    }
+    Ok(listeners)
+}
+
+fn parse_admin_listener(value: &str) -> Result<Option<SocketAddr>, ConfigError> {
+    if value.is_empty() || value.eq_ignore_ascii_case("none") {
+        return Ok(None);
+    }
+    let value = value.trim_start_matches("http://");
+    value.parse().map(Some).map_err(|_| {
+        invalid(
+            "admin.listener",
+            value,
+            "expected host:port (an IP address), or none",
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str, overrides: &[&str]) -> Result<BrokerConfig, ConfigError> {
+        let mut props = parse_properties(text);
+        for o in overrides {
+            let (k, v) = o.split_once('=').unwrap();
+            props.insert(k.into(), v.into());
+        }
+        BrokerConfig::from_properties(props, Path::new("/d"))
+    }
+
+    #[test]
+    fn defaults_match_kafka_and_issue() {
+        let config = load("", &[]).unwrap();
+        assert_eq!(config.broker_id, 0);
+        assert_eq!(config.listener().bind_addr(), "127.0.0.1:9092");
+        assert_eq!(config.log_dirs, vec![PathBuf::from("/d/logs")]);
+        assert_eq!(config.num_partitions, 1);
+        assert!(config.auto_create_topics_enable && config.delete_topic_enable);
+        assert_eq!(config.file_delete_delay, Duration::from_millis(60_000));
+        assert_eq!(config.socket_request_max_bytes, 104_857_600);
+        assert_eq!(
+            config.admin_listener,
+            Some("127.0.0.1:9644".parse().unwrap())
+        );
+        assert_eq!(config.placement_strategy, assignment::Strategy::Balanced);
+    }
+
+    #[test]
+    fn properties_file_and_overrides() {
+        let text = "# comment\nbroker.id=3\nlisteners = PLAINTEXT://:9093\nlog.dirs=/a,/b\n\
+                    log.retention.ms: 1000\nbroker.rack r1\nnum.partitions=\\\n 4\n";
+        let config = load(text, &["broker.id=5", "placement.strategy=kafka"]).unwrap();
+        assert_eq!(config.broker_id, 5);
+        assert_eq!(config.listener().bind_addr(), "0.0.0.0:9093");
+        assert_eq!(
+            config.advertised_endpoint(9093),
+            ("127.0.0.1".to_string(), 9093)
+        );
+        assert_eq!(
+            config.log_dirs,
+            vec![PathBuf::from("/a"), PathBuf::from("/b")]
+        );
+        assert_eq!(config.rack.as_deref(), Some("r1"));
+        assert_eq!(config.num_partitions, 4);
+        assert_eq!(
+            config.topic_default("retention.ms"),
+            Some(("log.retention.ms", "1000"))
+        );
+        assert_eq!(config.placement_strategy, assignment::Strategy::Kafka);
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        for (o, key) in [
+            ("num.partitions=0", "num.partitions"),
+            ("broker.id=x", "broker.id"),
+            ("listeners=SSL://h:1", "listeners"),
+            ("delete.topic.enable=yes", "delete.topic.enable"),
+            ("log.retention.ms=abc", "log.retention.ms"),
+            ("placement.strategy=random", "placement.strategy"),
+            ("admin.listener=localhost", "admin.listener"),
+        ] {
+            let err = load("", &[o]).unwrap_err().to_string();
+            assert!(err.contains(key), "{o}: {err}");
+        }
+    }
+
+    #[test]
+    fn advertised_listener_port_zero_means_bound_port() {
+        let config = load("", &["listeners=PLAINTEXT://127.0.0.1:0"]).unwrap();
+        assert_eq!(
+            config.advertised_endpoint(40001),
+            ("127.0.0.1".to_string(), 40001)
+        );
+        let config = load("", &["advertised.listeners=PLAINTEXT://kafka.example:9092"]).unwrap();
+        assert_eq!(
+            config.advertised_endpoint(40001),
+            ("kafka.example".to_string(), 9092)
+        );
+    }
+}

@@ -1,0 +1,140 @@
+//! One client connection: read size-prefixed frames, decode, route to the handler, write the
+//! response. Requests are handled one at a time, so pipelined requests are answered in the
+//! order they arrived (as Kafka does by muting a channel while it has a request in flight).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use protocol::frame::decode_frame;
+use protocol::request::RequestBody;
+use protocol::response::encode_unsupported_api_versions;
+use protocol::{decode_request, encode_response, DecodedRequest};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tracing::{debug, info_span, warn, Instrument};
+
+use crate::context::BrokerContext;
+use crate::handlers;
+
+/// Serves one connection until the peer closes it, it sends something unreadable, or the
+/// broker shuts down (checked between requests).
+pub(crate) async fn serve(
+    ctx: Arc<BrokerContext>,
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    ctx.metrics.connection_opened();
+    let _ = stream.set_nodelay(true);
+    let max_bytes = ctx.config.socket_request_max_bytes;
+    let mut buf = BytesMut::with_capacity(4096);
+    loop {
+        let frame = match decode_frame(&mut buf, max_bytes) {
+            Ok(Some(frame)) => frame,
+            Ok(None) => {
+                let read = tokio::select! {
+                    read = stream.read_buf(&mut buf) => read,
+                    _ = shutdown.wait_for(|stop| *stop) => break,
+                };
+                match read {
+                    Ok(0) => {
+                        if !buf.is_empty() {
+                            debug!(%peer, pending = buf.len(), "peer closed mid-frame");
+                        }
+                        break;
+                    }
+                    Ok(_) => continue,
+                    Err(err) => {
+                        debug!(%peer, error = %err, "read failed");
+                        break;
+                    }
+                }
+            }
+            Err(err) => {
+                warn!(%peer, error = %err, "closing connection: bad frame");
+                ctx.metrics.request_error();
+                break;
+            }
+        };
+        let request = match decode_request(frame) {
+            Ok(request) => request,
+            Err(err) => {
+                warn!(%peer, error = %err, "closing connection: cannot decode request");
+                ctx.metrics.request_error();
+                break;
+            }
+        };
+        let span = info_span!("request", api = ?request.api_key, version = request.api_version(),
+            correlation_id = request.correlation_id(), client_id = request.header.client_id.as_deref().unwrap_or(""));
+        let Some(response) = respond(&ctx, request, peer).instrument(span).await else {
+            break;
+        };
+        if let Err(err) = stream.write_all(&response).await {
+            debug!(%peer, error = %err, "write failed");
+            break;
+        }
+    }
+    ctx.metrics.connection_closed();
+}
+
+/// The encoded response frame, or `None` when the connection must close.
+async fn respond(
+    ctx: &BrokerContext,
+    request: DecodedRequest,
+    peer: SocketAddr,
+) -> Option<BytesMut> {
+    let api_key = request.api_key;
+    let version = request.api_version();
+    let correlation_id = request.correlation_id();
+    ctx.metrics.request(api_name(api_key));
+    let body = match request.body {
+        RequestBody::Supported(kind) => handlers::handle(ctx, &request.header, kind).await,
+        RequestBody::UnsupportedApiVersions => {
+            debug!("ApiVersions version unsupported; answering in v0 with UNSUPPORTED_VERSION");
+            return Some(encode_unsupported_api_versions(correlation_id));
+        }
+        RequestBody::Unsupported(kind) => {
+            match handlers::unsupported::error_response(&kind, version) {
+                Some(body) => {
+                    debug!("unsupported API or version; answering UNSUPPORTED_VERSION");
+                    body
+                }
+                None => {
+                    warn!(%peer, "closing connection: API or version not supported and no error response exists for it");
+                    ctx.metrics.request_error();
+                    return None;
+                }
+            }
+        }
+    };
+    match encode_response(api_key, version, correlation_id, &body) {
+        Ok(frame) => Some(frame),
+        Err(err) => {
+            tracing::error!(%peer, error = %err, "closing connection: cannot encode response");
+            None
+        }
+    }
+}
+
+/// A stable name for metrics.
+fn api_name(api_key: kafka_protocol::messages::ApiKey) -> &'static str {
+    use kafka_protocol::messages::ApiKey::*;
+    match api_key {
+        ApiVersions => "ApiVersions",
+        Metadata => "Metadata",
+        CreateTopics => "CreateTopics",
+        CreatePartitions => "CreatePartitions",
+        DeleteTopics => "DeleteTopics",
+        DescribeConfigs => "DescribeConfigs",
+        AlterConfigs => "AlterConfigs",
+        IncrementalAlterConfigs => "IncrementalAlterConfigs",
+        DescribeCluster => "DescribeCluster",
+        DescribeAcls => "DescribeAcls",
+        LeaderAndIsr => "LeaderAndIsr",
+        UpdateMetadata => "UpdateMetadata",
+        StopReplica => "StopReplica",
+        _ => "other",
+    }
+}

@@ -1,0 +1,83 @@
+//! `BrokerContext`: what every handler can reach. One per broker, shared by its connections.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use controller::ControllerHandle;
+use model::{BrokerId, TopicPartition};
+use storage::LogManager;
+use znodes::zk_client::KafkaZkClient;
+
+use crate::config::BrokerConfig;
+use crate::metadata_cache::MetadataCache;
+use crate::metrics::Metrics;
+
+/// This broker's role for one partition, as the last LeaderAndIsr said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReplicaRole {
+    /// This broker leads the partition.
+    Leader { leader_epoch: i32 },
+    /// This broker follows `leader`.
+    Follower { leader: BrokerId, leader_epoch: i32 },
+}
+
+/// The store session and the controller running on it. Both are replaced together when the
+/// session expires and the broker registers again on a new one.
+#[derive(Debug, Clone)]
+pub(crate) struct Session {
+    pub zk: KafkaZkClient,
+    pub controller: ControllerHandle,
+}
+
+/// Shared state of one broker.
+#[derive(Debug)]
+pub(crate) struct BrokerContext {
+    pub config: BrokerConfig,
+    pub broker_id: BrokerId,
+    pub cluster_id: String,
+    /// Advertised host and port (the bound port when the config says 0).
+    pub advertised: (String, u16),
+    pub session: RwLock<Session>,
+    pub metadata_cache: MetadataCache,
+    pub log_manager: LogManager,
+    pub replicas: Mutex<BTreeMap<TopicPartition, ReplicaRole>>,
+    pub metrics: Arc<Metrics>,
+    /// The highest controller epoch seen in a control request.
+    pub controller_epoch: AtomicI32,
+}
+
+impl BrokerContext {
+    /// The current store session.
+    pub fn zk(&self) -> KafkaZkClient {
+        self.session
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .zk
+            .clone()
+    }
+
+    /// The controller running on the current session.
+    pub fn controller(&self) -> ControllerHandle {
+        self.session
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .controller
+            .clone()
+    }
+
+    pub fn set_session(&self, session: Session) {
+        *self.session.write().unwrap_or_else(|p| p.into_inner()) = session;
+    }
+
+    /// Fences control requests from deposed controllers: `false` if `epoch` is older than one
+    /// already seen, else records it.
+    pub fn accept_controller_epoch(&self, epoch: i32) -> bool {
+        self.controller_epoch.fetch_max(epoch, Ordering::SeqCst) <= epoch
+    }
+
+    pub fn replicas(&self) -> std::sync::MutexGuard<'_, BTreeMap<TopicPartition, ReplicaRole>> {
+        // Every update is a single insert or remove, so a poisoned map is still consistent.
+        self.replicas.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}

@@ -1,0 +1,168 @@
+//! `gregor dev-cluster`: N brokers in one process on consecutive ports, sharing one metadata
+//! store (one session each), each with its own log directories under the data directory, and
+//! one admin listener for the whole cluster. Control requests still travel over TCP.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use model::BrokerId;
+use tracing::info;
+
+use crate::admin_http::AdminServer;
+use crate::config::{BrokerConfig, ConfigError};
+use crate::error::BrokerError;
+use crate::server::{Broker, MetadataStore};
+
+/// What `gregor dev-cluster` was asked for.
+#[derive(Debug, Clone)]
+pub struct DevClusterOptions {
+    /// Number of brokers.
+    pub brokers: usize,
+    /// Their ids (default 0..N).
+    pub broker_ids: Option<Vec<BrokerId>>,
+    /// Their racks, one per broker.
+    pub racks: Option<Vec<String>>,
+    /// Port of the first broker; the others follow (0 picks free ports).
+    pub port: u16,
+    /// Data directory: `<data-dir>/metadata` and `<data-dir>/broker-<id>/logs`.
+    pub data_dir: PathBuf,
+    /// `server.properties` applied to every broker.
+    pub config: Option<PathBuf>,
+    /// `key=value` overrides applied to every broker.
+    pub overrides: Vec<String>,
+}
+
+/// One configuration per broker.
+pub fn broker_configs(opts: &DevClusterOptions) -> Result<Vec<BrokerConfig>, ConfigError> {
+    let invalid = |key: &str, value: String, reason: String| ConfigError::InvalidValue {
+        key: key.into(),
+        value,
+        reason,
+    };
+    if opts.brokers == 0 {
+        return Err(invalid(
+            "--brokers",
+            "0".into(),
+            "must be at least 1".into(),
+        ));
+    }
+    let ids: Vec<BrokerId> = match &opts.broker_ids {
+        Some(ids) if ids.len() != opts.brokers => {
+            return Err(invalid(
+                "--broker-ids",
+                format!("{ids:?}"),
+                format!("must list {} ids", opts.brokers),
+            ))
+        }
+        Some(ids) => ids.clone(),
+        None => (0..opts.brokers as BrokerId).collect(),
+    };
+    if let Some(racks) = &opts.racks {
+        if racks.len() != opts.brokers {
+            return Err(invalid(
+                "--racks",
+                racks.join(","),
+                format!("must list {} racks", opts.brokers),
+            ));
+        }
+    }
+    ids.iter()
+        .enumerate()
+        .map(|(i, &id)| {
+            let port = if opts.port == 0 {
+                0
+            } else {
+                opts.port.saturating_add(i as u16)
+            };
+            let logs = opts.data_dir.join(format!("broker-{id}")).join("logs");
+            let mut overrides = opts.overrides.clone();
+            overrides.push(format!("broker.id={id}"));
+            overrides.push(format!("listeners=PLAINTEXT://127.0.0.1:{port}"));
+            overrides.push(format!("log.dirs={}", logs.display()));
+            if let Some(racks) = &opts.racks {
+                overrides.push(format!("broker.rack={}", racks[i]));
+            }
+            BrokerConfig::load(opts.config.as_deref(), &overrides, &opts.data_dir)
+        })
+        .collect()
+}
+
+/// Runs the cluster until `shutdown` resolves. `on_ready` gets each broker's id and address
+/// and the admin listener's address.
+pub async fn run(
+    opts: DevClusterOptions,
+    shutdown: impl Future<Output = ()>,
+    on_ready: impl FnOnce(&[(BrokerId, SocketAddr)], Option<SocketAddr>),
+) -> Result<(), BrokerError> {
+    let configs = broker_configs(&opts)?;
+    let store = MetadataStore::from_config(&configs[0])?;
+    let admin_addr = configs[0].admin_listener;
+    let mut brokers = Vec::with_capacity(configs.len());
+    for config in configs {
+        match Broker::start(config, store.clone(), None).await {
+            Ok(broker) => brokers.push(broker),
+            Err(err) => {
+                for broker in brokers {
+                    broker.shutdown().await;
+                }
+                return Err(err);
+            }
+        }
+    }
+    let admin = match admin_addr {
+        Some(addr) => {
+            Some(AdminServer::bind(addr, brokers.iter().map(Broker::admin_view).collect()).await?)
+        }
+        None => None,
+    };
+    let addresses: Vec<(BrokerId, SocketAddr)> = brokers
+        .iter()
+        .map(|b| (b.broker_id(), b.local_addr()))
+        .collect();
+    info!(brokers = addresses.len(), "dev cluster running");
+    on_ready(&addresses, admin.as_ref().map(AdminServer::local_addr));
+    shutdown.await;
+    if let Some(admin) = admin {
+        admin.shutdown().await;
+    }
+    for broker in brokers {
+        broker.shutdown().await;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn consecutive_ports_own_log_dirs_and_racks() {
+        let opts = DevClusterOptions {
+            brokers: 3,
+            broker_ids: Some(vec![1000, 1001, 1002]),
+            racks: Some(vec!["a".into(), "a".into(), "b".into()]),
+            port: 9092,
+            data_dir: PathBuf::from("/d"),
+            config: None,
+            overrides: vec!["num.partitions=3".into()],
+        };
+        let configs = broker_configs(&opts).unwrap();
+        assert_eq!(configs[2].broker_id, 1002);
+        assert_eq!(configs[2].listener().port, 9094);
+        assert_eq!(
+            configs[2].log_dirs,
+            vec![PathBuf::from("/d/broker-1002/logs")]
+        );
+        assert_eq!(configs[2].rack.as_deref(), Some("b"));
+        assert_eq!(configs[0].num_partitions, 3);
+        let bad = DevClusterOptions {
+            racks: Some(vec!["a".into()]),
+            ..opts
+        };
+        assert!(broker_configs(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("--racks"));
+    }
+}

@@ -1,0 +1,14 @@
+//! CreatePartitions: handled by the controller (NOT_CONTROLLER in every result when this broker is not
+//! the active controller; clients then find the controller through Metadata).
+
+use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
+
+use crate::context::BrokerContext;
+
+pub(super) async fn handle(
+    ctx: &BrokerContext,
+    request: CreatePartitionsRequest,
+    version: i16,
+) -> CreatePartitionsResponse {
+    ctx.controller().create_partitions(request, version).await
+}

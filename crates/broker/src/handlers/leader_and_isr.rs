@@ -1,0 +1,129 @@
+//! LeaderAndIsr: create the partition's log (with `partition.metadata`) if this broker has
+//! none, and remember whether it leads or follows. Answers an error per partition.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::leader_and_isr_request::LeaderAndIsrPartitionState;
+use kafka_protocol::messages::leader_and_isr_response::{
+    LeaderAndIsrPartitionError, LeaderAndIsrTopicError,
+};
+use kafka_protocol::messages::{LeaderAndIsrRequest, LeaderAndIsrResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use model::{TopicId, TopicPartition};
+use tracing::{info, warn};
+use uuid::Uuid;
+
+use crate::context::{BrokerContext, ReplicaRole};
+
+pub(super) fn handle(
+    ctx: &BrokerContext,
+    request: LeaderAndIsrRequest,
+    version: i16,
+) -> LeaderAndIsrResponse {
+    if !ctx.accept_controller_epoch(request.controller_epoch) {
+        warn!(
+            controller = request.controller_id.0,
+            epoch = request.controller_epoch,
+            "LeaderAndIsr from a stale controller"
+        );
+        return LeaderAndIsrResponse::default()
+            .with_error_code(ResponseError::StaleControllerEpoch.code());
+    }
+    // Versions below 2 list partitions flat; later ones group them by topic (with ids from v5).
+    let mut groups: Vec<(String, Uuid, Vec<LeaderAndIsrPartitionState>)> = Vec::new();
+    for state in request.ungrouped_partition_states {
+        groups.push((state.topic_name.0.to_string(), Uuid::nil(), vec![state]));
+    }
+    for topic in request.topic_states {
+        groups.push((
+            topic.topic_name.0.to_string(),
+            topic.topic_id,
+            topic.partition_states,
+        ));
+    }
+    let mut response = LeaderAndIsrResponse::default();
+    for (topic, topic_id, states) in groups {
+        let errors: Vec<LeaderAndIsrPartitionError> = states
+            .iter()
+            .map(|state| {
+                let code = apply(ctx, &topic, topic_id, state)
+                    .err()
+                    .map_or(0, |e| e.code());
+                LeaderAndIsrPartitionError::default()
+                    .with_topic_name(TopicName(StrBytes::from_string(topic.clone())))
+                    .with_partition_index(state.partition_index)
+                    .with_error_code(code)
+            })
+            .collect();
+        if version >= 5 {
+            response.topics.push(
+                LeaderAndIsrTopicError::default()
+                    .with_topic_id(topic_id)
+                    .with_partition_errors(errors),
+            );
+        } else {
+            response.partition_errors.extend(errors);
+        }
+    }
+    response
+}
+
+fn apply(
+    ctx: &BrokerContext,
+    topic: &str,
+    topic_id: Uuid,
+    state: &LeaderAndIsrPartitionState,
+) -> Result<(), ResponseError> {
+    let name: model::TopicName = topic
+        .parse()
+        .map_err(|_| ResponseError::InvalidTopicException)?;
+    let tp = TopicPartition::new(name, state.partition_index);
+    if !state.replicas.iter().any(|r| r.0 == ctx.broker_id) {
+        warn!(%tp, "LeaderAndIsr for a partition this broker does not replicate");
+        return Err(ResponseError::UnknownTopicOrPartition);
+    }
+    let role = if state.leader.0 == ctx.broker_id {
+        ReplicaRole::Leader {
+            leader_epoch: state.leader_epoch,
+        }
+    } else {
+        ReplicaRole::Follower {
+            leader: state.leader.0,
+            leader_epoch: state.leader_epoch,
+        }
+    };
+    let mut replicas = ctx.replicas();
+    if let Some(current) = replicas.get(&tp) {
+        if state.leader_epoch < leader_epoch(*current) {
+            warn!(%tp, request_epoch = state.leader_epoch, current_epoch = leader_epoch(*current),
+                "ignoring LeaderAndIsr with an older leader epoch");
+            return Err(ResponseError::StaleControllerEpoch);
+        }
+    }
+    let topic_id = (!topic_id.is_nil()).then(|| TopicId::from_bytes(*topic_id.as_bytes()));
+    ctx.log_manager
+        .create_partition(&tp, topic_id)
+        .map_err(|err| {
+            warn!(%tp, error = %err, "cannot create partition log");
+            match err {
+                storage::StorageError::InconsistentTopicId { .. } => {
+                    ResponseError::InconsistentTopicId
+                }
+                _ => ResponseError::KafkaStorageError,
+            }
+        })?;
+    if replicas.insert(tp.clone(), role) != Some(role) {
+        info!(target: "state_change", %tp, ?role, "became {}", match role {
+            ReplicaRole::Leader { .. } => "leader",
+            ReplicaRole::Follower { .. } => "follower",
+        });
+    }
+    Ok(())
+}
+
+fn leader_epoch(role: ReplicaRole) -> i32 {
+    match role {
+        ReplicaRole::Leader { leader_epoch } | ReplicaRole::Follower { leader_epoch, .. } => {
+            leader_epoch
+        }
+    }
+}

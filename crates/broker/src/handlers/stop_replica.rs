@@ -1,0 +1,80 @@
+//! StopReplica: stop being a replica of a partition; with `delete_partition`, hand its log to
+//! the LogManager for the rename-then-remove deletion.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::stop_replica_response::StopReplicaPartitionError;
+use kafka_protocol::messages::{StopReplicaRequest, StopReplicaResponse, TopicName};
+use model::TopicPartition;
+use tracing::{info, warn};
+
+use crate::context::BrokerContext;
+
+pub(super) fn handle(ctx: &BrokerContext, request: StopReplicaRequest) -> StopReplicaResponse {
+    if !ctx.accept_controller_epoch(request.controller_epoch) {
+        warn!(
+            controller = request.controller_id.0,
+            epoch = request.controller_epoch,
+            "StopReplica from a stale controller"
+        );
+        return StopReplicaResponse::default()
+            .with_error_code(ResponseError::StaleControllerEpoch.code());
+    }
+    // v0 lists partitions flat, v1-v2 group them by topic, v3 carries delete per partition.
+    let mut work: Vec<(String, i32, bool)> = Vec::new();
+    for p in &request.ungrouped_partitions {
+        work.push((
+            p.topic_name.0.to_string(),
+            p.partition_index,
+            request.delete_partitions,
+        ));
+    }
+    for t in &request.topics {
+        for &p in &t.partition_indexes {
+            work.push((t.name.0.to_string(), p, request.delete_partitions));
+        }
+    }
+    for t in &request.topic_states {
+        for p in &t.partition_states {
+            work.push((
+                t.topic_name.0.to_string(),
+                p.partition_index,
+                p.delete_partition,
+            ));
+        }
+    }
+    let partition_errors = work
+        .into_iter()
+        .map(|(topic, partition, delete)| {
+            let code = stop(ctx, &topic, partition, delete)
+                .err()
+                .map_or(0, |e| e.code());
+            StopReplicaPartitionError::default()
+                .with_topic_name(TopicName(topic.into()))
+                .with_partition_index(partition)
+                .with_error_code(code)
+        })
+        .collect();
+    StopReplicaResponse::default().with_partition_errors(partition_errors)
+}
+
+fn stop(
+    ctx: &BrokerContext,
+    topic: &str,
+    partition: i32,
+    delete: bool,
+) -> Result<(), ResponseError> {
+    let name: model::TopicName = topic
+        .parse()
+        .map_err(|_| ResponseError::InvalidTopicException)?;
+    let tp = TopicPartition::new(name, partition);
+    if ctx.replicas().remove(&tp).is_some() {
+        info!(target: "state_change", %tp, delete, "stopped replica");
+    }
+    if delete {
+        ctx.log_manager.delete_partition(&tp).map_err(|err| {
+            warn!(%tp, error = %err, "cannot delete partition log");
+            ResponseError::KafkaStorageError
+        })?;
+    }
+    Ok(())
+}

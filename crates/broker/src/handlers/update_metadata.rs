@@ -1,0 +1,29 @@
+//! UpdateMetadata: replace the metadata cache's view with the controller's.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{UpdateMetadataRequest, UpdateMetadataResponse};
+use tracing::{debug, warn};
+
+use crate::context::BrokerContext;
+
+pub(super) fn handle(
+    ctx: &BrokerContext,
+    request: UpdateMetadataRequest,
+) -> UpdateMetadataResponse {
+    if !ctx.accept_controller_epoch(request.controller_epoch) {
+        warn!(
+            controller = request.controller_id.0,
+            epoch = request.controller_epoch,
+            "UpdateMetadata from a stale controller"
+        );
+        return UpdateMetadataResponse::default()
+            .with_error_code(ResponseError::StaleControllerEpoch.code());
+    }
+    let removed = ctx.metadata_cache.update(&request);
+    debug!(
+        live_brokers = request.live_brokers.len(),
+        removed = removed.len(),
+        "metadata cache updated"
+    );
+    UpdateMetadataResponse::default()
+}

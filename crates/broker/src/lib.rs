@@ -1,0 +1,28 @@
+//! The broker process, Gregor's composition root: configuration, the Kafka listener and its
+//! connections, one handler per API, the metadata cache, registration in the metadata store,
+//! the controller, the partition logs and the HTTP admin listener.
+//!
+//! This is the only crate that sees every other one. It decides nothing about placement,
+//! topic validation or state transitions (the `controller` does) and writes no bytes of a
+//! log itself (`storage` does); it wires them to the network and to each other.
+//!
+//! Entry points: [`run`] (one broker until a shutdown future resolves), [`Broker::start`]
+//! (one broker, controlled by the caller; tests bind port 0) and [`dev_cluster`].
+
+pub mod admin_http;
+pub mod config;
+mod connection;
+mod context;
+pub mod dev_cluster;
+mod error;
+mod handlers;
+mod lifecycle;
+pub mod metadata_cache;
+mod metrics;
+mod server;
+mod socket_server;
+
+pub use config::BrokerConfig;
+pub use error::BrokerError;
+pub use metrics::Metrics;
+pub use server::{run, Broker, MetadataStore};

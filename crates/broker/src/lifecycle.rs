@@ -1,0 +1,97 @@
+//! Registration in `/brokers/ids/<id>` and keeping it: when the store session expires, the
+//! ephemeral registration (and the controller's election) are gone, so the broker opens a new
+//! session, registers again with the same endpoint and restarts its controller on it.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use metastore::SessionState;
+use tokio::sync::watch;
+use tracing::{info, warn};
+use znodes::json::BrokerRegistration;
+use znodes::zk_client::{KafkaZkClient, ZkClientError};
+
+use crate::config::BrokerConfig;
+use crate::context::{BrokerContext, Session};
+use crate::error::BrokerError;
+use crate::server::{session_options, MetadataStore};
+
+/// Wait between attempts to re-register after a session expiry.
+const REREGISTER_BACKOFF: Duration = Duration::from_millis(500);
+
+/// Writes this broker's ephemeral registration with its advertised endpoint.
+pub(crate) async fn register(
+    zk: &KafkaZkClient,
+    config: &BrokerConfig,
+    advertised: &(String, u16),
+) -> Result<(), BrokerError> {
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or_default();
+    let registration =
+        BrokerRegistration::plaintext(&advertised.0, advertised.1, config.rack.clone(), now_ms);
+    match zk.register_broker(config.broker_id, &registration).await {
+        Ok(epoch) => {
+            info!(
+                broker_id = config.broker_id,
+                epoch, "registered in /brokers/ids"
+            );
+            Ok(())
+        }
+        Err(ZkClientError::NodeExists(_)) => Err(BrokerError::DuplicateBrokerId(config.broker_id)),
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// Watches the session; after an expiry, registers again on a new session and restarts the
+/// controller there. Runs until `shutdown` turns true.
+pub(crate) async fn keep_registered(
+    ctx: Arc<BrokerContext>,
+    store: MetadataStore,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let mut state = ctx.zk().subscribe_session_state();
+        let ended = tokio::select! {
+            ended = state.wait_for(|s| matches!(s, SessionState::Expired | SessionState::Closed)) => ended.map(|s| *s),
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        };
+        match ended {
+            Ok(SessionState::Expired) | Err(_) => {}
+            // Closed by us: the broker is shutting down.
+            Ok(_) => return,
+        }
+        warn!(
+            broker_id = ctx.broker_id,
+            "store session expired; registering again"
+        );
+        ctx.controller().shutdown().await;
+        loop {
+            match reconnect(&ctx, &store).await {
+                Ok(session) => {
+                    ctx.set_session(session);
+                    break;
+                }
+                Err(err) => {
+                    warn!(error = %err, "re-registration failed; retrying");
+                    tokio::select! {
+                        _ = tokio::time::sleep(REREGISTER_BACKOFF) => {}
+                        _ = shutdown.wait_for(|stop| *stop) => return,
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn reconnect(ctx: &BrokerContext, store: &MetadataStore) -> Result<Session, BrokerError> {
+    let (client, events) = store.connect(session_options(&ctx.config)).await?;
+    let zk = KafkaZkClient::new(client, events);
+    if let Err(err) = register(&zk, &ctx.config, &ctx.advertised).await {
+        zk.close().await;
+        return Err(err);
+    }
+    let controller = controller::start(zk.clone(), ctx.config.controller_config()).await;
+    Ok(Session { zk, controller })
+}

@@ -1,0 +1,229 @@
+//! Starting and stopping one broker: store session, cluster id, log directories, listener,
+//! registration, controller, then serving until shutdown.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicI32;
+use std::sync::{Arc, Mutex, RwLock};
+
+use metastore::{Client, EmbeddedStore, Events, SessionOptions};
+use model::BrokerId;
+use storage::{LogManager, LogManagerConfig};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+use znodes::zk_client::KafkaZkClient;
+
+use crate::config::BrokerConfig;
+use crate::context::{BrokerContext, Session};
+use crate::error::BrokerError;
+use crate::metadata_cache::MetadataCache;
+use crate::metrics::Metrics;
+use crate::{admin_http, lifecycle, socket_server};
+
+/// Where the broker keeps its metadata: the embedded store (shared by every broker of one
+/// process) or a ZooKeeper ensemble. Both are driven through the same `metastore::Client`.
+#[derive(Debug, Clone)]
+pub enum MetadataStore {
+    /// The embedded store.
+    Embedded(EmbeddedStore),
+    /// A ZooKeeper ensemble (`zookeeper.connect`).
+    ZooKeeper(String),
+}
+
+impl MetadataStore {
+    /// The store `config` asks for: ZooKeeper when `zookeeper.connect` is set, else the
+    /// embedded store in `<data dir>/metadata`.
+    pub fn from_config(config: &BrokerConfig) -> Result<MetadataStore, BrokerError> {
+        match &config.zookeeper_connect {
+            Some(connect) => Ok(MetadataStore::ZooKeeper(connect.clone())),
+            None => {
+                let path = config.data_dir.join(metastore::EMBEDDED_SUBDIR);
+                std::fs::create_dir_all(&path).map_err(|e| BrokerError::OpenStore {
+                    path: path.clone(),
+                    source: metastore::Error::Backend(e.to_string()),
+                })?;
+                let store = EmbeddedStore::open(&path)
+                    .map_err(|source| BrokerError::OpenStore { path, source })?;
+                Ok(MetadataStore::Embedded(store))
+            }
+        }
+    }
+
+    /// Opens a new session.
+    pub(crate) async fn connect(
+        &self,
+        opts: SessionOptions,
+    ) -> Result<(Client, Events), BrokerError> {
+        match self {
+            MetadataStore::Embedded(store) => Ok(store.connect(opts)),
+            MetadataStore::ZooKeeper(connect) => metastore::connect_zookeeper(connect, opts)
+                .await
+                .map_err(|source| BrokerError::ConnectZooKeeper {
+                    connect: connect.clone(),
+                    source,
+                }),
+        }
+    }
+}
+
+/// A running broker.
+#[derive(Debug)]
+pub struct Broker {
+    ctx: Arc<BrokerContext>,
+    local_addr: SocketAddr,
+    shutdown: watch::Sender<bool>,
+    socket_server: JoinHandle<()>,
+    lifecycle: JoinHandle<()>,
+}
+
+impl Broker {
+    /// Starts a broker on `store`. With `listener` the broker serves on it (tests bind port 0);
+    /// otherwise it binds the configured listener. Returns once the broker is registered and
+    /// accepting connections.
+    pub async fn start(
+        config: BrokerConfig,
+        store: MetadataStore,
+        listener: Option<TcpListener>,
+    ) -> Result<Broker, BrokerError> {
+        let broker_id = config.broker_id;
+        let (client, events) = store.connect(session_options(&config)).await?;
+        let zk = KafkaZkClient::new(client, events);
+        zk.ensure_persistent_paths().await?;
+        let cluster_id = zk.get_or_create_cluster_id(&new_cluster_id()).await?;
+        let log_manager = LogManager::open(LogManagerConfig {
+            log_dirs: config.log_dirs.clone(),
+            file_delete_delay: config.file_delete_delay,
+        })?;
+        let listener = match listener {
+            Some(listener) => listener,
+            None => {
+                let addr = config.listener().bind_addr();
+                TcpListener::bind(&addr)
+                    .await
+                    .map_err(|source| BrokerError::Bind {
+                        what: "Kafka",
+                        addr,
+                        source,
+                    })?
+            }
+        };
+        let local_addr = listener.local_addr().map_err(|source| BrokerError::Bind {
+            what: "Kafka",
+            addr: config.listener().bind_addr(),
+            source,
+        })?;
+        let advertised = config.advertised_endpoint(local_addr.port());
+        lifecycle::register(&zk, &config, &advertised).await?;
+        let controller = controller::start(zk.clone(), config.controller_config()).await;
+        info!(broker_id, %cluster_id, listener = %local_addr, advertised = %format!("{}:{}", advertised.0, advertised.1),
+            "broker started");
+        let ctx = Arc::new(BrokerContext {
+            config,
+            broker_id,
+            cluster_id,
+            advertised,
+            session: RwLock::new(Session { zk, controller }),
+            metadata_cache: MetadataCache::default(),
+            log_manager,
+            replicas: Mutex::new(Default::default()),
+            metrics: Arc::new(Metrics::default()),
+            controller_epoch: AtomicI32::new(0),
+        });
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let socket_server = tokio::spawn(socket_server::serve(
+            Arc::clone(&ctx),
+            listener,
+            shutdown_rx.clone(),
+        ));
+        let lifecycle = tokio::spawn(lifecycle::keep_registered(
+            Arc::clone(&ctx),
+            store,
+            shutdown_rx,
+        ));
+        Ok(Broker {
+            ctx,
+            local_addr,
+            shutdown,
+            socket_server,
+            lifecycle,
+        })
+    }
+
+    /// The address the Kafka listener is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// `broker.id`.
+    pub fn broker_id(&self) -> BrokerId {
+        self.ctx.broker_id
+    }
+
+    /// The cluster id from `/cluster/id`.
+    pub fn cluster_id(&self) -> &str {
+        &self.ctx.cluster_id
+    }
+
+    /// Whether this broker is the active controller.
+    pub fn is_controller(&self) -> bool {
+        self.ctx.controller().is_active()
+    }
+
+    /// What the admin listener shows about this broker.
+    pub fn admin_view(&self) -> admin_http::BrokerView {
+        admin_http::BrokerView::new(Arc::clone(&self.ctx))
+    }
+
+    /// Stops accepting requests, lets in-flight requests finish, resigns as controller and
+    /// closes the store session (so `/brokers/ids/<id>` disappears at once).
+    pub async fn shutdown(self) {
+        info!(broker_id = self.ctx.broker_id, "shutting down");
+        let _ = self.shutdown.send(true);
+        self.lifecycle.abort();
+        let _ = self.lifecycle.await;
+        self.ctx.controller().shutdown().await;
+        if let Err(err) = self.socket_server.await {
+            warn!(error = %err, "listener task failed");
+        }
+        self.ctx.zk().close().await;
+        info!(broker_id = self.ctx.broker_id, "shut down");
+    }
+}
+
+/// Runs one broker with the store its config names, plus the admin listener, until
+/// `shutdown` resolves; then stops gracefully. `on_ready` is called with the Kafka and admin
+/// addresses once both serve.
+pub async fn run(
+    config: BrokerConfig,
+    shutdown: impl Future<Output = ()>,
+    on_ready: impl FnOnce(SocketAddr, Option<SocketAddr>),
+) -> Result<(), BrokerError> {
+    let store = MetadataStore::from_config(&config)?;
+    let admin_addr = config.admin_listener;
+    let broker = Broker::start(config, store, None).await?;
+    let admin = match admin_addr {
+        Some(addr) => Some(admin_http::AdminServer::bind(addr, vec![broker.admin_view()]).await?),
+        None => None,
+    };
+    on_ready(broker.local_addr(), admin.as_ref().map(|a| a.local_addr()));
+    shutdown.await;
+    if let Some(admin) = admin {
+        admin.shutdown().await;
+    }
+    broker.shutdown().await;
+    Ok(())
+}
+
+pub(crate) fn session_options(config: &BrokerConfig) -> SessionOptions {
+    SessionOptions {
+        session_timeout: config.zookeeper_session_timeout,
+    }
+}
+
+/// A new cluster id in Kafka's format: a random UUID as 22 characters of URL-safe base64.
+fn new_cluster_id() -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(uuid::Uuid::new_v4().as_bytes())
+}

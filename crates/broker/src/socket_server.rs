@@ -1,0 +1,58 @@
+//! The Kafka listener: accepts connections and runs one [`crate::connection`] task for each,
+//! until shutdown.
+
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tracing::{debug, info, warn};
+
+use crate::connection;
+use crate::context::BrokerContext;
+
+/// Most connections served at once; further ones wait in the OS backlog.
+pub(crate) const MAX_CONNECTIONS: usize = 4096;
+
+/// Accepts connections until `shutdown` turns true, then waits for open connections to
+/// finish the request they are handling.
+pub(crate) async fn serve(
+    ctx: Arc<BrokerContext>,
+    listener: TcpListener,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let limit = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let mut connections = JoinSet::new();
+    loop {
+        let permit = tokio::select! {
+            permit = Arc::clone(&limit).acquire_owned() => permit.expect("the semaphore is never closed"),
+            _ = shutdown.wait_for(|stop| *stop) => break,
+        };
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = shutdown.wait_for(|stop| *stop) => break,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                debug!(%peer, "accepted connection");
+                let ctx = Arc::clone(&ctx);
+                let shutdown = shutdown.clone();
+                connections.spawn(async move {
+                    connection::serve(ctx, stream, peer, shutdown).await;
+                    drop(permit);
+                });
+            }
+            Err(err) => {
+                // Usually EMFILE or a connection reset before accept: keep serving.
+                warn!(error = %err, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+        while connections.try_join_next().is_some() {}
+    }
+    info!(
+        open = connections.len(),
+        "listener stopped; finishing open connections"
+    );
+    while connections.join_next().await.is_some() {}
+}

@@ -1,0 +1,135 @@
+//! `gregor server` (one broker) and `gregor dev-cluster` (N brokers in one process).
+//!
+//! Both log to stderr with `tracing` (`RUST_LOG` respected, `info` by default), print their
+//! addresses on stdout once serving, and stop gracefully on SIGINT or SIGTERM.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use broker::dev_cluster::DevClusterOptions;
+use broker::BrokerConfig;
+use clap::Args;
+
+/// `gregor server`.
+#[derive(Debug, Args)]
+pub struct ServerArgs {
+    /// A Kafka-style server.properties file.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Set a config key on top of the file (repeatable), e.g. --override broker.id=1.
+    #[arg(long = "override", value_name = "KEY=VALUE")]
+    overrides: Vec<String>,
+    /// Data directory: the embedded metadata store in <data-dir>/metadata and, unless
+    /// log.dirs is set, partition logs in <data-dir>/logs.
+    #[arg(long, default_value = "./data")]
+    data_dir: PathBuf,
+}
+
+/// `gregor dev-cluster`.
+#[derive(Debug, Args)]
+pub struct DevClusterArgs {
+    /// Number of brokers.
+    #[arg(long, default_value_t = 3)]
+    brokers: usize,
+    /// Broker ids, comma-separated (default 0..N).
+    #[arg(long, value_delimiter = ',')]
+    broker_ids: Option<Vec<i32>>,
+    /// Racks, comma-separated, one per broker.
+    #[arg(long, value_delimiter = ',')]
+    racks: Option<Vec<String>>,
+    /// Port of the first broker; the others use the following ports.
+    #[arg(long, default_value_t = 9092)]
+    port: u16,
+    /// Data directory: <data-dir>/metadata and <data-dir>/broker-<id>/logs.
+    #[arg(long, default_value = "./data")]
+    data_dir: PathBuf,
+    /// A Kafka-style server.properties file applied to every broker.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Set a config key for every broker (repeatable).
+    #[arg(long = "override", value_name = "KEY=VALUE")]
+    overrides: Vec<String>,
+}
+
+/// Runs one broker until SIGINT/SIGTERM.
+pub fn run_server(args: ServerArgs) -> anyhow::Result<ExitCode> {
+    init_tracing();
+    let config = BrokerConfig::load(args.config.as_deref(), &args.overrides, &args.data_dir)?;
+    runtime()?.block_on(async move {
+        broker::run(config, shutdown_signal(), |kafka, admin| {
+            println!("gregor server listening on {kafka} (PLAINTEXT)");
+            if let Some(admin) = admin {
+                println!("admin listener on http://{admin}");
+            }
+        })
+        .await
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs the dev cluster until SIGINT/SIGTERM.
+pub fn run_dev_cluster(args: DevClusterArgs) -> anyhow::Result<ExitCode> {
+    init_tracing();
+    let opts = DevClusterOptions {
+        brokers: args.brokers,
+        broker_ids: args.broker_ids,
+        racks: args.racks,
+        port: args.port,
+        data_dir: args.data_dir,
+        config: args.config,
+        overrides: args.overrides,
+    };
+    runtime()?.block_on(async move {
+        broker::dev_cluster::run(opts, shutdown_signal(), |brokers, admin| {
+            for (id, addr) in brokers {
+                println!("broker {id} listening on {addr} (PLAINTEXT)");
+            }
+            let list: Vec<String> = brokers.iter().map(|(_, a)| a.to_string()).collect();
+            println!("bootstrap servers: {}", list.join(","));
+            if let Some(admin) = admin {
+                println!("admin listener on http://{admin}");
+            }
+        })
+        .await
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the tokio runtime")
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Resolves on the first SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => tracing::info!("SIGINT received"),
+        _ = terminate => tracing::info!("SIGTERM received"),
+    }
+}
