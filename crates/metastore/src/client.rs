@@ -6,6 +6,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 use crate::embedded::EmbeddedClient;
+use crate::zookeeper::ZkClient;
 use crate::path::{join, parent_and_name, validate_path};
 use crate::{CreateMode, Error, Event, Op, OpResult, Result, Stat};
 
@@ -20,21 +21,25 @@ pub struct Client {
 
 enum Backend {
     Embedded(EmbeddedClient),
+    ZooKeeper(ZkClient),
 }
 
 impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &*self.inner {
             Backend::Embedded(c) => f.debug_tuple("Client").field(c).finish(),
+            Backend::ZooKeeper(c) => f.debug_tuple("Client").field(c).finish(),
         }
     }
 }
 
 impl Client {
     pub(crate) fn from_embedded(client: EmbeddedClient) -> Client {
-        Client {
-            inner: Arc::new(Backend::Embedded(client)),
-        }
+        Client { inner: Arc::new(Backend::Embedded(client)) }
+    }
+
+    pub(crate) fn from_zookeeper(client: ZkClient) -> Client {
+        Client { inner: Arc::new(Backend::ZooKeeper(client)) }
     }
 
     /// Creates a node and returns its path (with the sequence suffix for sequential modes).
@@ -86,6 +91,7 @@ impl Client {
     pub async fn get_data(&self, path: &str, watch: bool) -> Result<(Vec<u8>, Stat)> {
         match &*self.inner {
             Backend::Embedded(c) => c.get_data(path, watch),
+            Backend::ZooKeeper(c) => c.get_data(path, watch).await,
         }
     }
 
@@ -94,6 +100,7 @@ impl Client {
     pub async fn exists(&self, path: &str, watch: bool) -> Result<Option<Stat>> {
         match &*self.inner {
             Backend::Embedded(c) => c.exists(path, watch),
+            Backend::ZooKeeper(c) => c.exists(path, watch).await,
         }
     }
 
@@ -102,6 +109,7 @@ impl Client {
     pub async fn get_children(&self, path: &str, watch: bool) -> Result<Vec<String>> {
         let mut children = match &*self.inner {
             Backend::Embedded(c) => c.get_children(path, watch)?,
+            Backend::ZooKeeper(c) => c.get_children(path, watch).await?,
         };
         children.sort_unstable();
         Ok(children)
@@ -180,6 +188,7 @@ impl Client {
         }
         match &*self.inner {
             Backend::Embedded(c) => c.write(ops, false).await,
+            Backend::ZooKeeper(c) => c.multi(ops).await,
         }
     }
 
@@ -187,6 +196,7 @@ impl Client {
     pub fn session_id(&self) -> i64 {
         match &*self.inner {
             Backend::Embedded(c) => c.session_id(),
+            Backend::ZooKeeper(c) => c.session_id(),
         }
     }
 
@@ -195,16 +205,48 @@ impl Client {
     pub async fn close(&self) {
         match &*self.inner {
             Backend::Embedded(c) => c.close().await,
+            Backend::ZooKeeper(c) => c.close().await,
+        }
+    }
+
+    /// Fault injection for tests: makes the store expire this session as if it timed out.
+    /// Its ephemeral nodes are deleted (firing other sessions' watches), this client's stream
+    /// gets `Event::Session(Expired)` and its later calls fail with [`Error::SessionExpired`].
+    /// On ZooKeeper the expiry is noticed on the next contact with the server, so it may take
+    /// a moment (up to a few ticks) before the event arrives.
+    pub async fn expire_session(&self) -> Result<()> {
+        match &*self.inner {
+            Backend::Embedded(c) => {
+                c.expire().await;
+                Ok(())
+            }
+            Backend::ZooKeeper(c) => c.expire_session().await,
         }
     }
 
     async fn write_one(&self, op: Op) -> Result<OpResult> {
-        let mut results = match &*self.inner {
-            Backend::Embedded(c) => c.write(vec![op], true).await?,
-        };
-        results
-            .pop()
-            .ok_or_else(|| Error::Backend("a write returned no result".to_string()))
+        match &*self.inner {
+            Backend::Embedded(c) => {
+                let mut results = c.write(vec![op], true).await?;
+                results.pop().ok_or_else(|| Error::Backend("a write returned no result".into()))
+            }
+            Backend::ZooKeeper(c) => match op {
+                Op::Create { path, data, mode } => {
+                    c.create(&path, &data, mode).await.map(OpResult::Created)
+                }
+                Op::SetData { path, data, version } => {
+                    c.set_data(&path, &data, version).await.map(OpResult::SetData)
+                }
+                Op::Delete { path, version } => {
+                    c.delete(&path, version).await.map(|()| OpResult::Deleted)
+                }
+                Op::Check { .. } => c
+                    .multi(vec![op])
+                    .await?
+                    .pop()
+                    .ok_or_else(|| Error::Backend("a check returned no result".into())),
+            },
+        }
     }
 }
 

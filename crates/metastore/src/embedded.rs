@@ -29,9 +29,10 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::path::validate_path;
 use crate::tree::{Change, Node, NodeStat, Tree};
+use crate::watch::{WatchKind, Watches};
 use crate::{
     Client, Error, Event, Events, Op, OpResult, Result, SessionOptions, SessionState, Stat,
-    WatchedEvent, WatchedEventKind,
+    WatchedEvent,
 };
 
 /// The file inside the store directory.
@@ -291,6 +292,15 @@ impl EmbeddedClient {
         })
     }
 
+    /// Expires this session and waits until it is over.
+    pub async fn expire(&self) {
+        let (reply, done) = oneshot::channel();
+        let request = Request::EndSession { session: self.session.id, expired: true, reply: Some(reply) };
+        if self.requests.send(request).await.is_ok() {
+            let _ = done.await;
+        }
+    }
+
     pub async fn close(&self) {
         if self.session.state.load(Ordering::Acquire) != STATE_ALIVE {
             return;
@@ -374,66 +384,6 @@ struct Shared {
     epoch: i64,
     next_session: AtomicI64,
     location: String,
-}
-
-#[derive(Debug, Clone, Copy)]
-enum WatchKind {
-    Data,
-    Exist,
-    Child,
-}
-
-/// Registered one-shot watches: path -> sessions.
-#[derive(Debug, Default)]
-struct Watches {
-    data: HashMap<String, HashSet<i64>>,
-    exist: HashMap<String, HashSet<i64>>,
-    child: HashMap<String, HashSet<i64>>,
-}
-
-impl Watches {
-    fn add(&mut self, kind: WatchKind, path: &str, session: i64) {
-        let table = match kind {
-            WatchKind::Data => &mut self.data,
-            WatchKind::Exist => &mut self.exist,
-            WatchKind::Child => &mut self.child,
-        };
-        table.entry(path.to_string()).or_default().insert(session);
-    }
-
-    /// Removes the watches a change triggers and returns the sessions to tell, each once.
-    fn trigger(&mut self, kind: WatchedEventKind, path: &str) -> Vec<i64> {
-        let mut sessions: Vec<i64> = Vec::new();
-        let mut take = |table: &mut HashMap<String, HashSet<i64>>| {
-            if let Some(set) = table.remove(path) {
-                sessions.extend(set);
-            }
-        };
-        match kind {
-            WatchedEventKind::NodeCreated | WatchedEventKind::NodeDataChanged => {
-                take(&mut self.data);
-                take(&mut self.exist);
-            }
-            WatchedEventKind::NodeDeleted => {
-                take(&mut self.data);
-                take(&mut self.exist);
-                take(&mut self.child);
-            }
-            WatchedEventKind::NodeChildrenChanged => take(&mut self.child),
-        }
-        sessions.sort_unstable();
-        sessions.dedup();
-        sessions
-    }
-
-    fn remove_session(&mut self, session: i64) {
-        for table in [&mut self.data, &mut self.exist, &mut self.child] {
-            table.retain(|_, set| {
-                set.remove(&session);
-                !set.is_empty()
-            });
-        }
-    }
 }
 
 enum Request {

@@ -51,9 +51,12 @@ mod client;
 mod embedded;
 mod path;
 mod tree;
+mod watch;
+mod zookeeper;
 
 pub use client::{Client, Events};
 pub use embedded::{EmbeddedStore, STORE_FILE};
+pub use zookeeper::connect_zookeeper;
 
 /// Where a broker keeps its embedded store, relative to its data directory
 /// (`<data-dir>/metadata/`). The broker and `gregor meta --data-dir` both use it.

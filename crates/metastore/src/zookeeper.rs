@@ -1,0 +1,509 @@
+//! The ZooKeeper backend: a real ZooKeeper 3.6+ ensemble through the `zookeeper-client` crate.
+//!
+//! # How watches are delivered, and the order guarantee
+//! The crate hands out one `OneshotWatcher` per watch; awaiting many of them from separate
+//! tasks would deliver events in whatever order the tasks happen to run. Instead, each client
+//! registers ONE persistent recursive watch on its chroot root when it connects. ZooKeeper
+//! sends every change under the chroot on that watch, on the session's single connection, in
+//! the order the changes were committed (zxid order), and the crate queues them in that order
+//! on a single channel. A forwarder task replays that stream through the same one-shot watch
+//! table as the embedded backend ([`crate::watch::Watches`]): a `NodeCreated` or
+//! `NodeDeleted` also counts as `NodeChildrenChanged` of the parent, exactly as ZooKeeper
+//! fires it. So:
+//!
+//! - Every event on a client's [`Events`](crate::Events) stream is in ZooKeeper's commit order,
+//!   across all paths and kinds, and session events are in place in that stream.
+//! - A watch is registered just BEFORE its read is sent (the stream is first drained, so
+//!   changes already received never fire it). A change that raced the read (committed after
+//!   the request was sent but reflected in its answer) may therefore fire the watch once
+//!   although the read already saw it: a watch never misses a change made after its read,
+//!   but may fire early. Re-read on every event (as Kafka's handlers do) and this is harmless.
+//! - After a reconnection (`Session(Disconnected)` then `Session(Connected)`), ZooKeeper does
+//!   not resend persistent-watch events missed while disconnected (ZOOKEEPER-4698), so every
+//!   registered watch is fired once (`NodeDataChanged` for data and exists watches,
+//!   `NodeChildrenChanged` for child watches) to make the owner re-read.
+//!
+//! The cost: each client receives every change under its chroot. For Kafka's metadata (a few
+//! clients per cluster: brokers and the controller) that traffic is small.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use zookeeper_client as zk;
+
+use crate::path::{parent_and_name, validate_path};
+use crate::watch::{WatchKind, Watches};
+use crate::{
+    Client, CreateMode, Error, Event, Events, Op, OpResult, Result, SessionOptions, SessionState,
+    Stat, WatchedEvent, WatchedEventKind,
+};
+
+/// Attempts of an idempotent read when the connection is lost (the crate reconnects meanwhile).
+const READ_ATTEMPTS: u32 = 5;
+const READ_RETRY_BACKOFF: Duration = Duration::from_millis(200);
+/// How long [`ZkClient::close`] waits for ZooKeeper to confirm the session's end.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connects to ZooKeeper. `connect` is `host:port[,host:port...][/chroot]`; the chroot is
+/// created (persistent, empty, with its parents) if missing, as Kafka does.
+pub async fn connect_zookeeper(connect: &str, opts: SessionOptions) -> Result<(Client, Events)> {
+    let (hosts, chroot) = parse_connect(connect)?;
+    let root_client = zk::Client::connector()
+        .with_session_timeout(opts.session_timeout)
+        .connect(hosts)
+        .await
+        .map_err(|err| connect_error(connect, &err))?;
+    let client = match chroot {
+        None => root_client,
+        Some(chroot) => {
+            create_chroot(&root_client, chroot).await?;
+            root_client.chroot(chroot.to_string()).map_err(|_| {
+                Error::BadArguments(format!("invalid chroot {chroot:?} in {connect:?}"))
+            })?
+        }
+    };
+    let watcher = client
+        .watch("/", zk::AddWatchMode::PersistentRecursive)
+        .await
+        .map_err(|err| map_error(err, "/"))?;
+    let (events_tx, events_rx) = mpsc::unbounded_channel();
+    let state = Arc::new(Mutex::new(WatchState {
+        raw: Some(watcher),
+        watches: Watches::default(),
+        events: Some(events_tx),
+        forwarder_waker: None,
+        disconnected: false,
+    }));
+    let (done_tx, done_rx) = oneshot::channel();
+    let forwarder_state = state.clone();
+    tokio::spawn(async move {
+        std::future::poll_fn(|cx| {
+            let mut state = lock(&forwarder_state);
+            state.forwarder_waker = Some(cx.waker().clone());
+            state.poll_raw(cx)
+        })
+        .await;
+        let _ = done_tx.send(());
+    });
+    let zk_client = ZkClient {
+        hosts: hosts.to_string(),
+        session_id: client.session_id().0,
+        session: client.session().clone(),
+        session_timeout: opts.session_timeout,
+        client: Mutex::new(Some(client)),
+        state,
+        forwarder_done: tokio::sync::Mutex::new(Some(done_rx)),
+    };
+    Ok((Client::from_zookeeper(zk_client), Events::new(events_rx)))
+}
+
+/// One ZooKeeper session.
+pub(crate) struct ZkClient {
+    hosts: String,
+    session_id: i64,
+    session: zk::SessionInfo,
+    session_timeout: Duration,
+    /// `None` once closed: dropping the crate's last client handle closes the session.
+    client: Mutex<Option<zk::Client>>,
+    state: Arc<Mutex<WatchState>>,
+    forwarder_done: tokio::sync::Mutex<Option<oneshot::Receiver<()>>>,
+}
+
+impl fmt::Debug for ZkClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ZkClient")
+            .field("hosts", &self.hosts)
+            .field("session_id", &format_args!("{:#x}", self.session_id))
+            .finish()
+    }
+}
+
+impl ZkClient {
+    pub fn session_id(&self) -> i64 {
+        self.session_id
+    }
+
+    pub async fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> Result<String> {
+        validate_path(path)?;
+        let client = self.client()?;
+        let options = zk_mode(mode).with_acls(zk::Acls::anyone_all());
+        let (_, sequence) =
+            client.create(path, data, &options).await.map_err(|err| map_error(err, path))?;
+        Ok(if mode.is_sequential() { format!("{path}{sequence}") } else { path.to_string() })
+    }
+
+    pub async fn get_data(&self, path: &str, watch: bool) -> Result<(Vec<u8>, Stat)> {
+        validate_path(path)?;
+        self.with_watch(watch.then_some(WatchKind::Data), path, |client| async move {
+            client.get_data(path).await.map(|(data, stat)| (data, convert_stat(&stat)))
+        })
+        .await
+    }
+
+    pub async fn exists(&self, path: &str, watch: bool) -> Result<Option<Stat>> {
+        validate_path(path)?;
+        // An exists watch fires on create, data change and delete, whichever state the node
+        // is in, which is what the exist table does.
+        self.with_watch(watch.then_some(WatchKind::Exist), path, |client| async move {
+            client.check_stat(path).await.map(|stat| stat.as_ref().map(convert_stat))
+        })
+        .await
+    }
+
+    pub async fn get_children(&self, path: &str, watch: bool) -> Result<Vec<String>> {
+        validate_path(path)?;
+        self.with_watch(watch.then_some(WatchKind::Child), path, |client| async move {
+            client.list_children(path).await
+        })
+        .await
+    }
+
+    pub async fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> Result<Stat> {
+        validate_path(path)?;
+        let client = self.client()?;
+        let stat = client
+            .set_data(path, data, version)
+            .await
+            .map_err(|err| map_version_error(err, path, version))?;
+        Ok(convert_stat(&stat))
+    }
+
+    pub async fn delete(&self, path: &str, version: Option<i32>) -> Result<()> {
+        validate_path(path)?;
+        if path == "/" {
+            return Err(Error::BadArguments("the root node cannot be deleted".to_string()));
+        }
+        let client = self.client()?;
+        client.delete(path, version).await.map_err(|err| map_version_error(err, path, version))
+    }
+
+    pub async fn multi(&self, ops: Vec<Op>) -> Result<Vec<OpResult>> {
+        for op in &ops {
+            validate_path(op_path(op))?;
+        }
+        let client = self.client()?;
+        let mut writer = client.new_multi_writer();
+        for op in &ops {
+            let added = match op {
+                Op::Create { path, data, mode } => {
+                    writer.add_create(path, data, &zk_mode(*mode).with_acls(zk::Acls::anyone_all()))
+                }
+                Op::SetData { path, data, version } => writer.add_set_data(path, data, *version),
+                Op::Delete { path, version } => writer.add_delete(path, *version),
+                Op::Check { path, version } => writer.add_check_version(path, *version),
+            };
+            added.map_err(|err| map_error(err, op_path(op)))?;
+        }
+        let results = writer.commit().await.map_err(|err| match err {
+            zk::MultiWriteError::RequestFailed { source } => map_error(source, "(multi)"),
+            zk::MultiWriteError::OperationFailed { index, source } => {
+                let op = &ops[index.min(ops.len() - 1)];
+                Error::Multi { index, source: Box::new(map_version_error(source, op_path(op), op_version(op))) }
+            }
+        })?;
+        results
+            .into_iter()
+            .map(|result| match result {
+                zk::MultiWriteResult::Check => Ok(OpResult::Checked),
+                zk::MultiWriteResult::Delete => Ok(OpResult::Deleted),
+                zk::MultiWriteResult::Create { path, .. } => Ok(OpResult::Created(path)),
+                zk::MultiWriteResult::SetData { stat } => Ok(OpResult::SetData(convert_stat(&stat))),
+                other => Err(Error::Backend(format!("unexpected multi result {other:?}"))),
+            })
+            .collect()
+    }
+
+    /// Closes the session and waits (bounded) until ZooKeeper confirmed it, so that the
+    /// session's ephemeral nodes are gone when this returns.
+    pub async fn close(&self) {
+        let client = lock(&self.client).take();
+        let Some(client) = client else { return };
+        drop(client);
+        let done = self.forwarder_done.lock().await.take();
+        if let Some(done) = done {
+            let _ = tokio::time::timeout(CLOSE_TIMEOUT, done).await;
+        }
+    }
+
+    /// Makes ZooKeeper expire this session, the way Kafka's and Curator's tests do: a second
+    /// connection joins the same session (id and password) and closes it; this client then
+    /// learns on its next contact that its session expired.
+    pub async fn expire_session(&self) -> Result<()> {
+        let other = zk::Client::connector()
+            .with_session(self.session.clone())
+            .with_session_timeout(self.session_timeout)
+            .connect(&self.hosts)
+            .await
+            .map_err(|err| map_error(err, "/"))?;
+        drop(other);
+        Ok(())
+    }
+
+    /// Registers `watch` (if any) and then runs the idempotent read `read`, retrying it when
+    /// the connection is lost. A read that fails with `NoNode` leaves no data or child watch.
+    async fn with_watch<'a, T, F, Fut>(&'a self, watch: Option<WatchKind>, path: &'a str, read: F) -> Result<T>
+    where
+        F: Fn(zk::Client) -> Fut,
+        Fut: Future<Output = std::result::Result<T, zk::Error>>,
+    {
+        if let Some(kind) = watch {
+            lock(&self.state).register(kind, path);
+        }
+        let result = self.retry_read(path, read).await;
+        if let (Some(kind @ (WatchKind::Data | WatchKind::Child)), Err(Error::NoNode(_))) = (watch, &result) {
+            // ZooKeeper sets no data or child watch on a missing node.
+            lock(&self.state).unregister(kind, path);
+        }
+        result
+    }
+
+    async fn retry_read<T, F, Fut>(&self, path: &str, read: F) -> Result<T>
+    where
+        F: Fn(zk::Client) -> Fut,
+        Fut: Future<Output = std::result::Result<T, zk::Error>>,
+    {
+        let mut attempt = 1;
+        loop {
+            let client = self.client()?;
+            match read(client).await {
+                Ok(value) => return Ok(value),
+                Err(zk::Error::ConnectionLoss) if attempt < READ_ATTEMPTS => {
+                    tracing::debug!(%path, attempt, "connection lost during a read; retrying");
+                    attempt += 1;
+                    tokio::time::sleep(READ_RETRY_BACKOFF).await;
+                }
+                Err(err) => return Err(map_error(err, path)),
+            }
+        }
+    }
+
+    fn client(&self) -> Result<zk::Client> {
+        lock(&self.client).clone().ok_or(Error::Closed)
+    }
+}
+
+/// The client's view of its persistent watch stream and its one-shot watches.
+struct WatchState {
+    /// `None` after a terminal session event: the crate panics if polled again.
+    raw: Option<zk::PersistentWatcher>,
+    watches: Watches,
+    /// Dropped after the session's last event, so `Events::recv` ends.
+    events: Option<mpsc::UnboundedSender<Event>>,
+    /// The forwarder's waker: whoever polls the stream polls it with this one, so the
+    /// forwarder is always the task woken by new events.
+    forwarder_waker: Option<Waker>,
+    disconnected: bool,
+}
+
+impl WatchState {
+    fn register(&mut self, kind: WatchKind, path: &str) {
+        // Changes already received precede the read: handle them before registering.
+        let waker = self.forwarder_waker.clone().unwrap_or_else(|| Waker::noop().clone());
+        let _ = self.poll_raw(&mut Context::from_waker(&waker));
+        if self.events.is_some() {
+            self.watches.add(kind, path, 0);
+        }
+    }
+
+    fn unregister(&mut self, kind: WatchKind, path: &str) {
+        self.watches.remove(kind, path, 0);
+    }
+
+    /// Handles every queued raw event; `Ready` once the session is over.
+    fn poll_raw(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            let Some(raw) = self.raw.as_mut() else { return Poll::Ready(()) };
+            let event = {
+                let changed = pin!(raw.changed());
+                match changed.poll(cx) {
+                    Poll::Ready(event) => event,
+                    Poll::Pending => return Poll::Pending,
+                }
+            };
+            self.handle(event);
+        }
+    }
+
+    fn handle(&mut self, event: zk::WatchedEvent) {
+        let kind = match event.event_type {
+            zk::EventType::Session => return self.handle_session(event.session_state),
+            zk::EventType::NodeCreated => WatchedEventKind::NodeCreated,
+            zk::EventType::NodeDeleted => WatchedEventKind::NodeDeleted,
+            zk::EventType::NodeDataChanged => WatchedEventKind::NodeDataChanged,
+            // Not sent for recursive watches; derived from creates and deletes below.
+            zk::EventType::NodeChildrenChanged => return,
+        };
+        self.fire(kind, &event.path);
+        if matches!(kind, WatchedEventKind::NodeCreated | WatchedEventKind::NodeDeleted) && event.path != "/" {
+            let (parent, _) = parent_and_name(&event.path);
+            let parent = parent.to_string();
+            self.fire(WatchedEventKind::NodeChildrenChanged, &parent);
+        }
+    }
+
+    fn handle_session(&mut self, state: zk::SessionState) {
+        match state {
+            zk::SessionState::Disconnected => {
+                self.disconnected = true;
+                self.deliver(Event::Session(SessionState::Disconnected));
+            }
+            zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
+                if std::mem::take(&mut self.disconnected) {
+                    self.deliver(Event::Session(SessionState::Connected));
+                    for (kind, path) in self.watches.drain_all() {
+                        let kind = match kind {
+                            WatchKind::Data | WatchKind::Exist => WatchedEventKind::NodeDataChanged,
+                            WatchKind::Child => WatchedEventKind::NodeChildrenChanged,
+                        };
+                        self.deliver(Event::Watch(WatchedEvent { kind, path }));
+                    }
+                }
+            }
+            zk::SessionState::Expired | zk::SessionState::AuthFailed => self.end(SessionState::Expired),
+            zk::SessionState::Closed => self.end(SessionState::Closed),
+        }
+    }
+
+    fn end(&mut self, state: SessionState) {
+        self.deliver(Event::Session(state));
+        self.watches = Watches::default();
+        self.events = None;
+        self.raw = None;
+    }
+
+    fn fire(&mut self, kind: WatchedEventKind, path: &str) {
+        if !self.watches.trigger(kind, path).is_empty() {
+            self.deliver(Event::Watch(WatchedEvent { kind, path: path.to_string() }));
+        }
+    }
+
+    fn deliver(&self, event: Event) {
+        if let Some(events) = &self.events {
+            // A dropped `Events` only means nobody listens any more.
+            let _ = events.send(event);
+        }
+    }
+}
+
+fn parse_connect(connect: &str) -> Result<(&str, Option<&str>)> {
+    let (hosts, chroot) = match connect.find('/') {
+        Some(i) => (&connect[..i], Some(&connect[i..])),
+        None => (connect, None),
+    };
+    if hosts.is_empty() {
+        return Err(Error::BadArguments(format!("no ZooKeeper host in {connect:?}")));
+    }
+    match chroot {
+        None | Some("/") => Ok((hosts, None)),
+        Some(chroot) => {
+            validate_path(chroot)?;
+            Ok((hosts, Some(chroot)))
+        }
+    }
+}
+
+async fn create_chroot(client: &zk::Client, chroot: &str) -> Result<()> {
+    let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    let mut end = 0;
+    while end < chroot.len() {
+        end = chroot[end + 1..].find('/').map_or(chroot.len(), |i| end + 1 + i);
+        let ancestor = &chroot[..end];
+        match client.create(ancestor, &[], &options).await {
+            Ok(_) | Err(zk::Error::NodeExists) => {}
+            Err(err) => return Err(map_error(err, ancestor)),
+        }
+    }
+    Ok(())
+}
+
+fn zk_mode(mode: CreateMode) -> zk::CreateMode {
+    match mode {
+        CreateMode::Persistent => zk::CreateMode::Persistent,
+        CreateMode::Ephemeral => zk::CreateMode::Ephemeral,
+        CreateMode::PersistentSequential => zk::CreateMode::PersistentSequential,
+        CreateMode::EphemeralSequential => zk::CreateMode::EphemeralSequential,
+    }
+}
+
+fn convert_stat(stat: &zk::Stat) -> Stat {
+    Stat {
+        czxid: stat.czxid,
+        mzxid: stat.mzxid,
+        pzxid: stat.pzxid,
+        ctime: stat.ctime,
+        mtime: stat.mtime,
+        version: stat.version,
+        cversion: stat.cversion,
+        ephemeral_owner: stat.ephemeral_owner,
+        data_length: stat.data_length,
+        num_children: stat.num_children,
+    }
+}
+
+fn op_path(op: &Op) -> &str {
+    match op {
+        Op::Create { path, .. } | Op::SetData { path, .. } | Op::Delete { path, .. } | Op::Check { path, .. } => {
+            path
+        }
+    }
+}
+
+fn op_version(op: &Op) -> Option<i32> {
+    match op {
+        Op::Create { .. } => None,
+        Op::SetData { version, .. } | Op::Delete { version, .. } => *version,
+        Op::Check { version, .. } => Some(*version),
+    }
+}
+
+fn map_version_error(err: zk::Error, path: &str, version: Option<i32>) -> Error {
+    match (err, version) {
+        (zk::Error::BadVersion, Some(expected)) => Error::BadVersion { path: path.to_string(), expected },
+        (err, _) => map_error(err, path),
+    }
+}
+
+fn map_error(err: zk::Error, path: &str) -> Error {
+    match err {
+        zk::Error::NoNode => Error::NoNode(path.to_string()),
+        zk::Error::NodeExists => Error::NodeExists(path.to_string()),
+        zk::Error::BadVersion => Error::BadVersion { path: path.to_string(), expected: -1 },
+        zk::Error::NotEmpty => Error::NotEmpty(path.to_string()),
+        zk::Error::NoChildrenForEphemerals => Error::NoChildrenForEphemerals(path.to_string()),
+        zk::Error::BadArguments(why) => Error::BadArguments(format!("{path}: {why}")),
+        zk::Error::SessionExpired => Error::SessionExpired,
+        zk::Error::ClientClosed => Error::Closed,
+        zk::Error::ConnectionLoss => Error::ConnectionLoss,
+        other => Error::Backend(format!("ZooKeeper error at {path}: {other}")),
+    }
+}
+
+fn connect_error(connect: &str, err: &zk::Error) -> Error {
+    match err {
+        zk::Error::SessionExpired => Error::SessionExpired,
+        other => Error::Backend(format!("cannot connect to ZooKeeper at {connect}: {other}")),
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_connect;
+
+    #[test]
+    fn connect_strings() {
+        assert_eq!(parse_connect("h:1").unwrap(), ("h:1", None));
+        assert_eq!(parse_connect("h:1,g:2/").unwrap(), ("h:1,g:2", None));
+        assert_eq!(parse_connect("h:1,g:2/a/b").unwrap(), ("h:1,g:2", Some("/a/b")));
+        assert!(parse_connect("/a").is_err());
+        assert!(parse_connect("h:1/a/").is_err());
+    }
+}
