@@ -3,6 +3,7 @@
 //! Each subcommand lives in its own module; this file only parses and routes.
 
 mod assign;
+mod server;
 mod topics;
 
 use std::process::ExitCode;
@@ -22,6 +23,10 @@ enum Command {
     Assign(assign::AssignArgs),
     /// Create, delete, describe, or change a topic (kafka-topics.sh).
     Topics(topics::TopicsArgs),
+    /// Run one broker (Kafka's kafka-server-start.sh).
+    Server(server::ServerArgs),
+    /// Run N brokers in one process sharing one embedded metadata store.
+    DevCluster(server::DevClusterArgs),
 }
 
 fn main() -> ExitCode {
@@ -29,6 +34,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Assign(args) => assign::run(args),
         Command::Topics(args) => topics::run(args),
+        Command::Server(args) => server::run_server(args),
+        Command::DevCluster(args) => server::run_dev_cluster(args),
     };
     match result {
         Ok(code) => code,
