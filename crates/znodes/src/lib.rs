@@ -12,6 +12,7 @@
 
 pub mod json;
 pub mod paths;
+pub mod zk_client;
 
 pub use json::FormatError;
 pub use zk_client::{KafkaZkClient, ZkClientError};

@@ -1,0 +1,550 @@
+//! Control requests to brokers (Kafka's `ControllerChannelManager` and
+//! `ControllerBrokerRequestBatch`): one bounded send queue and one task per live broker,
+//! sending LeaderAndIsr v5, UpdateMetadata v7 and StopReplica v3 over the Kafka protocol with
+//! `client::Connection` to the broker's PLAINTEXT endpoint. A failed send reconnects with
+//! backoff and retries the same request until the broker is removed; StopReplica responses
+//! come back to the event loop as events.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use kafka_protocol::messages::leader_and_isr_request::{
+    LeaderAndIsrLiveLeader, LeaderAndIsrPartitionState, LeaderAndIsrTopicState,
+};
+use kafka_protocol::messages::stop_replica_request::{
+    StopReplicaPartitionState, StopReplicaTopicState,
+};
+use kafka_protocol::messages::update_metadata_request::{
+    UpdateMetadataBroker, UpdateMetadataEndpoint, UpdateMetadataPartitionState,
+    UpdateMetadataTopicState,
+};
+use kafka_protocol::messages::{
+    BrokerId as WireBrokerId, LeaderAndIsrRequest, StopReplicaRequest, TopicName as WireTopicName,
+    UpdateMetadataRequest,
+};
+use kafka_protocol::protocol::StrBytes;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tracing::{debug, warn};
+
+use client::{Connection, ConnectionOptions};
+use model::{BrokerId, TopicName, TopicPartition};
+
+use crate::context::{ControllerContext, LiveBroker, EPOCH_DURING_DELETE, LEADER_DURING_DELETE};
+use crate::event::ControllerEvent;
+
+/// LeaderAndIsr version sent to brokers (with topic ids).
+pub const LEADER_AND_ISR_VERSION: i16 = 5;
+/// UpdateMetadata version sent to brokers.
+pub const UPDATE_METADATA_VERSION: i16 = 7;
+/// StopReplica version sent to brokers.
+pub const STOP_REPLICA_VERSION: i16 = 3;
+/// How many control requests may wait for one broker.
+pub const BROKER_QUEUE_CAPACITY: usize = 1024;
+/// The listener name and security protocol control requests use.
+const PLAINTEXT: &str = "PLAINTEXT";
+const RECONNECT_BACKOFF_MIN: Duration = Duration::from_millis(50);
+const RECONNECT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// One request for one broker.
+#[derive(Debug, Clone)]
+pub enum ControlRequest {
+    /// LeaderAndIsr.
+    LeaderAndIsr(LeaderAndIsrRequest),
+    /// UpdateMetadata.
+    UpdateMetadata(UpdateMetadataRequest),
+    /// StopReplica; `deleted` lists the partitions whose deletion the response confirms.
+    StopReplica {
+        /// The request.
+        request: StopReplicaRequest,
+        /// Partitions with `delete_partition` set.
+        deleted: Vec<TopicPartition>,
+    },
+}
+
+/// The per-broker queues.
+#[derive(Debug)]
+pub struct ChannelManager {
+    brokers: BTreeMap<BrokerId, BrokerChannel>,
+    events: mpsc::Sender<ControllerEvent>,
+    options: ConnectionOptions,
+}
+
+#[derive(Debug)]
+struct BrokerChannel {
+    queue: mpsc::Sender<ControlRequest>,
+    task: JoinHandle<()>,
+}
+
+impl ChannelManager {
+    /// No brokers yet; responses become events on `events`.
+    pub fn new(
+        controller_id: BrokerId,
+        request_timeout: Duration,
+        events: mpsc::Sender<ControllerEvent>,
+    ) -> Self {
+        let options = ConnectionOptions {
+            client_id: format!("controller-{controller_id}"),
+            request_timeout,
+            ..ConnectionOptions::default()
+        };
+        ChannelManager {
+            brokers: BTreeMap::new(),
+            events,
+            options,
+        }
+    }
+
+    /// Starts the queue of a broker (replacing an older one).
+    pub fn add_broker(&mut self, broker: &LiveBroker) {
+        self.remove_broker(broker.id);
+        let (queue, requests) = mpsc::channel(BROKER_QUEUE_CAPACITY);
+        let addr = format!("{}:{}", broker.host, broker.port);
+        let task = tokio::spawn(send_loop(
+            broker.id,
+            addr,
+            self.options.clone(),
+            requests,
+            self.events.clone(),
+        ));
+        self.brokers
+            .insert(broker.id, BrokerChannel { queue, task });
+    }
+
+    /// Drops a broker's queue (it is gone); requests still queued are dropped with it.
+    pub fn remove_broker(&mut self, id: BrokerId) {
+        if let Some(channel) = self.brokers.remove(&id) {
+            channel.task.abort();
+        }
+    }
+
+    /// Drops every queue (resignation).
+    pub fn clear(&mut self) {
+        for id in self.brokers.keys().copied().collect::<Vec<_>>() {
+            self.remove_broker(id);
+        }
+    }
+
+    /// Queues `request` for `broker`. A missing broker or a full queue drops the request
+    /// with a warning: the broker is dead or unresponsive and will be told everything again
+    /// when it registers.
+    pub fn send(&self, broker: BrokerId, request: ControlRequest) {
+        let Some(channel) = self.brokers.get(&broker) else {
+            warn!(broker, "no send queue for broker; control request dropped");
+            return;
+        };
+        if let Err(err) = channel.queue.try_send(request) {
+            warn!(broker, error = %err, "control request queue full or closed; request dropped");
+        }
+    }
+}
+
+impl Drop for ChannelManager {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
+async fn send_loop(
+    broker: BrokerId,
+    addr: String,
+    options: ConnectionOptions,
+    mut requests: mpsc::Receiver<ControlRequest>,
+    events: mpsc::Sender<ControllerEvent>,
+) {
+    let mut connection: Option<Connection> = None;
+    while let Some(request) = requests.recv().await {
+        let mut backoff = RECONNECT_BACKOFF_MIN;
+        loop {
+            match send_once(broker, &mut connection, &addr, &options, &request).await {
+                Ok(Some(event)) => {
+                    let _ = events.send(event).await;
+                    break;
+                }
+                Ok(None) => break,
+                Err(err) => {
+                    warn!(broker, %addr, error = %err, "control request failed; reconnecting");
+                    connection = None;
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(RECONNECT_BACKOFF_MAX);
+                }
+            }
+        }
+    }
+}
+
+/// Sends one request; returns the event its response produces, if any.
+async fn send_once(
+    broker: BrokerId,
+    connection: &mut Option<Connection>,
+    addr: &str,
+    options: &ConnectionOptions,
+    request: &ControlRequest,
+) -> Result<Option<ControllerEvent>, client::ClientError> {
+    if connection.is_none() {
+        *connection = Some(Connection::connect_with(addr, options.clone()).await?);
+    }
+    let Some(conn) = connection.as_mut() else {
+        return Ok(None);
+    };
+    match request {
+        ControlRequest::LeaderAndIsr(req) => {
+            let response = conn
+                .send_version(req.clone(), LEADER_AND_ISR_VERSION)
+                .await?;
+            if response.error_code != 0 {
+                warn!(%addr, error_code = response.error_code, "LeaderAndIsr refused");
+            }
+            for topic in &response.topics {
+                for partition in topic.partition_errors.iter().filter(|p| p.error_code != 0) {
+                    warn!(%addr, partition = partition.partition_index, error_code = partition.error_code, "LeaderAndIsr partition error");
+                }
+            }
+            Ok(None)
+        }
+        ControlRequest::UpdateMetadata(req) => {
+            let response = conn
+                .send_version(req.clone(), UPDATE_METADATA_VERSION)
+                .await?;
+            if response.error_code != 0 {
+                warn!(%addr, error_code = response.error_code, "UpdateMetadata refused");
+            }
+            Ok(None)
+        }
+        ControlRequest::StopReplica { request, deleted } => {
+            let response = conn
+                .send_version(request.clone(), STOP_REPLICA_VERSION)
+                .await?;
+            debug!(%addr, error_code = response.error_code, "StopReplica answered");
+            if deleted.is_empty() {
+                return Ok(None);
+            }
+            let errors: BTreeMap<(String, i32), i16> = response
+                .partition_errors
+                .iter()
+                .map(|p| {
+                    (
+                        (p.topic_name.0.as_str().to_owned(), p.partition_index),
+                        p.error_code,
+                    )
+                })
+                .collect();
+            let results = deleted
+                .iter()
+                .map(|tp| {
+                    let code = if response.error_code != 0 {
+                        response.error_code
+                    } else {
+                        errors
+                            .get(&(tp.topic.as_str().to_owned(), tp.partition))
+                            .copied()
+                            .unwrap_or(0)
+                    };
+                    (tp.clone(), code)
+                })
+                .collect();
+            Ok(Some(ControllerEvent::StopReplicaResponse {
+                broker,
+                deleted: results,
+            }))
+        }
+    }
+}
+
+/// The control requests of one event, per broker (Kafka's `ControllerBrokerRequestBatch`).
+#[derive(Debug, Default)]
+pub struct RequestBatch {
+    leader_and_isr: BTreeMap<BrokerId, BTreeMap<TopicPartition, bool>>,
+    update_metadata: BTreeMap<BrokerId, BTreeSet<TopicPartition>>,
+    stop_replica: BTreeMap<BrokerId, BTreeMap<TopicPartition, bool>>,
+}
+
+impl RequestBatch {
+    /// Adds LeaderAndIsr for `tp` to each broker.
+    pub fn add_leader_and_isr(&mut self, brokers: &[BrokerId], tp: &TopicPartition, is_new: bool) {
+        for &broker in brokers {
+            let entry = self
+                .leader_and_isr
+                .entry(broker)
+                .or_default()
+                .entry(tp.clone())
+                .or_insert(is_new);
+            *entry |= is_new;
+        }
+    }
+
+    /// Adds UpdateMetadata for `partitions` to each broker (an empty list still sends).
+    pub fn add_update_metadata(&mut self, brokers: &[BrokerId], partitions: &[TopicPartition]) {
+        for &broker in brokers {
+            self.update_metadata
+                .entry(broker)
+                .or_default()
+                .extend(partitions.iter().cloned());
+        }
+    }
+
+    /// Adds StopReplica for `tp` to `broker`; delete wins over a stop without delete.
+    pub fn add_stop_replica(&mut self, broker: BrokerId, tp: &TopicPartition, delete: bool) {
+        let entry = self
+            .stop_replica
+            .entry(broker)
+            .or_default()
+            .entry(tp.clone())
+            .or_insert(delete);
+        *entry |= delete;
+    }
+
+    /// Whether nothing was added.
+    pub fn is_empty(&self) -> bool {
+        self.leader_and_isr.is_empty()
+            && self.update_metadata.is_empty()
+            && self.stop_replica.is_empty()
+    }
+
+    /// Builds the requests from the context, per live broker, in Kafka's order:
+    /// LeaderAndIsr, then UpdateMetadata, then StopReplica.
+    pub fn build(
+        self,
+        ctx: &ControllerContext,
+        controller_id: BrokerId,
+    ) -> Vec<(BrokerId, ControlRequest)> {
+        let mut out = Vec::new();
+        for (broker, partitions) in &self.leader_and_isr {
+            if let Some(live) = ctx.live_brokers.get(broker) {
+                if let Some(request) = leader_and_isr_request(ctx, controller_id, live, partitions)
+                {
+                    out.push((*broker, ControlRequest::LeaderAndIsr(request)));
+                }
+            }
+        }
+        for (broker, partitions) in &self.update_metadata {
+            if let Some(live) = ctx.live_brokers.get(broker) {
+                out.push((
+                    *broker,
+                    ControlRequest::UpdateMetadata(update_metadata_request(
+                        ctx,
+                        controller_id,
+                        live,
+                        partitions,
+                    )),
+                ));
+            }
+        }
+        for (broker, partitions) in &self.stop_replica {
+            if let Some(live) = ctx.live_brokers.get(broker) {
+                let deleted = partitions
+                    .iter()
+                    .filter(|(_, &d)| d)
+                    .map(|(tp, _)| tp.clone())
+                    .collect();
+                let request = stop_replica_request(ctx, controller_id, live, partitions);
+                out.push((*broker, ControlRequest::StopReplica { request, deleted }));
+            }
+        }
+        out
+    }
+}
+
+fn wire_topic(topic: &TopicName) -> WireTopicName {
+    WireTopicName(StrBytes::from_string(topic.as_str().to_owned()))
+}
+
+fn wire_ids(ids: &[BrokerId]) -> Vec<WireBrokerId> {
+    ids.iter().map(|&id| WireBrokerId(id)).collect()
+}
+
+fn topic_uuid(ctx: &ControllerContext, topic: &TopicName) -> uuid::Uuid {
+    let bytes = ctx
+        .topic_ids
+        .get(topic)
+        .map(|id| *id.as_bytes())
+        .unwrap_or([0; 16]);
+    uuid::Uuid::from_bytes(bytes)
+}
+
+fn group_by_topic<'a, V>(
+    partitions: impl IntoIterator<Item = (&'a TopicPartition, V)>,
+) -> BTreeMap<&'a TopicName, Vec<(i32, V)>> {
+    let mut by_topic: BTreeMap<&TopicName, Vec<(i32, V)>> = BTreeMap::new();
+    for (tp, v) in partitions {
+        by_topic
+            .entry(&tp.topic)
+            .or_default()
+            .push((tp.partition, v));
+    }
+    by_topic
+}
+
+/// LeaderAndIsr v5 for `broker`; `None` when no partition has leadership yet.
+pub fn leader_and_isr_request(
+    ctx: &ControllerContext,
+    controller_id: BrokerId,
+    broker: &LiveBroker,
+    partitions: &BTreeMap<TopicPartition, bool>,
+) -> Option<LeaderAndIsrRequest> {
+    let mut leaders = BTreeSet::new();
+    let mut topic_states = Vec::new();
+    for (topic, entries) in group_by_topic(partitions.iter().map(|(tp, &is_new)| (tp, is_new))) {
+        let mut partition_states = Vec::new();
+        for (partition, is_new) in entries {
+            let tp = TopicPartition::new(topic.clone(), partition);
+            let Some(leadership) = ctx.leadership.get(&tp) else {
+                continue;
+            };
+            leaders.insert(leadership.leader);
+            partition_states.push(
+                LeaderAndIsrPartitionState::default()
+                    .with_topic_name(wire_topic(topic))
+                    .with_partition_index(partition)
+                    .with_controller_epoch(leadership.controller_epoch)
+                    .with_leader(WireBrokerId(leadership.leader))
+                    .with_leader_epoch(leadership.leader_epoch)
+                    .with_isr(wire_ids(&leadership.isr))
+                    .with_partition_epoch(leadership.zk_version)
+                    .with_replicas(wire_ids(ctx.replicas(&tp)))
+                    .with_is_new(is_new),
+            );
+        }
+        if !partition_states.is_empty() {
+            topic_states.push(
+                LeaderAndIsrTopicState::default()
+                    .with_topic_name(wire_topic(topic))
+                    .with_topic_id(topic_uuid(ctx, topic))
+                    .with_partition_states(partition_states),
+            );
+        }
+    }
+    if topic_states.is_empty() {
+        return None;
+    }
+    let live_leaders = leaders
+        .iter()
+        .filter_map(|id| ctx.live_brokers.get(id))
+        .map(|b| {
+            LeaderAndIsrLiveLeader::default()
+                .with_broker_id(WireBrokerId(b.id))
+                .with_host_name(StrBytes::from_string(b.host.clone()))
+                .with_port(b.port)
+        })
+        .collect();
+    Some(
+        LeaderAndIsrRequest::default()
+            .with_controller_id(WireBrokerId(controller_id))
+            .with_controller_epoch(ctx.epoch)
+            .with_broker_epoch(broker.epoch)
+            .with_topic_states(topic_states)
+            .with_live_leaders(live_leaders),
+    )
+}
+
+/// UpdateMetadata v7 for `broker`: the live brokers and the given partitions (leader -2 for
+/// topics being deleted; partitions without leadership are left out).
+pub fn update_metadata_request(
+    ctx: &ControllerContext,
+    controller_id: BrokerId,
+    broker: &LiveBroker,
+    partitions: &BTreeSet<TopicPartition>,
+) -> UpdateMetadataRequest {
+    let mut topic_states = Vec::new();
+    for (topic, entries) in group_by_topic(partitions.iter().map(|tp| (tp, ()))) {
+        let deleting = ctx.is_topic_queued_for_deletion(topic);
+        let partition_states: Vec<_> = entries
+            .into_iter()
+            .filter_map(|(partition, ())| {
+                let tp = TopicPartition::new(topic.clone(), partition);
+                let leadership = ctx.leadership.get(&tp)?;
+                let replicas = ctx.replicas(&tp);
+                let offline: Vec<_> = replicas
+                    .iter()
+                    .copied()
+                    .filter(|&b| !ctx.is_live(b))
+                    .collect();
+                Some(
+                    UpdateMetadataPartitionState::default()
+                        .with_topic_name(wire_topic(topic))
+                        .with_partition_index(partition)
+                        .with_controller_epoch(leadership.controller_epoch)
+                        .with_leader(WireBrokerId(if deleting {
+                            LEADER_DURING_DELETE
+                        } else {
+                            leadership.leader
+                        }))
+                        .with_leader_epoch(leadership.leader_epoch)
+                        .with_isr(wire_ids(&leadership.isr))
+                        .with_zk_version(leadership.zk_version)
+                        .with_replicas(wire_ids(replicas))
+                        .with_offline_replicas(wire_ids(&offline)),
+                )
+            })
+            .collect();
+        if !partition_states.is_empty() {
+            topic_states.push(
+                UpdateMetadataTopicState::default()
+                    .with_topic_name(wire_topic(topic))
+                    .with_topic_id(topic_uuid(ctx, topic))
+                    .with_partition_states(partition_states),
+            );
+        }
+    }
+    let live_brokers = ctx
+        .live_brokers
+        .values()
+        .map(|b| {
+            UpdateMetadataBroker::default()
+                .with_id(WireBrokerId(b.id))
+                .with_endpoints(vec![UpdateMetadataEndpoint::default()
+                    .with_host(StrBytes::from_string(b.host.clone()))
+                    .with_port(b.port)
+                    .with_listener(StrBytes::from_static_str(PLAINTEXT))
+                    .with_security_protocol(0)])
+                .with_rack(b.rack.clone().map(StrBytes::from_string))
+        })
+        .collect();
+    UpdateMetadataRequest::default()
+        .with_controller_id(WireBrokerId(controller_id))
+        .with_controller_epoch(ctx.epoch)
+        .with_broker_epoch(broker.epoch)
+        .with_topic_states(topic_states)
+        .with_live_brokers(live_brokers)
+}
+
+/// StopReplica v3 for `broker` (leader epoch -2 for topics being deleted, as Kafka).
+pub fn stop_replica_request(
+    ctx: &ControllerContext,
+    controller_id: BrokerId,
+    broker: &LiveBroker,
+    partitions: &BTreeMap<TopicPartition, bool>,
+) -> StopReplicaRequest {
+    let topic_states = group_by_topic(partitions.iter().map(|(tp, &delete)| (tp, delete)))
+        .into_iter()
+        .map(|(topic, entries)| {
+            let deleting = ctx.is_topic_queued_for_deletion(topic);
+            let partition_states = entries
+                .into_iter()
+                .map(|(partition, delete)| {
+                    let tp = TopicPartition::new(topic.clone(), partition);
+                    let leader_epoch = if deleting {
+                        EPOCH_DURING_DELETE
+                    } else {
+                        ctx.leadership
+                            .get(&tp)
+                            .map(|l| l.leader_epoch)
+                            .unwrap_or(-1)
+                    };
+                    StopReplicaPartitionState::default()
+                        .with_partition_index(partition)
+                        .with_leader_epoch(leader_epoch)
+                        .with_delete_partition(delete)
+                })
+                .collect();
+            StopReplicaTopicState::default()
+                .with_topic_name(wire_topic(topic))
+                .with_partition_states(partition_states)
+        })
+        .collect();
+    StopReplicaRequest::default()
+        .with_controller_id(WireBrokerId(controller_id))
+        .with_controller_epoch(ctx.epoch)
+        .with_broker_epoch(broker.epoch)
+        .with_topic_states(topic_states)
+}

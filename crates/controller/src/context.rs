@@ -1,0 +1,255 @@
+//! `ControllerContext`: the active controller's in-memory picture of the cluster.
+//!
+//! Loaded from the store on election and kept up to date by the event loop. The state
+//! machines read and change it; they never touch the store themselves.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use model::{BrokerId, TopicId, TopicName, TopicPartition};
+
+use crate::partition_state_machine::PartitionState;
+use crate::replica_state_machine::ReplicaState;
+
+/// The leader Kafka puts in UpdateMetadata for a partition whose topic is being deleted.
+pub const LEADER_DURING_DELETE: BrokerId = -2;
+/// The leader epoch Kafka puts in StopReplica for a partition whose topic is being deleted.
+pub const EPOCH_DURING_DELETE: i32 = -2;
+/// "No leader" in partition state and in control requests.
+pub const NO_LEADER: BrokerId = -1;
+
+/// A live broker as its `/brokers/ids/<id>` registration describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveBroker {
+    /// The broker id.
+    pub id: BrokerId,
+    /// Host of its PLAINTEXT endpoint.
+    pub host: String,
+    /// Port of its PLAINTEXT endpoint.
+    pub port: i32,
+    /// Its `broker.rack`, if set.
+    pub rack: Option<String>,
+    /// The broker epoch: the czxid of its registration znode.
+    pub epoch: i64,
+}
+
+/// Leadership of one partition as `/brokers/topics/<t>/partitions/<p>/state` holds it, plus
+/// the znode version that conditional updates need.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderIsrAndControllerEpoch {
+    /// The leader broker, or [`NO_LEADER`].
+    pub leader: BrokerId,
+    /// Incremented on every leader change.
+    pub leader_epoch: i32,
+    /// The in-sync replicas.
+    pub isr: Vec<BrokerId>,
+    /// The epoch of the controller that wrote this state.
+    pub controller_epoch: i32,
+    /// The state znode's version (Kafka's `zkVersion`, the partition epoch).
+    pub zk_version: i32,
+}
+
+/// One replica: a partition on a broker.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PartitionAndReplica {
+    /// The partition.
+    pub tp: TopicPartition,
+    /// The broker holding the replica.
+    pub replica: BrokerId,
+}
+
+/// Everything the active controller knows. See the module docs.
+#[derive(Debug, Clone, Default)]
+pub struct ControllerContext {
+    /// This controller's epoch (the value of `/controller_epoch`).
+    pub epoch: i32,
+    /// The version of `/controller_epoch`: every write is conditional on it.
+    pub epoch_zk_version: i32,
+    /// Live brokers by id.
+    pub live_brokers: BTreeMap<BrokerId, LiveBroker>,
+    /// Every topic under `/brokers/topics`.
+    pub all_topics: BTreeSet<TopicName>,
+    /// Topic ids from the assignment znodes.
+    pub topic_ids: BTreeMap<TopicName, TopicId>,
+    /// Replica assignment of every partition, by topic and partition id.
+    pub assignments: BTreeMap<TopicName, BTreeMap<i32, Vec<BrokerId>>>,
+    /// Topics whose assignment znode names adding or removing replicas.
+    pub topics_being_reassigned: BTreeSet<TopicName>,
+    /// Leadership of every partition that has a state znode.
+    pub leadership: BTreeMap<TopicPartition, LeaderIsrAndControllerEpoch>,
+    /// The partition state machine's states.
+    pub partition_states: BTreeMap<TopicPartition, PartitionState>,
+    /// The replica state machine's states.
+    pub replica_states: BTreeMap<PartitionAndReplica, ReplicaState>,
+    /// Topics queued for deletion (TopicDeletionManager's `topicsToBeDeleted`).
+    pub topics_to_be_deleted: BTreeSet<TopicName>,
+    /// Queued topics whose deletion cannot progress for now (a replica on an offline broker).
+    pub topics_ineligible_for_deletion: BTreeSet<TopicName>,
+    /// Queued topics whose partitions were already moved to NonExistent.
+    pub topics_with_deletion_started: BTreeSet<TopicName>,
+}
+
+impl ControllerContext {
+    /// Whether `broker` is registered under `/brokers/ids`.
+    pub fn is_live(&self, broker: BrokerId) -> bool {
+        self.live_brokers.contains_key(&broker)
+    }
+
+    /// Live broker ids, ascending.
+    pub fn live_broker_ids(&self) -> Vec<BrokerId> {
+        self.live_brokers.keys().copied().collect()
+    }
+
+    /// The replicas of `tp`, in assignment order (the first is the preferred leader).
+    pub fn replicas(&self, tp: &TopicPartition) -> &[BrokerId] {
+        self.assignments
+            .get(&tp.topic)
+            .and_then(|partitions| partitions.get(&tp.partition))
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+    }
+
+    /// Every partition of `topic`, ascending.
+    pub fn partitions_for_topic(&self, topic: &TopicName) -> Vec<TopicPartition> {
+        self.assignments
+            .get(topic)
+            .map(|partitions| {
+                partitions
+                    .keys()
+                    .map(|&p| TopicPartition::new(topic.clone(), p))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Every replica of every partition of `topic`.
+    pub fn replicas_for_topic(&self, topic: &TopicName) -> Vec<PartitionAndReplica> {
+        self.partitions_for_topic(topic)
+            .into_iter()
+            .flat_map(|tp| {
+                self.replicas(&tp)
+                    .iter()
+                    .map(|&replica| PartitionAndReplica {
+                        tp: tp.clone(),
+                        replica,
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// The replicas of `partitions` on every broker.
+    pub fn replicas_for_partitions(
+        &self,
+        partitions: &[TopicPartition],
+    ) -> Vec<PartitionAndReplica> {
+        partitions
+            .iter()
+            .flat_map(|tp| {
+                self.replicas(tp)
+                    .iter()
+                    .map(|&replica| PartitionAndReplica {
+                        tp: tp.clone(),
+                        replica,
+                    })
+            })
+            .collect()
+    }
+
+    /// Every replica hosted by `broker`.
+    pub fn replicas_on_broker(&self, broker: BrokerId) -> Vec<PartitionAndReplica> {
+        self.assignments
+            .iter()
+            .flat_map(|(topic, partitions)| {
+                partitions
+                    .iter()
+                    .filter(move |(_, replicas)| replicas.contains(&broker))
+                    .map(move |(&p, _)| PartitionAndReplica {
+                        tp: TopicPartition::new(topic.clone(), p),
+                        replica: broker,
+                    })
+            })
+            .collect()
+    }
+
+    /// Whether `topic` is queued for deletion.
+    pub fn is_topic_queued_for_deletion(&self, topic: &TopicName) -> bool {
+        self.topics_to_be_deleted.contains(topic)
+    }
+
+    /// The state of a partition; NonExistent when it has none.
+    pub fn partition_state(&self, tp: &TopicPartition) -> PartitionState {
+        self.partition_states
+            .get(tp)
+            .copied()
+            .unwrap_or(PartitionState::NonExistent)
+    }
+
+    /// The state of a replica; NonExistent when it has none.
+    pub fn replica_state(&self, replica: &PartitionAndReplica) -> ReplicaState {
+        self.replica_states
+            .get(replica)
+            .copied()
+            .unwrap_or(ReplicaState::NonExistent)
+    }
+
+    /// Whether every replica of `topic` is in `state`.
+    pub fn are_all_replicas_in_state(&self, topic: &TopicName, state: ReplicaState) -> bool {
+        self.replicas_for_topic(topic)
+            .iter()
+            .all(|r| self.replica_state(r) == state)
+    }
+
+    /// Whether some replica of `topic` is in `state`.
+    pub fn is_any_replica_in_state(&self, topic: &TopicName, state: ReplicaState) -> bool {
+        self.replicas_for_topic(topic)
+            .iter()
+            .any(|r| self.replica_state(r) == state)
+    }
+
+    /// Records a topic's assignment (replacing what was known).
+    pub fn set_topic_assignment(
+        &mut self,
+        topic: TopicName,
+        assignment: BTreeMap<i32, Vec<BrokerId>>,
+    ) {
+        self.all_topics.insert(topic.clone());
+        self.assignments.insert(topic, assignment);
+    }
+
+    /// Forgets everything about `topic` (after its deletion completes).
+    pub fn remove_topic(&mut self, topic: &TopicName) {
+        self.all_topics.remove(topic);
+        self.topic_ids.remove(topic);
+        self.assignments.remove(topic);
+        self.topics_being_reassigned.remove(topic);
+        self.leadership.retain(|tp, _| &tp.topic != topic);
+        self.partition_states.retain(|tp, _| &tp.topic != topic);
+        self.replica_states.retain(|r, _| &r.tp.topic != topic);
+        self.topics_to_be_deleted.remove(topic);
+        self.topics_ineligible_for_deletion.remove(topic);
+        self.topics_with_deletion_started.remove(topic);
+    }
+
+    /// The replicas of `topic` in `state`.
+    pub fn replicas_in_state(
+        &self,
+        topic: &TopicName,
+        state: ReplicaState,
+    ) -> Vec<PartitionAndReplica> {
+        self.replicas_for_topic(topic)
+            .into_iter()
+            .filter(|r| self.replica_state(r) == state)
+            .collect()
+    }
+
+    /// Leaders and replicas per broker over every topic not being deleted: what placement
+    /// balances against.
+    pub fn cluster_load(&self) -> assignment::ClusterLoad {
+        assignment::ClusterLoad::from_assignments(
+            self.assignments
+                .iter()
+                .filter(|(t, _)| !self.is_topic_queued_for_deletion(t))
+                .map(|(_, a)| a),
+        )
+    }
+}

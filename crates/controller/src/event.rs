@@ -1,0 +1,64 @@
+//! `ControllerEvent`: everything the event loop processes, one at a time, in order.
+
+use kafka_protocol::messages::{
+    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse,
+};
+use tokio::sync::oneshot;
+
+use model::{BrokerId, TopicPartition};
+
+/// One unit of controller work.
+#[derive(Debug)]
+pub enum ControllerEvent {
+    /// Run for controller (the first event).
+    Startup,
+    /// `/controller` was created, changed or deleted: re-elect if it is gone.
+    ControllerChange,
+    /// The children of `/brokers/ids` changed.
+    BrokerChange,
+    /// The children of `/brokers/topics` changed.
+    TopicChange,
+    /// `/brokers/topics/<t>` changed (maybe partitions were added).
+    PartitionModifications(String),
+    /// The children of `/admin/delete_topics` changed.
+    TopicDeletion,
+    /// A CreateTopics request.
+    CreateTopics {
+        /// The request.
+        request: CreateTopicsRequest,
+        /// Its version.
+        api_version: i16,
+        /// Where the response goes.
+        reply: oneshot::Sender<CreateTopicsResponse>,
+    },
+    /// A CreatePartitions request.
+    CreatePartitions {
+        /// The request.
+        request: CreatePartitionsRequest,
+        /// Its version.
+        api_version: i16,
+        /// Where the response goes.
+        reply: oneshot::Sender<CreatePartitionsResponse>,
+    },
+    /// A DeleteTopics request.
+    DeleteTopics {
+        /// The request.
+        request: DeleteTopicsRequest,
+        /// Its version.
+        api_version: i16,
+        /// Where the response goes.
+        reply: oneshot::Sender<DeleteTopicsResponse>,
+    },
+    /// A broker answered (or could not be sent) a StopReplica request.
+    StopReplicaResponse {
+        /// The broker.
+        broker: BrokerId,
+        /// Per partition that was to be deleted: its error code (0 = deleted).
+        deleted: Vec<(TopicPartition, i16)>,
+    },
+    /// The session ended: resign for good.
+    SessionExpired,
+    /// Resign and stop the loop.
+    Shutdown(oneshot::Sender<()>),
+}

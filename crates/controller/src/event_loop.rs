@@ -1,0 +1,844 @@
+//! The controller's single event loop: election, loading the context, turning each event
+//! into state machine effects, and carrying the effects out (store writes fenced on the
+//! controller epoch, then control requests batched per broker).
+//!
+//! Events are processed one at a time, in queue order. Watches are one-shot, so every read
+//! that reacts to a watch registers it again.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{
+    CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use tracing::{error, info, warn};
+
+use model::{BrokerId, TopicName, TopicPartition};
+use znodes::json::{PartitionStateZNode, TopicAssignment};
+use znodes::zk_client::{KafkaZkClient, RegisteredBroker, ZkClientError};
+
+use crate::admin::{self, Await, AwaitCondition};
+use crate::channel_manager::{ChannelManager, RequestBatch};
+use crate::context::{
+    ControllerContext, LeaderIsrAndControllerEpoch, LiveBroker, PartitionAndReplica,
+};
+use crate::effect::Effect;
+use crate::election::{self, ElectionOutcome};
+use crate::event::ControllerEvent;
+use crate::partition_state_machine::PartitionState;
+use crate::{lifecycle, topic_deletion, ControllerConfig};
+
+/// Whether the loop goes on after an event.
+enum Flow {
+    Continue,
+    Stop,
+}
+
+/// The event loop's state. Constructed by [`crate::start`].
+#[derive(Debug)]
+pub(crate) struct EventLoop {
+    zk: KafkaZkClient,
+    config: ControllerConfig,
+    active_flag: Arc<AtomicBool>,
+    active: bool,
+    ctx: ControllerContext,
+    channels: ChannelManager,
+    pending: Vec<PendingReply>,
+}
+
+impl EventLoop {
+    pub(crate) fn new(
+        zk: KafkaZkClient,
+        config: ControllerConfig,
+        events: mpsc::Sender<ControllerEvent>,
+        active_flag: Arc<AtomicBool>,
+    ) -> Self {
+        let channels = ChannelManager::new(config.broker_id, config.request_timeout, events);
+        EventLoop {
+            zk,
+            config,
+            active_flag,
+            active: false,
+            ctx: ControllerContext::default(),
+            channels,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Processes events until shutdown or the end of the session.
+    pub(crate) async fn run(mut self, mut queue: mpsc::Receiver<ControllerEvent>) {
+        loop {
+            let deadline = self.pending.iter().map(|p| p.deadline).min();
+            let timer = async move {
+                match deadline {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let event = tokio::select! {
+                event = queue.recv() => event,
+                () = timer => {
+                    self.expire_pending(Instant::now());
+                    continue;
+                }
+            };
+            let Some(event) = event else { break };
+            let flow = self.process(event).await;
+            self.complete_pending();
+            if let Flow::Stop = flow {
+                break;
+            }
+        }
+        self.resign().await;
+    }
+
+    async fn process(&mut self, event: ControllerEvent) -> Flow {
+        let result = match event {
+            ControllerEvent::Startup | ControllerEvent::ControllerChange => self.elect().await,
+            ControllerEvent::BrokerChange if self.active => self.on_broker_change().await,
+            ControllerEvent::TopicChange if self.active => self.on_topic_change().await,
+            ControllerEvent::PartitionModifications(topic) if self.active => {
+                self.on_partition_modifications(&topic).await
+            }
+            ControllerEvent::TopicDeletion if self.active => self.on_topic_deletion().await,
+            ControllerEvent::StopReplicaResponse { broker, deleted } if self.active => {
+                self.on_stop_replica_response(broker, deleted).await
+            }
+            ControllerEvent::BrokerChange
+            | ControllerEvent::TopicChange
+            | ControllerEvent::PartitionModifications(_)
+            | ControllerEvent::TopicDeletion
+            | ControllerEvent::StopReplicaResponse { .. } => Ok(()),
+            ControllerEvent::CreateTopics {
+                request,
+                api_version,
+                reply,
+            } => {
+                if !self.active {
+                    let _ = reply.send(admin::create_topics::not_controller(&request, api_version));
+                    return Flow::Continue;
+                }
+                let (response, awaits) = admin::create_topics::handle(
+                    &self.ctx,
+                    &self.zk,
+                    &self.config,
+                    &request,
+                    api_version,
+                )
+                .await;
+                self.reply_or_wait(
+                    request.timeout_ms,
+                    awaits,
+                    Responder::CreateTopics(reply, response),
+                );
+                Ok(())
+            }
+            ControllerEvent::CreatePartitions {
+                request,
+                api_version: _,
+                reply,
+            } => {
+                if !self.active {
+                    let _ = reply.send(admin::create_partitions::not_controller(&request));
+                    return Flow::Continue;
+                }
+                let (response, awaits) =
+                    admin::create_partitions::handle(&self.ctx, &self.zk, &self.config, &request)
+                        .await;
+                self.reply_or_wait(
+                    request.timeout_ms,
+                    awaits,
+                    Responder::CreatePartitions(reply, response),
+                );
+                Ok(())
+            }
+            ControllerEvent::DeleteTopics {
+                request,
+                api_version,
+                reply,
+            } => {
+                if !self.active {
+                    let _ = reply.send(admin::delete_topics::not_controller(&request, api_version));
+                    return Flow::Continue;
+                }
+                let (response, awaits) = admin::delete_topics::handle(
+                    &self.ctx,
+                    &self.zk,
+                    &self.config,
+                    &request,
+                    api_version,
+                )
+                .await;
+                self.reply_or_wait(
+                    request.timeout_ms,
+                    awaits,
+                    Responder::DeleteTopics(reply, response),
+                );
+                Ok(())
+            }
+            ControllerEvent::SessionExpired => {
+                info!(
+                    broker_id = self.config.broker_id,
+                    "session ended; the controller stops"
+                );
+                return Flow::Stop;
+            }
+            ControllerEvent::Shutdown(done) => {
+                self.resign().await;
+                let _ = done.send(());
+                return Flow::Stop;
+            }
+        };
+        if let Err(err) = result {
+            self.on_error(err).await;
+        }
+        Flow::Continue
+    }
+
+    async fn on_error(&mut self, err: ZkClientError) {
+        match err {
+            ZkClientError::ControllerMoved { .. } => {
+                warn!(
+                    broker_id = self.config.broker_id,
+                    epoch = self.ctx.epoch,
+                    "controller moved; resigning"
+                );
+                self.resign().await;
+                if let Err(err) = self.elect().await {
+                    error!(error = %err, "re-election failed");
+                }
+            }
+            other => error!(error = %other, "controller event failed"),
+        }
+    }
+
+    // ---- Election ----
+
+    async fn elect(&mut self) -> Result<(), ZkClientError> {
+        if self.active {
+            match self.zk.get_controller_id(true).await? {
+                Some(id) if id == self.config.broker_id => return Ok(()),
+                _ => self.resign().await,
+            }
+        }
+        match election::elect(&self.zk, self.config.broker_id).await? {
+            ElectionOutcome::Elected {
+                epoch,
+                epoch_zk_version,
+            } => self.on_controller_failover(epoch, epoch_zk_version).await,
+            ElectionOutcome::NotElected { .. } => Ok(()),
+        }
+    }
+
+    async fn on_controller_failover(
+        &mut self,
+        epoch: i32,
+        epoch_zk_version: i32,
+    ) -> Result<(), ZkClientError> {
+        self.ctx = ControllerContext {
+            epoch,
+            epoch_zk_version,
+            ..ControllerContext::default()
+        };
+        for (id, broker) in self.zk.get_all_brokers(true).await? {
+            self.add_live_broker(id, &broker);
+        }
+        for topic in self.zk.get_all_topics(true).await? {
+            self.load_topic(&topic).await?;
+        }
+        let partitions: Vec<_> = self
+            .ctx
+            .all_topics
+            .iter()
+            .flat_map(|t| self.ctx.partitions_for_topic(t))
+            .collect();
+        for tp in partitions {
+            if let Some(state) = self.zk.get_partition_state(&tp).await? {
+                self.ctx
+                    .leadership
+                    .insert(tp, leadership_from(state.state, state.zk_version));
+            }
+        }
+        let queued = self.read_deletion_marks().await?;
+        for topic in queued {
+            if self.ctx.topics_being_reassigned.contains(&topic) {
+                self.ctx
+                    .topics_ineligible_for_deletion
+                    .insert(topic.clone());
+            }
+            self.ctx.topics_to_be_deleted.insert(topic);
+        }
+        self.active = true;
+        self.active_flag.store(true, Ordering::SeqCst);
+        info!(
+            broker_id = self.config.broker_id, epoch,
+            brokers = ?self.ctx.live_broker_ids(), topics = self.ctx.all_topics.len(),
+            "controller failover complete"
+        );
+        let effects = lifecycle::on_controller_failover(&mut self.ctx);
+        self.execute(effects).await
+    }
+
+    /// Stops acting as controller: drops the queues, answers waiting requests and deletes
+    /// `/controller` if this session still owns it.
+    async fn resign(&mut self) {
+        if !self.active {
+            return;
+        }
+        info!(
+            broker_id = self.config.broker_id,
+            epoch = self.ctx.epoch,
+            "resigning as controller"
+        );
+        self.active = false;
+        self.active_flag.store(false, Ordering::SeqCst);
+        self.channels.clear();
+        for pending in std::mem::take(&mut self.pending) {
+            pending.fail_remaining(
+                ResponseError::NotController.code(),
+                "The controller moved before the operation completed.",
+            );
+        }
+        self.ctx = ControllerContext::default();
+        if let Err(err) = self.zk.delete_controller_if_owned().await {
+            warn!(error = %err, "could not delete /controller while resigning");
+        }
+    }
+
+    // ---- Watch events ----
+
+    async fn on_broker_change(&mut self) -> Result<(), ZkClientError> {
+        let brokers = self.zk.get_all_brokers(true).await?;
+        let new: BTreeSet<BrokerId> = brokers
+            .keys()
+            .copied()
+            .filter(|id| !self.ctx.is_live(*id))
+            .collect();
+        let dead: BTreeSet<BrokerId> = self
+            .ctx
+            .live_brokers
+            .keys()
+            .copied()
+            .filter(|id| !brokers.contains_key(id))
+            .collect();
+        for id in &new {
+            self.add_live_broker(*id, &brokers[id]);
+        }
+        for id in &dead {
+            self.ctx.live_brokers.remove(id);
+            self.channels.remove_broker(*id);
+        }
+        info!(new = ?new, dead = ?dead, "broker change");
+        let mut effects = Vec::new();
+        if !new.is_empty() {
+            effects.extend(lifecycle::on_broker_startup(&mut self.ctx, &new));
+        }
+        if !dead.is_empty() {
+            effects.extend(lifecycle::on_broker_failure(&mut self.ctx, &dead));
+        }
+        self.execute(effects).await
+    }
+
+    async fn on_topic_change(&mut self) -> Result<(), ZkClientError> {
+        let topics: BTreeSet<TopicName> = self.zk.get_all_topics(true).await?.into_iter().collect();
+        let deleted: Vec<_> = self.ctx.all_topics.difference(&topics).cloned().collect();
+        let new: Vec<_> = topics.difference(&self.ctx.all_topics).cloned().collect();
+        for topic in &deleted {
+            warn!(%topic, "topic vanished from the store without a deletion; forgetting it");
+            self.ctx.remove_topic(topic);
+        }
+        let mut partitions = Vec::new();
+        for topic in &new {
+            if self.load_topic(topic).await? {
+                partitions.extend(self.ctx.partitions_for_topic(topic));
+            }
+        }
+        if !new.is_empty() {
+            info!(new = ?new, "new topics");
+        }
+        let effects = lifecycle::on_new_partition_creation(&mut self.ctx, &partitions);
+        self.execute(effects).await
+    }
+
+    async fn on_partition_modifications(&mut self, topic: &str) -> Result<(), ZkClientError> {
+        let Ok(topic) = topic.parse::<TopicName>() else {
+            return Ok(());
+        };
+        let Some(current) = self.zk.get_topic_assignment(&topic, true).await? else {
+            return Ok(());
+        };
+        if !self.ctx.all_topics.contains(&topic) {
+            // The topic-change event that follows loads it.
+            return Ok(());
+        }
+        let known = self
+            .ctx
+            .assignments
+            .get(&topic)
+            .cloned()
+            .unwrap_or_default();
+        // Compare partition ids, not counts (SPEC section 9): hand-made state znodes or gaps
+        // must not hide new partitions.
+        let added: BTreeMap<i32, Vec<BrokerId>> = current
+            .assignment
+            .partitions
+            .iter()
+            .filter(|(p, _)| !known.contains_key(p))
+            .map(|(p, r)| (*p, r.clone()))
+            .collect();
+        if added.is_empty() {
+            return Ok(());
+        }
+        if self.ctx.is_topic_queued_for_deletion(&topic) {
+            info!(%topic, "skipping partition addition: the topic is being deleted; restoring its assignment");
+            let mut restored = current.assignment.clone();
+            restored.partitions = known;
+            return self
+                .zk
+                .set_topic_assignment(
+                    &topic,
+                    &restored,
+                    Some(current.zk_version),
+                    Some(self.ctx.epoch_zk_version),
+                )
+                .await;
+        }
+        info!(%topic, added = ?added.keys().collect::<Vec<_>>(), "new partitions");
+        let mut merged = known;
+        merged.extend(added.iter().map(|(p, r)| (*p, r.clone())));
+        self.ctx.set_topic_assignment(topic.clone(), merged);
+        update_reassignment_flag(&mut self.ctx, &topic, &current.assignment);
+        let partitions: Vec<_> = added
+            .keys()
+            .map(|&p| TopicPartition::new(topic.clone(), p))
+            .collect();
+        let effects = lifecycle::on_new_partition_creation(&mut self.ctx, &partitions);
+        self.execute(effects).await
+    }
+
+    async fn on_topic_deletion(&mut self) -> Result<(), ZkClientError> {
+        let queued = self.read_deletion_marks().await?;
+        let new: BTreeSet<_> = queued
+            .into_iter()
+            .filter(|t| !self.ctx.is_topic_queued_for_deletion(t))
+            .collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        info!(topics = ?new, "topics queued for deletion");
+        let effects = topic_deletion::enqueue_topics(&mut self.ctx, &new);
+        self.execute(effects).await
+    }
+
+    /// Reads `/admin/delete_topics` (re-registering the watch), removes marks that name no
+    /// known topic (or every mark when deletion is disabled) and returns the topics to delete.
+    async fn read_deletion_marks(&mut self) -> Result<BTreeSet<TopicName>, ZkClientError> {
+        let marks = self.zk.get_topic_deletions(true).await?;
+        let mut queued = BTreeSet::new();
+        let mut to_remove = Vec::new();
+        for mark in marks {
+            let Ok(topic) = mark.parse::<TopicName>() else {
+                warn!(%mark, "ignoring a deletion mark that is not a legal topic name");
+                continue;
+            };
+            if !self.ctx.all_topics.contains(&topic) {
+                info!(%topic, "removing the deletion mark of a topic that does not exist");
+                to_remove.push(topic);
+            } else if !self.config.delete_topic_enable {
+                info!(%topic, "delete.topic.enable is false: removing the deletion mark");
+                to_remove.push(topic);
+            } else {
+                queued.insert(topic);
+            }
+        }
+        if !to_remove.is_empty() {
+            self.zk
+                .delete_topic_deletions(&to_remove, self.ctx.epoch_zk_version)
+                .await?;
+        }
+        Ok(queued)
+    }
+
+    async fn on_stop_replica_response(
+        &mut self,
+        broker: BrokerId,
+        deleted: Vec<(TopicPartition, i16)>,
+    ) -> Result<(), ZkClientError> {
+        let (ok, failed): (Vec<_>, Vec<_>) = deleted.into_iter().partition(|(_, code)| *code == 0);
+        let ok: Vec<_> = ok
+            .into_iter()
+            .map(|(tp, _)| PartitionAndReplica {
+                tp,
+                replica: broker,
+            })
+            .collect();
+        let failed: Vec<_> = failed
+            .into_iter()
+            .map(|(tp, code)| {
+                warn!(broker, %tp, error_code = code, "replica deletion failed");
+                PartitionAndReplica {
+                    tp,
+                    replica: broker,
+                }
+            })
+            .collect();
+        let mut effects = Vec::new();
+        if !ok.is_empty() {
+            effects.extend(topic_deletion::complete_replica_deletion(
+                &mut self.ctx,
+                &ok,
+            ));
+        }
+        if !failed.is_empty() {
+            effects.extend(topic_deletion::fail_replica_deletion(
+                &mut self.ctx,
+                &failed,
+            ));
+        }
+        self.execute(effects).await
+    }
+
+    // ---- Loading ----
+
+    fn add_live_broker(&mut self, id: BrokerId, broker: &RegisteredBroker) {
+        let endpoints = broker.registration.parsed_endpoints();
+        let endpoint = endpoints
+            .iter()
+            .find(|(name, _, _)| name == "PLAINTEXT")
+            .or(endpoints.first());
+        let (host, port) = match endpoint {
+            Some((_, host, port)) => (host.clone(), i32::from(*port)),
+            None => (
+                broker.registration.host.clone().unwrap_or_default(),
+                broker.registration.port,
+            ),
+        };
+        let live = LiveBroker {
+            id,
+            host,
+            port,
+            rack: broker.registration.rack.clone(),
+            epoch: broker.epoch,
+        };
+        self.channels.add_broker(&live);
+        self.ctx.live_brokers.insert(id, live);
+    }
+
+    /// Reads a topic's assignment into the context, watching it. False if it is gone.
+    async fn load_topic(&mut self, topic: &TopicName) -> Result<bool, ZkClientError> {
+        let assignment = match self.zk.get_topic_assignment(topic, true).await {
+            Ok(Some(a)) => a.assignment,
+            Ok(None) => return Ok(false),
+            Err(ZkClientError::Decode { path, reason }) => {
+                error!(%path, %reason, "cannot read a topic's assignment; the topic is ignored");
+                return Ok(false);
+            }
+            Err(err) => return Err(err),
+        };
+        if let Some(id) = assignment.topic_id {
+            self.ctx.topic_ids.insert(topic.clone(), id);
+        }
+        self.ctx
+            .set_topic_assignment(topic.clone(), assignment.partitions.clone());
+        update_reassignment_flag(&mut self.ctx, topic, &assignment);
+        Ok(true)
+    }
+
+    // ---- Effects ----
+
+    /// Carries out `effects` in order: store writes now (fenced on the epoch), control
+    /// requests batched per broker and sent at the end.
+    async fn execute(&mut self, effects: Vec<Effect>) -> Result<(), ZkClientError> {
+        let mut batch = RequestBatch::default();
+        let mut failed: BTreeSet<TopicPartition> = BTreeSet::new();
+        for effect in effects {
+            match effect {
+                Effect::CreatePartitionState { tp, state } => {
+                    if !self.create_partition_state(&tp, &state).await? {
+                        failed.insert(tp);
+                    }
+                }
+                Effect::UpdatePartitionState {
+                    tp,
+                    state,
+                    expected_zk_version,
+                } => {
+                    if !self
+                        .update_partition_state(&tp, &state, expected_zk_version)
+                        .await?
+                    {
+                        failed.insert(tp);
+                    }
+                }
+                Effect::LeaderAndIsr {
+                    brokers,
+                    tp,
+                    is_new,
+                } => {
+                    if !failed.contains(&tp) {
+                        batch.add_leader_and_isr(&brokers, &tp, is_new);
+                    }
+                }
+                Effect::UpdateMetadata {
+                    brokers,
+                    partitions,
+                } => {
+                    let partitions: Vec<_> = partitions
+                        .into_iter()
+                        .filter(|tp| !failed.contains(tp))
+                        .collect();
+                    batch.add_update_metadata(&brokers, &partitions);
+                }
+                Effect::StopReplica { broker, tp, delete } => {
+                    batch.add_stop_replica(broker, &tp, delete)
+                }
+                Effect::DeleteTopicZnodes(topic) => {
+                    self.zk
+                        .delete_topic_znodes(&topic, self.ctx.epoch_zk_version)
+                        .await?;
+                    info!(%topic, "topic deleted from the store");
+                }
+                Effect::TopicDeleted(topic) => self.config.on_topic_deleted.run(&topic),
+            }
+        }
+        for (broker, request) in batch.build(&self.ctx, self.config.broker_id) {
+            self.channels.send(broker, request);
+        }
+        Ok(())
+    }
+
+    /// Writes a new partition's state; adopts an existing state znode (written by hand or by
+    /// an earlier controller) instead of failing. False if the partition must not be announced.
+    async fn create_partition_state(
+        &mut self,
+        tp: &TopicPartition,
+        state: &LeaderIsrAndControllerEpoch,
+    ) -> Result<bool, ZkClientError> {
+        let znode = PartitionStateZNode::new(
+            state.controller_epoch,
+            state.leader,
+            state.leader_epoch,
+            state.isr.clone(),
+        );
+        match self
+            .zk
+            .create_partition_state(tp, &znode, self.ctx.epoch_zk_version)
+            .await
+        {
+            Ok(()) => Ok(true),
+            Err(ZkClientError::NodeExists(_)) => match self.zk.get_partition_state(tp).await {
+                Ok(Some(existing)) => {
+                    info!(%tp, "partition state znode exists already; adopting it");
+                    self.ctx.leadership.insert(
+                        tp.clone(),
+                        leadership_from(existing.state, existing.zk_version),
+                    );
+                    Ok(true)
+                }
+                Ok(None) | Err(ZkClientError::Decode { .. }) => {
+                    self.revert_to_new(tp);
+                    Ok(false)
+                }
+                Err(err) => Err(err),
+            },
+            Err(err @ ZkClientError::ControllerMoved { .. }) => Err(err),
+            Err(err) => {
+                error!(%tp, error = %err, "could not write the partition state; the partition stays New");
+                self.revert_to_new(tp);
+                Ok(false)
+            }
+        }
+    }
+
+    async fn update_partition_state(
+        &mut self,
+        tp: &TopicPartition,
+        state: &LeaderIsrAndControllerEpoch,
+        expected_zk_version: i32,
+    ) -> Result<bool, ZkClientError> {
+        let znode = PartitionStateZNode::new(
+            state.controller_epoch,
+            state.leader,
+            state.leader_epoch,
+            state.isr.clone(),
+        );
+        match self
+            .zk
+            .set_partition_state(tp, &znode, expected_zk_version, self.ctx.epoch_zk_version)
+            .await
+        {
+            Ok(version) => {
+                if let Some(l) = self.ctx.leadership.get_mut(tp) {
+                    l.zk_version = version;
+                }
+                Ok(true)
+            }
+            Err(err @ ZkClientError::ControllerMoved { .. }) => Err(err),
+            Err(err) => {
+                error!(%tp, error = %err, "could not update the partition state; reloading it");
+                if let Some(current) = self.zk.get_partition_state(tp).await? {
+                    self.ctx.leadership.insert(
+                        tp.clone(),
+                        leadership_from(current.state, current.zk_version),
+                    );
+                }
+                Ok(false)
+            }
+        }
+    }
+
+    fn revert_to_new(&mut self, tp: &TopicPartition) {
+        self.ctx.leadership.remove(tp);
+        self.ctx
+            .partition_states
+            .insert(tp.clone(), PartitionState::New);
+    }
+
+    // ---- Waiting requests ----
+
+    fn reply_or_wait(&mut self, timeout_ms: i32, awaits: Vec<Await>, responder: Responder) {
+        let mut pending = PendingReply {
+            deadline: Instant::now() + Duration::from_millis(timeout_ms.max(0) as u64),
+            awaits,
+            responder,
+        };
+        pending
+            .awaits
+            .retain(|a| !condition_met(&self.ctx, &a.condition));
+        if pending.awaits.is_empty() {
+            pending.responder.send();
+        } else {
+            self.pending.push(pending);
+        }
+    }
+
+    fn complete_pending(&mut self) {
+        let ctx = &self.ctx;
+        for pending in &mut self.pending {
+            pending.awaits.retain(|a| !condition_met(ctx, &a.condition));
+        }
+        let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending)
+            .into_iter()
+            .partition(|p| p.awaits.is_empty());
+        self.pending = waiting;
+        for pending in done {
+            pending.responder.send();
+        }
+    }
+
+    fn expire_pending(&mut self, now: Instant) {
+        let (expired, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending)
+            .into_iter()
+            .partition(|p| p.deadline <= now);
+        self.pending = waiting;
+        for pending in expired {
+            pending.fail_remaining(
+                ResponseError::RequestTimedOut.code(),
+                "The operation did not complete within the request timeout.",
+            );
+        }
+    }
+}
+
+fn leadership_from(state: PartitionStateZNode, zk_version: i32) -> LeaderIsrAndControllerEpoch {
+    LeaderIsrAndControllerEpoch {
+        leader: state.leader,
+        leader_epoch: state.leader_epoch,
+        isr: state.isr,
+        controller_epoch: state.controller_epoch,
+        zk_version,
+    }
+}
+
+fn update_reassignment_flag(
+    ctx: &mut ControllerContext,
+    topic: &TopicName,
+    assignment: &TopicAssignment,
+) {
+    if assignment.adding_replicas.values().any(|r| !r.is_empty())
+        || assignment.removing_replicas.values().any(|r| !r.is_empty())
+    {
+        ctx.topics_being_reassigned.insert(topic.clone());
+    } else {
+        ctx.topics_being_reassigned.remove(topic);
+    }
+}
+
+fn condition_met(ctx: &ControllerContext, condition: &AwaitCondition) -> bool {
+    match condition {
+        AwaitCondition::Online { topic, partitions } => (0..*partitions).all(|p| {
+            ctx.leadership
+                .contains_key(&TopicPartition::new(topic.clone(), p))
+        }),
+        AwaitCondition::Deleted(topic) => !ctx.all_topics.contains(topic),
+    }
+}
+
+/// A response held back until its topics are online or deleted.
+#[derive(Debug)]
+struct PendingReply {
+    deadline: Instant,
+    awaits: Vec<Await>,
+    responder: Responder,
+}
+
+impl PendingReply {
+    /// Sets `code` on every result still waiting and sends the response.
+    fn fail_remaining(mut self, code: i16, message: &str) {
+        for a in &self.awaits {
+            self.responder.set_error(a.index, code, message);
+        }
+        self.responder.send();
+    }
+}
+
+#[derive(Debug)]
+enum Responder {
+    CreateTopics(oneshot::Sender<CreateTopicsResponse>, CreateTopicsResponse),
+    CreatePartitions(
+        oneshot::Sender<CreatePartitionsResponse>,
+        CreatePartitionsResponse,
+    ),
+    DeleteTopics(oneshot::Sender<DeleteTopicsResponse>, DeleteTopicsResponse),
+}
+
+impl Responder {
+    fn set_error(&mut self, index: usize, code: i16, message: &str) {
+        let message = Some(StrBytes::from_string(message.to_owned()));
+        match self {
+            Responder::CreateTopics(_, r) => {
+                if let Some(t) = r.topics.get_mut(index) {
+                    t.error_code = code;
+                    t.error_message = message;
+                }
+            }
+            Responder::CreatePartitions(_, r) => {
+                if let Some(t) = r.results.get_mut(index) {
+                    t.error_code = code;
+                    t.error_message = message;
+                }
+            }
+            Responder::DeleteTopics(_, r) => {
+                if let Some(t) = r.responses.get_mut(index) {
+                    t.error_code = code;
+                    t.error_message = message;
+                }
+            }
+        }
+    }
+
+    fn send(self) {
+        // The requester may have gone away (connection closed); nothing to do then.
+        match self {
+            Responder::CreateTopics(tx, r) => drop(tx.send(r)),
+            Responder::CreatePartitions(tx, r) => drop(tx.send(r)),
+            Responder::DeleteTopics(tx, r) => drop(tx.send(r)),
+        }
+    }
+}

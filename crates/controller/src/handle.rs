@@ -1,0 +1,161 @@
+//! `start` and `ControllerHandle`: how the broker runs the controller and talks to it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use kafka_protocol::messages::{
+    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse,
+};
+use tokio::sync::{mpsc, oneshot};
+use tracing::debug;
+
+use metastore::SessionState;
+use znodes::zk_client::{KafkaWatch, KafkaZkClient};
+
+use crate::admin;
+use crate::event::ControllerEvent;
+use crate::event_loop::EventLoop;
+use crate::{ControllerConfig, CONTROLLER_QUEUE_CAPACITY};
+
+/// A running controller (active or standby). Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ControllerHandle {
+    events: mpsc::Sender<ControllerEvent>,
+    active: Arc<AtomicBool>,
+}
+
+/// Starts the controller of one broker on its session: runs for election and, when elected,
+/// acts as the cluster's controller until the session ends or [`ControllerHandle::shutdown`].
+pub async fn start(zk: KafkaZkClient, config: ControllerConfig) -> ControllerHandle {
+    let (events, queue) = mpsc::channel(CONTROLLER_QUEUE_CAPACITY);
+    let active = Arc::new(AtomicBool::new(false));
+    tokio::spawn(forward_watches(zk.clone(), events.clone()));
+    tokio::spawn(forward_session_end(zk.clone(), events.clone()));
+    // The queue is empty: this cannot fail.
+    let _ = events.try_send(ControllerEvent::Startup);
+    let event_loop = EventLoop::new(zk, config, events.clone(), Arc::clone(&active));
+    tokio::spawn(event_loop.run(queue));
+    ControllerHandle { events, active }
+}
+
+impl ControllerHandle {
+    /// Whether this broker is the active controller right now.
+    pub fn is_active(&self) -> bool {
+        self.active.load(Ordering::SeqCst)
+    }
+
+    /// Handles CreateTopics (NOT_CONTROLLER in every result unless this is the active controller).
+    pub async fn create_topics(
+        &self,
+        request: CreateTopicsRequest,
+        api_version: i16,
+    ) -> CreateTopicsResponse {
+        let fallback = admin::create_topics::not_controller(&request, api_version);
+        if !self.is_active() {
+            return fallback;
+        }
+        let (reply, response) = oneshot::channel();
+        let event = ControllerEvent::CreateTopics {
+            request,
+            api_version,
+            reply,
+        };
+        self.ask(event, response).await.unwrap_or(fallback)
+    }
+
+    /// Handles CreatePartitions (NOT_CONTROLLER unless active).
+    pub async fn create_partitions(
+        &self,
+        request: CreatePartitionsRequest,
+        api_version: i16,
+    ) -> CreatePartitionsResponse {
+        let fallback = admin::create_partitions::not_controller(&request);
+        if !self.is_active() {
+            return fallback;
+        }
+        let (reply, response) = oneshot::channel();
+        let event = ControllerEvent::CreatePartitions {
+            request,
+            api_version,
+            reply,
+        };
+        self.ask(event, response).await.unwrap_or(fallback)
+    }
+
+    /// Handles DeleteTopics (NOT_CONTROLLER unless active); answers once the topics are
+    /// deleted or the request's timeout elapses.
+    pub async fn delete_topics(
+        &self,
+        request: DeleteTopicsRequest,
+        api_version: i16,
+    ) -> DeleteTopicsResponse {
+        let fallback = admin::delete_topics::not_controller(&request, api_version);
+        if !self.is_active() {
+            return fallback;
+        }
+        let (reply, response) = oneshot::channel();
+        let event = ControllerEvent::DeleteTopics {
+            request,
+            api_version,
+            reply,
+        };
+        self.ask(event, response).await.unwrap_or(fallback)
+    }
+
+    /// Resigns (if active) and stops the event loop.
+    pub async fn shutdown(&self) {
+        let (done, wait) = oneshot::channel();
+        if self
+            .events
+            .send(ControllerEvent::Shutdown(done))
+            .await
+            .is_ok()
+        {
+            let _ = wait.await;
+        }
+        self.active.store(false, Ordering::SeqCst);
+    }
+
+    async fn ask<T>(&self, event: ControllerEvent, response: oneshot::Receiver<T>) -> Option<T> {
+        self.events.send(event).await.ok()?;
+        response.await.ok()
+    }
+}
+
+/// Turns the session's watch events into controller events.
+async fn forward_watches(zk: KafkaZkClient, events: mpsc::Sender<ControllerEvent>) {
+    let mut watches = zk.subscribe_watches();
+    while let Some(watched) = watches.recv().await {
+        let event = match KafkaWatch::classify(&watched) {
+            KafkaWatch::Controller => ControllerEvent::ControllerChange,
+            KafkaWatch::BrokerIds => ControllerEvent::BrokerChange,
+            KafkaWatch::Topics => ControllerEvent::TopicChange,
+            KafkaWatch::Topic(topic) => ControllerEvent::PartitionModifications(topic),
+            KafkaWatch::DeleteTopics => ControllerEvent::TopicDeletion,
+            KafkaWatch::ConfigChanges | KafkaWatch::Other(_) => continue,
+        };
+        debug!(?event, "watch fired");
+        if events.send(event).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Sends [`ControllerEvent::SessionExpired`] once the session ends.
+async fn forward_session_end(zk: KafkaZkClient, events: mpsc::Sender<ControllerEvent>) {
+    let mut state = zk.subscribe_session_state();
+    loop {
+        if matches!(
+            *state.borrow_and_update(),
+            SessionState::Expired | SessionState::Closed
+        ) {
+            let _ = events.send(ControllerEvent::SessionExpired).await;
+            return;
+        }
+        if state.changed().await.is_err() {
+            let _ = events.send(ControllerEvent::SessionExpired).await;
+            return;
+        }
+    }
+}

@@ -1,0 +1,371 @@
+//! The partition state machine (Kafka's `ZkPartitionStateMachine`), pure: it changes the
+//! [`ControllerContext`] and returns [`Effect`]s for the event loop to carry out.
+//!
+//! ```text
+//! NonExistent ──▶ New ──▶ Online ◀──▶ Offline ──▶ NonExistent
+//!                  └──────────────────▲
+//! ```
+
+use tracing::{error, info};
+
+use model::TopicPartition;
+
+use crate::context::{ControllerContext, LeaderIsrAndControllerEpoch};
+use crate::effect::Effect;
+
+/// A partition's state, with Kafka's meanings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PartitionState {
+    /// Never created, or deleted.
+    NonExistent,
+    /// Has an assignment but no leader yet.
+    New,
+    /// Has a live leader.
+    Online,
+    /// Its leader died (or its topic is being deleted).
+    Offline,
+}
+
+impl PartitionState {
+    /// The states a partition may move to `self` from. This is the only place the legal
+    /// moves are written down.
+    pub fn valid_previous(self) -> &'static [PartitionState] {
+        use PartitionState::*;
+        match self {
+            NonExistent => &[Offline],
+            New => &[NonExistent],
+            Online => &[New, Online, Offline],
+            Offline => &[New, Online, Offline],
+        }
+    }
+
+    /// Whether a partition in `from` may move to `self`.
+    pub fn can_move_from(self, from: PartitionState) -> bool {
+        self.valid_previous().contains(&from)
+    }
+}
+
+/// Moves `partitions` to `target`, refusing (and logging on `state_change`) every invalid
+/// move. Returns the effects in the order they must happen.
+pub fn handle_state_changes(
+    ctx: &mut ControllerContext,
+    partitions: &[TopicPartition],
+    target: PartitionState,
+) -> Vec<Effect> {
+    let mut effects = Vec::new();
+    for tp in partitions {
+        let current = ctx.partition_state(tp);
+        if !target.can_move_from(current) {
+            error!(
+                target: "state_change",
+                controller_epoch = ctx.epoch, %tp, from = ?current, to = ?target,
+                "invalid partition state transition refused"
+            );
+            continue;
+        }
+        match target {
+            PartitionState::New => set_state(ctx, tp, current, target),
+            PartitionState::Online if current == PartitionState::New => {
+                initialize_leader_and_isr(ctx, tp, &mut effects)
+            }
+            PartitionState::Online => elect_leader(ctx, tp, current, &mut effects),
+            PartitionState::Offline => set_state(ctx, tp, current, target),
+            PartitionState::NonExistent => {
+                info!(target: "state_change", %tp, from = ?current, to = ?target, "partition state change");
+                ctx.partition_states.remove(tp);
+            }
+        }
+    }
+    effects
+}
+
+fn set_state(
+    ctx: &mut ControllerContext,
+    tp: &TopicPartition,
+    from: PartitionState,
+    to: PartitionState,
+) {
+    info!(target: "state_change", controller_epoch = ctx.epoch, %tp, ?from, ?to, "partition state change");
+    ctx.partition_states.insert(tp.clone(), to);
+}
+
+/// New -> Online: the first live replica leads and the live replicas form the ISR (SPEC
+/// section 2, step 3).
+fn initialize_leader_and_isr(
+    ctx: &mut ControllerContext,
+    tp: &TopicPartition,
+    effects: &mut Vec<Effect>,
+) {
+    let replicas = ctx.replicas(tp).to_vec();
+    let live: Vec<_> = replicas
+        .iter()
+        .copied()
+        .filter(|&b| ctx.is_live(b))
+        .collect();
+    let Some(&leader) = live.first() else {
+        error!(
+            target: "state_change",
+            controller_epoch = ctx.epoch, %tp, ?replicas,
+            "cannot move partition from New to Online: no replica is on a live broker"
+        );
+        return;
+    };
+    let state = LeaderIsrAndControllerEpoch {
+        leader,
+        leader_epoch: 0,
+        isr: live.clone(),
+        controller_epoch: ctx.epoch,
+        zk_version: 0,
+    };
+    ctx.leadership.insert(tp.clone(), state.clone());
+    set_state(ctx, tp, PartitionState::New, PartitionState::Online);
+    effects.push(Effect::CreatePartitionState {
+        tp: tp.clone(),
+        state,
+    });
+    effects.push(Effect::LeaderAndIsr {
+        brokers: live,
+        tp: tp.clone(),
+        is_new: true,
+    });
+    effects.push(Effect::UpdateMetadata {
+        brokers: ctx.live_broker_ids(),
+        partitions: vec![tp.clone()],
+    });
+}
+
+/// Online/Offline -> Online: Kafka's offline-partition leader election (clean only): the
+/// first replica in assignment order that is live and in the ISR leads; the ISR keeps its
+/// live members.
+fn elect_leader(
+    ctx: &mut ControllerContext,
+    tp: &TopicPartition,
+    from: PartitionState,
+    effects: &mut Vec<Effect>,
+) {
+    let Some(current) = ctx.leadership.get(tp).cloned() else {
+        error!(target: "state_change", %tp, ?from, "cannot elect a leader: the partition has no leadership state");
+        return;
+    };
+    let replicas = ctx.replicas(tp).to_vec();
+    if ctx.is_live(current.leader) && current.isr.contains(&current.leader) {
+        // The leader is alive: nothing to elect, the partition is online again.
+        set_state(ctx, tp, from, PartitionState::Online);
+        return;
+    }
+    let new_leader = replicas
+        .iter()
+        .copied()
+        .find(|&b| ctx.is_live(b) && current.isr.contains(&b));
+    let Some(leader) = new_leader else {
+        error!(
+            target: "state_change",
+            controller_epoch = ctx.epoch, %tp, ?replicas, isr = ?current.isr,
+            "no live replica in the ISR to lead the partition; it stays offline"
+        );
+        set_state(ctx, tp, from, PartitionState::Offline);
+        return;
+    };
+    let isr: Vec<_> = current
+        .isr
+        .iter()
+        .copied()
+        .filter(|&b| ctx.is_live(b))
+        .collect();
+    let state = LeaderIsrAndControllerEpoch {
+        leader,
+        leader_epoch: current.leader_epoch + 1,
+        isr,
+        controller_epoch: ctx.epoch,
+        zk_version: current.zk_version + 1,
+    };
+    ctx.leadership.insert(tp.clone(), state.clone());
+    set_state(ctx, tp, from, PartitionState::Online);
+    let brokers: Vec<_> = replicas
+        .iter()
+        .copied()
+        .filter(|&b| ctx.is_live(b))
+        .collect();
+    effects.push(Effect::UpdatePartitionState {
+        tp: tp.clone(),
+        state,
+        expected_zk_version: current.zk_version,
+    });
+    effects.push(Effect::LeaderAndIsr {
+        brokers,
+        tp: tp.clone(),
+        is_new: false,
+    });
+    effects.push(Effect::UpdateMetadata {
+        brokers: ctx.live_broker_ids(),
+        partitions: vec![tp.clone()],
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::{ctx_with, tp};
+
+    #[test]
+    fn valid_previous_states_are_kafkas() {
+        use PartitionState::*;
+        let cases = [
+            (NonExistent, NonExistent, false),
+            (NonExistent, New, true),
+            (NonExistent, Online, false),
+            (New, Online, true),
+            (New, Offline, true),
+            (New, NonExistent, false),
+            (Online, Online, true),
+            (Online, Offline, true),
+            (Online, NonExistent, false),
+            (Offline, Online, true),
+            (Offline, NonExistent, true),
+            (Offline, New, false),
+        ];
+        for (from, to, ok) in cases {
+            assert_eq!(to.can_move_from(from), ok, "{from:?} -> {to:?}");
+        }
+    }
+
+    #[test]
+    fn new_partition_goes_online_with_first_live_replica_as_leader() {
+        let mut ctx = ctx_with(&[0, 1, 3], &[("t", &[&[3, 1, 2]])]);
+        let p0 = tp("t", 0);
+        assert!(
+            handle_state_changes(&mut ctx, std::slice::from_ref(&p0), PartitionState::New)
+                .is_empty()
+        );
+        let effects =
+            handle_state_changes(&mut ctx, std::slice::from_ref(&p0), PartitionState::Online);
+        let state = LeaderIsrAndControllerEpoch {
+            leader: 3,
+            leader_epoch: 0,
+            isr: vec![3, 1],
+            controller_epoch: 1,
+            zk_version: 0,
+        };
+        assert_eq!(
+            effects,
+            vec![
+                Effect::CreatePartitionState {
+                    tp: p0.clone(),
+                    state: state.clone()
+                },
+                Effect::LeaderAndIsr {
+                    brokers: vec![3, 1],
+                    tp: p0.clone(),
+                    is_new: true
+                },
+                Effect::UpdateMetadata {
+                    brokers: vec![0, 1, 3],
+                    partitions: vec![p0.clone()]
+                },
+            ]
+        );
+        assert_eq!(ctx.partition_state(&p0), PartitionState::Online);
+        assert_eq!(ctx.leadership[&p0], state);
+    }
+
+    #[test]
+    fn new_partition_without_live_replicas_stays_new() {
+        let mut ctx = ctx_with(&[0], &[("t", &[&[5, 6]])]);
+        let p0 = tp("t", 0);
+        handle_state_changes(&mut ctx, std::slice::from_ref(&p0), PartitionState::New);
+        assert!(
+            handle_state_changes(&mut ctx, std::slice::from_ref(&p0), PartitionState::Online)
+                .is_empty()
+        );
+        assert_eq!(ctx.partition_state(&p0), PartitionState::New);
+        assert!(!ctx.leadership.contains_key(&p0));
+    }
+
+    #[test]
+    fn invalid_transition_is_refused_and_changes_nothing() {
+        let mut ctx = ctx_with(&[0], &[("t", &[&[0]])]);
+        let p0 = tp("t", 0);
+        // NonExistent -> Online skips New: refused.
+        assert!(
+            handle_state_changes(&mut ctx, std::slice::from_ref(&p0), PartitionState::Online)
+                .is_empty()
+        );
+        assert_eq!(ctx.partition_state(&p0), PartitionState::NonExistent);
+        // NonExistent -> NonExistent: refused too.
+        handle_state_changes(
+            &mut ctx,
+            std::slice::from_ref(&p0),
+            PartitionState::NonExistent,
+        );
+        assert_eq!(ctx.partition_state(&p0), PartitionState::NonExistent);
+    }
+
+    #[test]
+    fn offline_partition_elects_first_live_isr_replica() {
+        let mut ctx = ctx_with(&[1, 2], &[("t", &[&[0, 1, 2]])]);
+        let p0 = tp("t", 0);
+        ctx.partition_states
+            .insert(p0.clone(), PartitionState::Offline);
+        ctx.leadership.insert(
+            p0.clone(),
+            LeaderIsrAndControllerEpoch {
+                leader: 0,
+                leader_epoch: 4,
+                isr: vec![0, 2],
+                controller_epoch: 1,
+                zk_version: 7,
+            },
+        );
+        let effects =
+            handle_state_changes(&mut ctx, std::slice::from_ref(&p0), PartitionState::Online);
+        let state = LeaderIsrAndControllerEpoch {
+            leader: 2,
+            leader_epoch: 5,
+            isr: vec![2],
+            controller_epoch: 1,
+            zk_version: 8,
+        };
+        assert_eq!(
+            effects,
+            vec![
+                Effect::UpdatePartitionState {
+                    tp: p0.clone(),
+                    state,
+                    expected_zk_version: 7
+                },
+                Effect::LeaderAndIsr {
+                    brokers: vec![1, 2],
+                    tp: p0.clone(),
+                    is_new: false
+                },
+                Effect::UpdateMetadata {
+                    brokers: vec![1, 2],
+                    partitions: vec![p0.clone()]
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn offline_partition_without_live_isr_stays_offline() {
+        let mut ctx = ctx_with(&[1], &[("t", &[&[0, 1]])]);
+        let p0 = tp("t", 0);
+        ctx.partition_states
+            .insert(p0.clone(), PartitionState::Offline);
+        ctx.leadership.insert(
+            p0.clone(),
+            LeaderIsrAndControllerEpoch {
+                leader: 0,
+                leader_epoch: 0,
+                isr: vec![0],
+                controller_epoch: 1,
+                zk_version: 0,
+            },
+        );
+        assert!(
+            handle_state_changes(&mut ctx, std::slice::from_ref(&p0), PartitionState::Online)
+                .is_empty()
+        );
+        assert_eq!(ctx.partition_state(&p0), PartitionState::Offline);
+    }
+}

@@ -1,0 +1,636 @@
+//! The controller end to end on an in-memory embedded store, with fake brokers: real TCP
+//! peers that decode the control requests with kafka-protocol and answer success.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::leader_and_isr_response::{
+    LeaderAndIsrPartitionError, LeaderAndIsrTopicError,
+};
+use kafka_protocol::messages::stop_replica_response::StopReplicaPartitionError;
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsResponse, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
+    LeaderAndIsrRequest, LeaderAndIsrResponse, RequestHeader, ResponseHeader, StopReplicaRequest,
+    StopReplicaResponse, TopicName as WireTopicName, UpdateMetadataRequest, UpdateMetadataResponse,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use controller::{ControllerConfig, ControllerHandle};
+use metastore::{EmbeddedStore, SessionOptions};
+use model::{TopicId, TopicName};
+use znodes::json::{BrokerRegistration, TopicAssignment, ZnodeJson};
+use znodes::paths;
+use znodes::zk_client::{KafkaZkClient, ZkClientError};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// What a fake broker received.
+#[derive(Debug, Clone)]
+enum Received {
+    LeaderAndIsr(LeaderAndIsrRequest),
+    UpdateMetadata(UpdateMetadataRequest),
+    StopReplica(StopReplicaRequest),
+}
+
+#[derive(Debug, Clone)]
+struct FakeBroker {
+    port: u16,
+    received: Arc<Mutex<Vec<Received>>>,
+}
+
+impl FakeBroker {
+    async fn start() -> FakeBroker {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&received);
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(serve(stream, Arc::clone(&sink)));
+            }
+        });
+        FakeBroker { port, received }
+    }
+
+    fn received(&self) -> Vec<Received> {
+        self.received.lock().unwrap().clone()
+    }
+
+    fn stop_replicas(&self) -> Vec<(String, i32, bool)> {
+        self.received()
+            .into_iter()
+            .filter_map(|r| match r {
+                Received::StopReplica(req) => Some(req),
+                _ => None,
+            })
+            .flat_map(|req| {
+                req.topic_states.into_iter().flat_map(|t| {
+                    let topic = t.topic_name.0.as_str().to_owned();
+                    t.partition_states
+                        .into_iter()
+                        .map(move |p| (topic.clone(), p.partition_index, p.delete_partition))
+                })
+            })
+            .collect()
+    }
+
+    fn update_metadata_leaders(&self, topic: &str) -> Vec<(i32, i32)> {
+        self.received()
+            .into_iter()
+            .filter_map(|r| match r {
+                Received::UpdateMetadata(req) => Some(req),
+                _ => None,
+            })
+            .flat_map(|req| req.topic_states)
+            .filter(|t| t.topic_name.0.as_str() == topic)
+            .flat_map(|t| {
+                t.partition_states
+                    .into_iter()
+                    .map(|p| (p.partition_index, p.leader.0))
+            })
+            .collect()
+    }
+
+    fn leader_and_isr_partitions(&self, topic: &str) -> Vec<(i32, i32, bool)> {
+        self.received()
+            .into_iter()
+            .filter_map(|r| match r {
+                Received::LeaderAndIsr(req) => Some(req),
+                _ => None,
+            })
+            .flat_map(|req| req.topic_states)
+            .filter(|t| t.topic_name.0.as_str() == topic)
+            .flat_map(|t| {
+                t.partition_states
+                    .into_iter()
+                    .map(|p| (p.partition_index, p.leader.0, p.is_new))
+            })
+            .collect()
+    }
+}
+
+async fn serve(mut stream: TcpStream, sink: Arc<Mutex<Vec<Received>>>) {
+    loop {
+        let Ok(size) = stream.read_i32().await else {
+            return;
+        };
+        let mut frame = vec![0; size as usize];
+        if stream.read_exact(&mut frame).await.is_err() {
+            return;
+        }
+        let mut buf = Bytes::from(frame);
+        let api_key = ApiKey::try_from(i16::from_be_bytes([buf[0], buf[1]])).unwrap();
+        let version = i16::from_be_bytes([buf[2], buf[3]]);
+        let header =
+            RequestHeader::decode(&mut buf, api_key.request_header_version(version)).unwrap();
+        let mut body = BytesMut::new();
+        match api_key {
+            ApiKey::ApiVersions => {
+                let keys = [
+                    (ApiKey::ApiVersions, 3),
+                    (ApiKey::LeaderAndIsr, 5),
+                    (ApiKey::UpdateMetadata, 7),
+                    (ApiKey::StopReplica, 3),
+                ];
+                let api_keys = keys
+                    .iter()
+                    .map(|(k, max)| {
+                        ApiVersion::default()
+                            .with_api_key(*k as i16)
+                            .with_min_version(0)
+                            .with_max_version(*max)
+                    })
+                    .collect();
+                ApiVersionsResponse::default()
+                    .with_api_keys(api_keys)
+                    .encode(&mut body, version)
+                    .unwrap();
+            }
+            ApiKey::LeaderAndIsr => {
+                let request = LeaderAndIsrRequest::decode(&mut buf, version).unwrap();
+                let topics = request
+                    .topic_states
+                    .iter()
+                    .map(|t| {
+                        LeaderAndIsrTopicError::default()
+                            .with_topic_id(t.topic_id)
+                            .with_partition_errors(
+                                t.partition_states
+                                    .iter()
+                                    .map(|p| {
+                                        LeaderAndIsrPartitionError::default()
+                                            .with_partition_index(p.partition_index)
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect();
+                sink.lock().unwrap().push(Received::LeaderAndIsr(request));
+                LeaderAndIsrResponse::default()
+                    .with_topics(topics)
+                    .encode(&mut body, version)
+                    .unwrap();
+            }
+            ApiKey::UpdateMetadata => {
+                let request = UpdateMetadataRequest::decode(&mut buf, version).unwrap();
+                sink.lock().unwrap().push(Received::UpdateMetadata(request));
+                UpdateMetadataResponse::default()
+                    .encode(&mut body, version)
+                    .unwrap();
+            }
+            ApiKey::StopReplica => {
+                let request = StopReplicaRequest::decode(&mut buf, version).unwrap();
+                let errors = request
+                    .topic_states
+                    .iter()
+                    .flat_map(|t| {
+                        t.partition_states.iter().map(|p| {
+                            StopReplicaPartitionError::default()
+                                .with_topic_name(t.topic_name.clone())
+                                .with_partition_index(p.partition_index)
+                        })
+                    })
+                    .collect();
+                sink.lock().unwrap().push(Received::StopReplica(request));
+                StopReplicaResponse::default()
+                    .with_partition_errors(errors)
+                    .encode(&mut body, version)
+                    .unwrap();
+            }
+            other => panic!("fake broker got an unexpected {other:?}"),
+        }
+        assert!(
+            !buf.has_remaining() || api_key == ApiKey::ApiVersions,
+            "request not fully decoded"
+        );
+        let mut frame = BytesMut::new();
+        ResponseHeader::default()
+            .with_correlation_id(header.correlation_id)
+            .encode(&mut frame, api_key.response_header_version(version))
+            .unwrap();
+        frame.extend_from_slice(&body);
+        let mut out = BytesMut::new();
+        out.put_i32(frame.len() as i32);
+        out.extend_from_slice(&frame);
+        if stream.write_all(&out).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// One broker: a session on the store, a registration pointing at a fake broker, and its
+/// controller.
+struct Node {
+    zk: KafkaZkClient,
+    controller: ControllerHandle,
+    fake: FakeBroker,
+}
+
+async fn node(store: &EmbeddedStore, broker_id: i32, config: ControllerConfig) -> Node {
+    let (client, events) = store.connect(SessionOptions::default());
+    let zk = KafkaZkClient::new(client, events);
+    zk.ensure_persistent_paths().await.unwrap();
+    let fake = FakeBroker::start().await;
+    zk.register_broker(
+        broker_id,
+        &BrokerRegistration::plaintext("127.0.0.1", fake.port, None, 1_633_072_800_000),
+    )
+    .await
+    .unwrap();
+    let controller = controller::start(
+        zk.clone(),
+        ControllerConfig {
+            broker_id,
+            ..config
+        },
+    )
+    .await;
+    Node {
+        zk,
+        controller,
+        fake,
+    }
+}
+
+async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while tokio::time::Instant::now() < deadline {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting until {what}");
+}
+
+fn name(topic: &str) -> TopicName {
+    topic.parse().unwrap()
+}
+
+fn wire(topic: &str) -> WireTopicName {
+    WireTopicName(StrBytes::from_string(topic.to_owned()))
+}
+
+async fn data(zk: &KafkaZkClient, path: &str) -> Option<String> {
+    match zk.client().get_data(path, false).await {
+        Ok((bytes, _)) => Some(String::from_utf8(bytes).unwrap()),
+        Err(metastore::Error::NoNode(_)) => None,
+        Err(err) => panic!("{path}: {err}"),
+    }
+}
+
+fn create_request(
+    topic: &str,
+    partitions: i32,
+    rf: i16,
+    configs: &[(&str, &str)],
+) -> CreateTopicsRequest {
+    let configs = configs
+        .iter()
+        .map(|(k, v)| {
+            CreatableTopicConfig::default()
+                .with_name(StrBytes::from_string((*k).to_owned()))
+                .with_value(Some(StrBytes::from_string((*v).to_owned())))
+        })
+        .collect();
+    CreateTopicsRequest::default()
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(wire(topic))
+            .with_num_partitions(partitions)
+            .with_replication_factor(rf)
+            .with_configs(configs)])
+        .with_timeout_ms(10_000)
+}
+
+fn delete_request(topic: &str) -> DeleteTopicsRequest {
+    DeleteTopicsRequest::default()
+        .with_topic_names(vec![wire(topic)])
+        .with_timeout_ms(10_000)
+}
+
+async fn active_single_node(config: ControllerConfig) -> (EmbeddedStore, Node) {
+    let store = EmbeddedStore::open_in_memory();
+    let n = node(&store, 0, config).await;
+    let handle = n.controller.clone();
+    eventually("the controller is active", async || handle.is_active()).await;
+    (store, n)
+}
+
+#[tokio::test]
+async fn create_add_partitions_delete_with_kafkas_znodes() {
+    let (_store, n) = active_single_node(ControllerConfig::default()).await;
+    assert_eq!(
+        data(&n.zk, paths::controller_epoch()).await.as_deref(),
+        Some("1")
+    );
+    let controller_json = data(&n.zk, paths::controller()).await.unwrap();
+    assert!(
+        controller_json.starts_with(r#"{"version":1,"brokerid":0,"timestamp":""#),
+        "{controller_json}"
+    );
+
+    // Create.
+    let response = n
+        .controller
+        .create_topics(create_request("t", 3, 1, &[("retention.ms", "600001")]), 5)
+        .await;
+    let result = &response.topics[0];
+    assert_eq!(result.error_code, 0, "{:?}", result.error_message);
+    assert_eq!((result.num_partitions, result.replication_factor), (3, 1));
+    let topic_id = TopicId::from_bytes(*result.topic_id.as_bytes());
+    let t = name("t");
+    assert_eq!(
+        data(&n.zk, &paths::topic(&t)).await.unwrap(),
+        format!(
+            r#"{{"version":3,"topic_id":"{topic_id}","partitions":{{"0":[0],"1":[0],"2":[0]}},"adding_replicas":{{}},"removing_replicas":{{}}}}"#
+        )
+    );
+    assert_eq!(
+        data(&n.zk, &paths::config_topic(&t)).await.unwrap(),
+        r#"{"version":1,"config":{"retention.ms":"600001"}}"#
+    );
+    for p in 0..3 {
+        assert_eq!(
+            data(&n.zk, &paths::partition_state(&t, p)).await.unwrap(),
+            r#"{"controller_epoch":1,"leader":0,"version":1,"leader_epoch":0,"isr":[0]}"#
+        );
+    }
+    let fake = n.fake.clone();
+    eventually("the broker got LeaderAndIsr for t", async || {
+        fake.leader_and_isr_partitions("t").len() == 3
+    })
+    .await;
+    assert_eq!(
+        n.fake.leader_and_isr_partitions("t"),
+        vec![(0, 0, true), (1, 0, true), (2, 0, true)]
+    );
+
+    // Creating it again fails; so does a colliding name.
+    let again = n
+        .controller
+        .create_topics(create_request("t", 1, 1, &[]), 5)
+        .await;
+    assert_eq!(again.topics[0].error_code, 36, "TOPIC_ALREADY_EXISTS");
+    n.controller
+        .create_topics(create_request("a.b", 1, 1, &[]), 5)
+        .await;
+    let collide = n
+        .controller
+        .create_topics(create_request("a_b", 1, 1, &[]), 5)
+        .await;
+    assert_eq!(collide.topics[0].error_code, 17, "INVALID_TOPIC_EXCEPTION");
+    assert_eq!(
+        collide.topics[0].error_message.as_ref().unwrap().as_str(),
+        "Topic 'a_b' collides with existing topics: a.b"
+    );
+
+    // Add partitions: existing ones never move.
+    let request = CreatePartitionsRequest::default()
+        .with_topics(vec![CreatePartitionsTopic::default()
+            .with_name(wire("t"))
+            .with_count(5)
+            .with_assignments(None)])
+        .with_timeout_ms(10_000);
+    let response = n.controller.create_partitions(request, 2).await;
+    assert_eq!(
+        response.results[0].error_code, 0,
+        "{:?}",
+        response.results[0].error_message
+    );
+    let assignment =
+        TopicAssignment::from_json_bytes(data(&n.zk, &paths::topic(&t)).await.unwrap().as_bytes())
+            .unwrap();
+    assert_eq!(
+        assignment.partitions,
+        BTreeMap::from([
+            (0, vec![0]),
+            (1, vec![0]),
+            (2, vec![0]),
+            (3, vec![0]),
+            (4, vec![0])
+        ])
+    );
+    assert_eq!(assignment.topic_id, Some(topic_id));
+    assert!(data(&n.zk, &paths::partition_state(&t, 4)).await.is_some());
+
+    // Delete: the response waits for the deletion; every znode is gone.
+    let response = n.controller.delete_topics(delete_request("t"), 4).await;
+    assert_eq!(
+        response.responses[0].error_code, 0,
+        "{:?}",
+        response.responses[0].error_message
+    );
+    assert_eq!(data(&n.zk, &paths::topic(&t)).await, None);
+    assert_eq!(data(&n.zk, &paths::config_topic(&t)).await, None);
+    assert_eq!(data(&n.zk, &paths::delete_topic(&t)).await, None);
+    let leaders = n.fake.update_metadata_leaders("t");
+    assert!(
+        leaders.contains(&(0, 0)),
+        "UpdateMetadata announced the leader: {leaders:?}"
+    );
+    assert!(
+        leaders.contains(&(0, -2)),
+        "UpdateMetadata announced the deletion (leader -2): {leaders:?}"
+    );
+    let stops = n.fake.stop_replicas();
+    for p in 0..5 {
+        assert!(
+            stops.contains(&("t".to_owned(), p, true)),
+            "StopReplica(delete) for t-{p}: {stops:?}"
+        );
+    }
+
+    // Re-creating the same name works.
+    let response = n
+        .controller
+        .create_topics(create_request("t", 1, 1, &[]), 5)
+        .await;
+    assert_eq!(
+        response.topics[0].error_code, 0,
+        "{:?}",
+        response.topics[0].error_message
+    );
+}
+
+#[tokio::test]
+async fn topic_written_straight_into_the_store_comes_online() {
+    let (_store, n) = active_single_node(ControllerConfig::default()).await;
+    let t = name("direct");
+    let assignment = TopicAssignment::new(
+        TopicId::random(),
+        BTreeMap::from([(0, vec![0]), (1, vec![0])]),
+    );
+    n.zk.client()
+        .create(
+            &paths::topic(&t),
+            &assignment.to_json_bytes(),
+            metastore::CreateMode::Persistent,
+        )
+        .await
+        .unwrap();
+    let zk = n.zk.clone();
+    eventually("the direct topic has partition states", async || {
+        data(&zk, &paths::partition_state(&name("direct"), 1))
+            .await
+            .is_some()
+    })
+    .await;
+    assert_eq!(
+        data(&n.zk, &paths::partition_state(&t, 0)).await.unwrap(),
+        r#"{"controller_epoch":1,"leader":0,"version":1,"leader_epoch":0,"isr":[0]}"#
+    );
+}
+
+#[tokio::test]
+async fn deletion_disabled_refuses_and_removes_marks() {
+    let config = ControllerConfig {
+        delete_topic_enable: false,
+        ..ControllerConfig::default()
+    };
+    let (_store, n) = active_single_node(config).await;
+    let response = n
+        .controller
+        .create_topics(create_request("keep", 1, 1, &[]), 5)
+        .await;
+    assert_eq!(response.topics[0].error_code, 0);
+    let response = n.controller.delete_topics(delete_request("keep"), 4).await;
+    assert_eq!(
+        response.responses[0].error_code, 73,
+        "TOPIC_DELETION_DISABLED"
+    );
+    // A mark written by hand is removed and the topic stays.
+    let t = name("keep");
+    n.zk.create_delete_topic_path(&t).await.unwrap();
+    let zk = n.zk.clone();
+    eventually("the mark is removed", async || {
+        data(&zk, &paths::delete_topic(&name("keep")))
+            .await
+            .is_none()
+    })
+    .await;
+    assert!(data(&n.zk, &paths::topic(&t)).await.is_some());
+}
+
+#[tokio::test]
+async fn validation_errors_carry_codes_and_messages() {
+    let (_store, n) = active_single_node(ControllerConfig::default()).await;
+    let cases: [(CreateTopicsRequest, i16, &str); 5] = [
+        (create_request("bad/name", 1, 1, &[]), 17, "illegal"),
+        (
+            create_request("p0", 0, 1, &[]),
+            37,
+            "Number of partitions must be larger than 0",
+        ),
+        (
+            create_request("rf2", 1, 2, &[]),
+            38,
+            "larger than available brokers: 1",
+        ),
+        (
+            create_request("cfg", 1, 1, &[("retention.ms", "abc")]),
+            40,
+            "retention.ms",
+        ),
+        (
+            create_request("cfg2", 1, 1, &[("no.such.key", "1")]),
+            40,
+            "no.such.key",
+        ),
+    ];
+    for (request, code, message) in cases {
+        let response = n.controller.create_topics(request, 5).await;
+        let result = &response.topics[0];
+        assert_eq!(result.error_code, code, "{:?}", result.error_message);
+        let text = result.error_message.as_ref().unwrap().as_str();
+        assert!(
+            text.contains(message),
+            "{text:?} should mention {message:?}"
+        );
+    }
+    // validateOnly changes nothing but reports the computed shape.
+    let mut request = create_request("dry", -1, -1, &[]);
+    request.validate_only = true;
+    let response = n.controller.create_topics(request, 5).await;
+    assert_eq!(
+        (
+            response.topics[0].error_code,
+            response.topics[0].num_partitions,
+            response.topics[0].replication_factor
+        ),
+        (0, 1, 1)
+    );
+    assert!(data(&n.zk, &paths::topic(&name("dry"))).await.is_none());
+}
+
+#[tokio::test]
+async fn failover_to_second_controller_with_next_epoch_and_fencing() {
+    let store = EmbeddedStore::open_in_memory();
+    let first = node(&store, 0, ControllerConfig::default()).await;
+    let handle = first.controller.clone();
+    eventually("broker 0 is controller", async || handle.is_active()).await;
+    let second = node(&store, 1, ControllerConfig::default()).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!second.controller.is_active());
+    let (epoch, old_version) = first.zk.get_controller_epoch().await.unwrap().unwrap();
+    assert_eq!(epoch, 1);
+
+    // A topic created by the first controller survives the failover.
+    let response = first
+        .controller
+        .create_topics(create_request("survivor", 2, 2, &[]), 5)
+        .await;
+    assert_eq!(
+        response.topics[0].error_code, 0,
+        "{:?}",
+        response.topics[0].error_message
+    );
+
+    store.expire_session(first.zk.session_id());
+    let handle = second.controller.clone();
+    eventually("broker 1 takes over", async || handle.is_active()).await;
+    let (epoch, _) = second.zk.get_controller_epoch().await.unwrap().unwrap();
+    assert_eq!(epoch, 2);
+    let handle = first.controller.clone();
+    eventually("broker 0 resigned", async || !handle.is_active()).await;
+
+    // A write fenced on the first controller's epoch version fails.
+    let t = name("survivor");
+    let current = second
+        .zk
+        .get_topic_assignment(&t, false)
+        .await
+        .unwrap()
+        .unwrap();
+    let fenced = second
+        .zk
+        .set_topic_assignment(&t, &current.assignment, None, Some(old_version))
+        .await;
+    assert!(
+        matches!(fenced, Err(ZkClientError::ControllerMoved { .. })),
+        "{fenced:?}"
+    );
+
+    // The new controller tells broker 1 about the topic's leadership (broker 0 is gone).
+    let fake = second.fake.clone();
+    eventually("broker 1 learns the leadership", async || {
+        fake.leader_and_isr_partitions("survivor").len() >= 2
+    })
+    .await;
+    let zk = second.zk.clone();
+    eventually("partition 0 gets a live leader", async || {
+        let state = zk
+            .get_partition_state(&model::TopicPartition::new(name("survivor"), 0))
+            .await
+            .unwrap()
+            .unwrap();
+        state.state.leader == 1
+    })
+    .await;
+}
