@@ -1,0 +1,89 @@
+//! Shared helpers of the broker's black-box tests: a broker on port 0 over a temporary data
+//! directory, and raw request/response frames.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::time::Duration;
+
+use broker::{Broker, BrokerConfig, MetadataStore};
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Starts a broker on 127.0.0.1:0 with its data in `data_dir` and the given overrides.
+pub async fn start_broker(data_dir: &Path, overrides: &[&str]) -> Broker {
+    let store = {
+        let config = config(data_dir, overrides);
+        MetadataStore::from_config(&config).unwrap()
+    };
+    start_on(store, data_dir, overrides).await
+}
+
+/// Starts a broker on an existing store.
+pub async fn start_on(store: MetadataStore, data_dir: &Path, overrides: &[&str]) -> Broker {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    Broker::start(config(data_dir, overrides), store, Some(listener)).await.unwrap()
+}
+
+pub fn config(data_dir: &Path, overrides: &[&str]) -> BrokerConfig {
+    let mut all = vec!["listeners=PLAINTEXT://127.0.0.1:0".to_string(), "admin.listener=none".to_string()];
+    all.extend(overrides.iter().map(|s| s.to_string()));
+    BrokerConfig::load(None, &all, data_dir).unwrap()
+}
+
+/// Encodes a request frame (size prefix included).
+pub fn request_frame(key: ApiKey, version: i16, correlation_id: i32, body: &RequestKind) -> Bytes {
+    let mut payload = BytesMut::new();
+    RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_static_str("broker-test")))
+        .encode(&mut payload, key.request_header_version(version))
+        .unwrap();
+    body.encode(&mut payload, version).unwrap();
+    let mut frame = BytesMut::new();
+    frame.extend_from_slice(&(payload.len() as i32).to_be_bytes());
+    frame.extend_from_slice(&payload);
+    frame.freeze()
+}
+
+/// Reads one response frame's payload (without the size prefix).
+pub async fn read_frame(stream: &mut TcpStream) -> Bytes {
+    let mut size = [0u8; 4];
+    tokio::time::timeout(Duration::from_secs(10), stream.read_exact(&mut size)).await.unwrap().unwrap();
+    let mut payload = vec![0u8; i32::from_be_bytes(size) as usize];
+    stream.read_exact(&mut payload).await.unwrap();
+    Bytes::from(payload)
+}
+
+/// Sends one request and decodes the response body of type `R` at `version` (the response
+/// header version is taken from the API, as a client would).
+pub async fn roundtrip<R: Decodable>(
+    stream: &mut TcpStream,
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &RequestKind,
+) -> R {
+    stream.write_all(&request_frame(key, version, correlation_id, body)).await.unwrap();
+    let mut payload = read_frame(stream).await;
+    let header = kafka_protocol::messages::ResponseHeader::decode(&mut payload, key.response_header_version(version))
+        .unwrap();
+    assert_eq!(header.correlation_id, correlation_id);
+    R::decode(&mut payload, version).unwrap()
+}
+
+/// Polls `check` every 20 ms for up to 10 s.
+pub async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    for _ in 0..500 {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
