@@ -106,6 +106,7 @@ pub async fn run(
                 for broker in brokers {
                     broker.shutdown().await;
                 }
+                store.close().await;
                 return Err(err);
             }
         }
@@ -129,6 +130,7 @@ pub async fn run(
     for broker in brokers {
         broker.shutdown().await;
     }
+    store.close().await;
     Ok(())
 }
 

@@ -51,6 +51,14 @@ impl MetadataStore {
         }
     }
 
+    /// Releases the store: the embedded store commits and unlocks its file (every broker on
+    /// it must be shut down first); a ZooKeeper store has nothing shared to release.
+    pub async fn close(&self) {
+        if let MetadataStore::Embedded(store) = self {
+            store.close().await;
+        }
+    }
+
     /// Opens a new session.
     pub(crate) async fn connect(
         &self,
@@ -202,9 +210,16 @@ pub async fn run(
 ) -> Result<(), BrokerError> {
     let store = MetadataStore::from_config(&config)?;
     let admin_addr = config.admin_listener;
-    let broker = Broker::start(config, store, None).await?;
+    let broker = Broker::start(config, store.clone(), None).await?;
     let admin = match admin_addr {
-        Some(addr) => Some(admin_http::AdminServer::bind(addr, vec![broker.admin_view()]).await?),
+        Some(addr) => match admin_http::AdminServer::bind(addr, vec![broker.admin_view()]).await {
+            Ok(admin) => Some(admin),
+            Err(err) => {
+                broker.shutdown().await;
+                store.close().await;
+                return Err(err);
+            }
+        },
         None => None,
     };
     on_ready(broker.local_addr(), admin.as_ref().map(|a| a.local_addr()));
@@ -213,6 +228,7 @@ pub async fn run(
         admin.shutdown().await;
     }
     broker.shutdown().await;
+    store.close().await;
     Ok(())
 }
 

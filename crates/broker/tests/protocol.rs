@@ -29,10 +29,15 @@ async fn api_versions_v0_and_v3_list_the_supported_table() {
         )
         .await;
         assert_eq!(response.error_code, 0);
-        let keys: Vec<(i16, i16, i16)> =
-            response.api_keys.iter().map(|k| (k.api_key, k.min_version, k.max_version)).collect();
-        let expected: Vec<(i16, i16, i16)> =
-            protocol::SUPPORTED_APIS.iter().map(|r| (r.api_key as i16, r.min_version, r.max_version)).collect();
+        let keys: Vec<(i16, i16, i16)> = response
+            .api_keys
+            .iter()
+            .map(|k| (k.api_key, k.min_version, k.max_version))
+            .collect();
+        let expected: Vec<(i16, i16, i16)> = protocol::SUPPORTED_APIS
+            .iter()
+            .map(|r| (r.api_key as i16, r.min_version, r.max_version))
+            .collect();
         assert_eq!(keys, expected);
     }
     broker.shutdown().await;
@@ -44,17 +49,25 @@ async fn api_versions_v4_gets_v0_unsupported_version_then_v3_works() {
     let broker = start_broker(dir.path(), &[]).await;
     let mut stream = TcpStream::connect(broker.local_addr()).await.unwrap();
     let request = RequestKind::ApiVersions(ApiVersionsRequest::default());
-    stream.write_all(&request_frame(ApiKey::ApiVersions, 4, 11, &request)).await.unwrap();
+    stream
+        .write_all(&request_frame(ApiKey::ApiVersions, 4, 11, &request))
+        .await
+        .unwrap();
     let mut payload = read_frame(&mut stream).await;
     // Header v0 (no tagged fields) and a v0 body: error code, then the array.
     assert_eq!(payload.get_i32(), 11);
     let body = ApiVersionsResponse::decode(&mut payload, 0).unwrap();
     assert_eq!(body.error_code, 35, "UNSUPPORTED_VERSION");
-    let own = body.api_keys.iter().find(|k| k.api_key == ApiKey::ApiVersions as i16).unwrap();
+    let own = body
+        .api_keys
+        .iter()
+        .find(|k| k.api_key == ApiKey::ApiVersions as i16)
+        .unwrap();
     assert_eq!(own.max_version, 3);
     assert!(payload.is_empty());
     // The connection stays usable.
-    let response: ApiVersionsResponse = roundtrip(&mut stream, ApiKey::ApiVersions, 3, 12, &request).await;
+    let response: ApiVersionsResponse =
+        roundtrip(&mut stream, ApiKey::ApiVersions, 3, 12, &request).await;
     assert_eq!(response.error_code, 0);
     broker.shutdown().await;
 }
@@ -66,16 +79,24 @@ async fn unsupported_api_or_version_answers_an_error_and_keeps_the_connection() 
     let dir = tempfile::tempdir().unwrap();
     let broker = start_broker(dir.path(), &[]).await;
     let mut stream = TcpStream::connect(broker.local_addr()).await.unwrap();
-    let find = RequestKind::FindCoordinator(FindCoordinatorRequest::default().with_key(StrBytes::from_static_str("g")));
-    let response: FindCoordinatorResponse = roundtrip(&mut stream, ApiKey::FindCoordinator, 1, 1, &find).await;
+    let find = RequestKind::FindCoordinator(
+        FindCoordinatorRequest::default().with_key(StrBytes::from_static_str("g")),
+    );
+    let response: FindCoordinatorResponse =
+        roundtrip(&mut stream, ApiKey::FindCoordinator, 1, 1, &find).await;
     assert_eq!(response.error_code, 35);
     // Metadata v12 is past our v11.
-    let metadata = RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![
-        metadata_request::MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_static_str("x")))),
-    ])));
-    let response: MetadataResponse = roundtrip(&mut stream, ApiKey::Metadata, 12, 2, &metadata).await;
+    let metadata = RequestKind::Metadata(
+        MetadataRequest::default()
+            .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
+            )
+            .with_name(Some(TopicName(StrBytes::from_static_str("x"))))])),
+    );
+    let response: MetadataResponse =
+        roundtrip(&mut stream, ApiKey::Metadata, 12, 2, &metadata).await;
     assert_eq!(response.topics[0].error_code, 35);
-    let response: MetadataResponse = roundtrip(&mut stream, ApiKey::Metadata, 1, 3, &metadata).await;
+    let response: MetadataResponse =
+        roundtrip(&mut stream, ApiKey::Metadata, 1, 3, &metadata).await;
     assert_eq!(response.brokers.len(), 1);
     broker.shutdown().await;
 }
@@ -87,21 +108,38 @@ async fn malformed_frame_closes_only_that_connection() {
     let mut good = TcpStream::connect(broker.local_addr()).await.unwrap();
     let mut bad = TcpStream::connect(broker.local_addr()).await.unwrap();
     // A Metadata v1 request whose topic array claims 5 entries and holds none.
-    bad.write_all(b"\x00\x00\x00\x0e\x00\x03\x00\x01\x00\x00\x00\x02\xff\xff\x00\x00\x00\x05").await.unwrap();
-    let mut buf = [0u8; 16];
-    let read = tokio::time::timeout(std::time::Duration::from_secs(5), tokio::io::AsyncReadExt::read(&mut bad, &mut buf))
+    bad.write_all(b"\x00\x00\x00\x0e\x00\x03\x00\x01\x00\x00\x00\x02\xff\xff\x00\x00\x00\x05")
         .await
         .unwrap();
-    assert!(matches!(read, Ok(0) | Err(_)), "the bad connection is closed: {read:?}");
+    let mut buf = [0u8; 16];
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        tokio::io::AsyncReadExt::read(&mut bad, &mut buf),
+    )
+    .await
+    .unwrap();
+    assert!(
+        matches!(read, Ok(0) | Err(_)),
+        "the bad connection is closed: {read:?}"
+    );
     // An oversized frame is refused before it is buffered.
     let mut huge = TcpStream::connect(broker.local_addr()).await.unwrap();
     huge.write_all(&i32::MAX.to_be_bytes()).await.unwrap();
-    let read = tokio::time::timeout(std::time::Duration::from_secs(5), tokio::io::AsyncReadExt::read(&mut huge, &mut buf))
-        .await
-        .unwrap();
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        tokio::io::AsyncReadExt::read(&mut huge, &mut buf),
+    )
+    .await
+    .unwrap();
     assert!(matches!(read, Ok(0) | Err(_)));
-    let response: ApiVersionsResponse =
-        roundtrip(&mut good, ApiKey::ApiVersions, 3, 7, &RequestKind::ApiVersions(ApiVersionsRequest::default())).await;
+    let response: ApiVersionsResponse = roundtrip(
+        &mut good,
+        ApiKey::ApiVersions,
+        3,
+        7,
+        &RequestKind::ApiVersions(ApiVersionsRequest::default()),
+    )
+    .await;
     assert_eq!(response.error_code, 0);
     broker.shutdown().await;
 }
@@ -114,9 +152,15 @@ async fn pipelined_requests_are_answered_in_order() {
     let mut batch = Vec::new();
     for correlation_id in 0..20 {
         let (key, body) = if correlation_id % 2 == 0 {
-            (ApiKey::ApiVersions, RequestKind::ApiVersions(ApiVersionsRequest::default()))
+            (
+                ApiKey::ApiVersions,
+                RequestKind::ApiVersions(ApiVersionsRequest::default()),
+            )
         } else {
-            (ApiKey::Metadata, RequestKind::Metadata(MetadataRequest::default().with_topics(None)))
+            (
+                ApiKey::Metadata,
+                RequestKind::Metadata(MetadataRequest::default().with_topics(None)),
+            )
         };
         batch.extend_from_slice(&request_frame(key, 1, correlation_id, &body));
     }
@@ -131,19 +175,37 @@ async fn pipelined_requests_are_answered_in_order() {
 #[tokio::test]
 async fn metadata_lists_self_cluster_id_and_refuses_bad_names() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = start_broker(dir.path(), &["broker.id=7", "broker.rack=r1", "auto.create.topics.enable=false"]).await;
+    let broker = start_broker(
+        dir.path(),
+        &[
+            "broker.id=7",
+            "broker.rack=r1",
+            "auto.create.topics.enable=false",
+        ],
+    )
+    .await;
     let mut stream = TcpStream::connect(broker.local_addr()).await.unwrap();
-    let request = RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![
-        metadata_request::MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_static_str("missing")))),
-        metadata_request::MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_static_str("bad/name")))),
-    ])));
+    let request = RequestKind::Metadata(
+        MetadataRequest::default().with_topics(Some(vec![
+            metadata_request::MetadataRequestTopic::default()
+                .with_name(Some(TopicName(StrBytes::from_static_str("missing")))),
+            metadata_request::MetadataRequestTopic::default()
+                .with_name(Some(TopicName(StrBytes::from_static_str("bad/name")))),
+        ])),
+    );
     let response: MetadataResponse = roundtrip(&mut stream, ApiKey::Metadata, 9, 1, &request).await;
     assert_eq!(response.brokers.len(), 1);
     assert_eq!(response.brokers[0].node_id.0, 7);
-    assert_eq!(response.brokers[0].port, i32::from(broker.local_addr().port()));
+    assert_eq!(
+        response.brokers[0].port,
+        i32::from(broker.local_addr().port())
+    );
     assert_eq!(response.brokers[0].rack.as_deref(), Some("r1"));
     assert_eq!(response.cluster_id.as_deref(), Some(broker.cluster_id()));
-    assert_eq!(response.topics[0].error_code, 3, "UNKNOWN_TOPIC_OR_PARTITION");
+    assert_eq!(
+        response.topics[0].error_code, 3,
+        "UNKNOWN_TOPIC_OR_PARTITION"
+    );
     assert_eq!(response.topics[1].error_code, 17, "INVALID_TOPIC_EXCEPTION");
     broker.shutdown().await;
 }

@@ -262,8 +262,9 @@ fn entry(
         .with_name(StrBytes::from_string(name.to_string()))
         .with_value(Some(StrBytes::from_string(value.to_string())))
         .with_read_only(read_only)
-        .with_is_default(source == SOURCE_DEFAULT_CONFIG)
-        .with_config_source(if version == 0 { -1 } else { source })
+        // v0 says `is_default`; v1+ carry the source instead (and refuse `is_default`).
+        .with_is_default(version == 0 && source == SOURCE_DEFAULT_CONFIG)
+        .with_config_source(source)
         .with_is_sensitive(false)
         .with_synonyms(synonyms)
         .with_config_type(config_type)

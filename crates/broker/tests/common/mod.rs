@@ -15,21 +15,31 @@ use tokio::net::{TcpListener, TcpStream};
 
 /// Starts a broker on 127.0.0.1:0 with its data in `data_dir` and the given overrides.
 pub async fn start_broker(data_dir: &Path, overrides: &[&str]) -> Broker {
-    let store = {
-        let config = config(data_dir, overrides);
-        MetadataStore::from_config(&config).unwrap()
-    };
-    start_on(store, data_dir, overrides).await
+    start_broker_and_store(data_dir, overrides).await.0
+}
+
+/// Like [`start_broker`], also returning the store (to close it before a restart).
+pub async fn start_broker_and_store(
+    data_dir: &Path,
+    overrides: &[&str],
+) -> (Broker, MetadataStore) {
+    let store = MetadataStore::from_config(&config(data_dir, overrides)).unwrap();
+    (start_on(store.clone(), data_dir, overrides).await, store)
 }
 
 /// Starts a broker on an existing store.
 pub async fn start_on(store: MetadataStore, data_dir: &Path, overrides: &[&str]) -> Broker {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    Broker::start(config(data_dir, overrides), store, Some(listener)).await.unwrap()
+    Broker::start(config(data_dir, overrides), store, Some(listener))
+        .await
+        .unwrap()
 }
 
 pub fn config(data_dir: &Path, overrides: &[&str]) -> BrokerConfig {
-    let mut all = vec!["listeners=PLAINTEXT://127.0.0.1:0".to_string(), "admin.listener=none".to_string()];
+    let mut all = vec![
+        "listeners=PLAINTEXT://127.0.0.1:0".to_string(),
+        "admin.listener=none".to_string(),
+    ];
     all.extend(overrides.iter().map(|s| s.to_string()));
     BrokerConfig::load(None, &all, data_dir).unwrap()
 }
@@ -54,7 +64,10 @@ pub fn request_frame(key: ApiKey, version: i16, correlation_id: i32, body: &Requ
 /// Reads one response frame's payload (without the size prefix).
 pub async fn read_frame(stream: &mut TcpStream) -> Bytes {
     let mut size = [0u8; 4];
-    tokio::time::timeout(Duration::from_secs(10), stream.read_exact(&mut size)).await.unwrap().unwrap();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_exact(&mut size))
+        .await
+        .unwrap()
+        .unwrap();
     let mut payload = vec![0u8; i32::from_be_bytes(size) as usize];
     stream.read_exact(&mut payload).await.unwrap();
     Bytes::from(payload)
@@ -69,10 +82,16 @@ pub async fn roundtrip<R: Decodable>(
     correlation_id: i32,
     body: &RequestKind,
 ) -> R {
-    stream.write_all(&request_frame(key, version, correlation_id, body)).await.unwrap();
-    let mut payload = read_frame(stream).await;
-    let header = kafka_protocol::messages::ResponseHeader::decode(&mut payload, key.response_header_version(version))
+    stream
+        .write_all(&request_frame(key, version, correlation_id, body))
+        .await
         .unwrap();
+    let mut payload = read_frame(stream).await;
+    let header = kafka_protocol::messages::ResponseHeader::decode(
+        &mut payload,
+        key.response_header_version(version),
+    )
+    .unwrap();
     assert_eq!(header.correlation_id, correlation_id);
     R::decode(&mut payload, version).unwrap()
 }
