@@ -246,3 +246,121 @@ pub fn not_controller(request: &CreatePartitionsRequest) -> CreatePartitionsResp
             .collect(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::create_partitions_request::CreatePartitionsAssignment;
+    use kafka_protocol::messages::{BrokerId as WireBrokerId, TopicName as WireTopicName};
+    use model::TopicId;
+
+    use super::*;
+    use crate::test_support::{ctx_with, name};
+
+    fn request(count: i32, assignments: Option<&[&[i32]]>) -> CreatePartitionsTopic {
+        CreatePartitionsTopic::default()
+            .with_name(WireTopicName(StrBytes::from_static_str("t")))
+            .with_count(count)
+            .with_assignments(assignments.map(|a| {
+                a.iter()
+                    .map(|r| {
+                        CreatePartitionsAssignment::default()
+                            .with_broker_ids(r.iter().map(|&b| WireBrokerId(b)).collect())
+                    })
+                    .collect()
+            }))
+    }
+
+    /// Topic t has partitions 0 [0,1] and 1 [1,2]; brokers 0..5 are live.
+    fn check(
+        topic: CreatePartitionsTopic,
+        strategy: assignment::Strategy,
+    ) -> Result<BTreeMap<i32, Vec<BrokerId>>, (i16, String)> {
+        let ctx = ctx_with(&[0, 1, 2, 3, 4], &[]);
+        let config = ControllerConfig {
+            placement_strategy: strategy,
+            ..ControllerConfig::default()
+        };
+        let current = TopicAssignment::new(
+            TopicId::random(),
+            BTreeMap::from([(0, vec![0, 1]), (1, vec![1, 2])]),
+        );
+        plan_new_partitions(&ctx, &config, &name("t"), &current, &topic)
+            .map_err(|e| (e.code(), e.to_string()))
+    }
+
+    #[test]
+    fn refusals() {
+        let cases: Vec<(CreatePartitionsTopic, i16, &str)> = vec![
+            (
+                request(1, None),
+                37,
+                "Topic currently has 2 partitions, which is higher than the requested 1.",
+            ),
+            (request(2, None), 37, "Topic already has 2 partitions."),
+            (
+                request(4, Some(&[&[0, 9], &[8, 1]])),
+                39,
+                "Unknown broker(s) in replica assignment: 8, 9.",
+            ),
+            (
+                request(4, Some(&[&[0, 1]])),
+                39,
+                "Increasing the number of partitions by 2 but 1 assignments provided.",
+            ),
+            (
+                request(3, Some(&[&[0, 0]])),
+                39,
+                "Duplicate brokers not allowed",
+            ),
+            (
+                request(3, Some(&[&[0]])),
+                39,
+                "Inconsistent replication factor between partitions, partition 0 has 2",
+            ),
+            (
+                request(3, Some(&[&[]])),
+                39,
+                "Cannot have replication factor of 0 for partition id 2.",
+            ),
+        ];
+        for (topic, code, message) in cases {
+            let (got, text) = check(topic, assignment::Strategy::Kafka).unwrap_err();
+            assert_eq!(got, code, "{text}");
+            assert!(text.contains(message), "{text:?} lacks {message:?}");
+        }
+    }
+
+    #[test]
+    fn new_partitions_only_and_kafkas_default_placement() {
+        // Explicit: only the new partitions, numbered after the existing ones.
+        assert_eq!(
+            check(request(3, Some(&[&[3, 4]])), assignment::Strategy::Kafka).unwrap(),
+            BTreeMap::from([(2, vec![3, 4])])
+        );
+        // Kafka: start index = position of the first broker >= partition 0's leader (0), shift 0.
+        let added = check(request(4, None), assignment::Strategy::Kafka).unwrap();
+        assert_eq!(added.keys().copied().collect::<Vec<_>>(), vec![2, 3]);
+        assert!(added.values().all(|r| r.len() == 2));
+    }
+
+    #[test]
+    fn reassignment_in_progress_is_refused() {
+        let ctx = ctx_with(&[0, 1, 2], &[]);
+        let mut current =
+            TopicAssignment::new(TopicId::random(), BTreeMap::from([(0, vec![0, 1])]));
+        current.adding_replicas.insert(0, vec![2]);
+        let err = plan_new_partitions(
+            &ctx,
+            &ControllerConfig::default(),
+            &name("t"),
+            &current,
+            &request(2, None),
+        )
+        .unwrap_err();
+        assert_eq!(err.code(), 60);
+        assert_eq!(
+            err.to_string(),
+            "A partition reassignment is in progress for the topic 't'."
+        );
+    }
+}

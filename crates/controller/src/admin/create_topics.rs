@@ -351,3 +351,214 @@ pub fn not_controller(request: &CreateTopicsRequest, api_version: i16) -> Create
     );
     error_response(request, api_version, &err)
 }
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::create_topics_request::{
+        CreatableReplicaAssignment, CreatableTopicConfig,
+    };
+    use kafka_protocol::messages::BrokerId as WireBrokerId;
+
+    use super::*;
+    use crate::admin::CreateTopicPolicy;
+    use crate::test_support::{ctx_with, name};
+
+    fn topic(name: &str, partitions: i32, rf: i16) -> CreatableTopic {
+        CreatableTopic::default()
+            .with_name(WireTopicName(StrBytes::from_string(name.to_owned())))
+            .with_num_partitions(partitions)
+            .with_replication_factor(rf)
+    }
+
+    fn with_assignment(mut t: CreatableTopic, assignment: &[(i32, &[i32])]) -> CreatableTopic {
+        t.assignments = assignment
+            .iter()
+            .map(|(p, replicas)| {
+                CreatableReplicaAssignment::default()
+                    .with_partition_index(*p)
+                    .with_broker_ids(replicas.iter().map(|&b| WireBrokerId(b)).collect())
+            })
+            .collect();
+        t
+    }
+
+    fn with_config(mut t: CreatableTopic, key: &str, value: Option<&str>) -> CreatableTopic {
+        t.configs.push(
+            CreatableTopicConfig::default()
+                .with_name(StrBytes::from_string(key.to_owned()))
+                .with_value(value.map(|v| StrBytes::from_string(v.to_owned()))),
+        );
+        t
+    }
+
+    /// Plans `t` on live brokers 0..3 with topics `a.b` and `gone` (marked for deletion).
+    fn check(t: CreatableTopic, config: &ControllerConfig) -> Result<TopicPlan, (i16, String)> {
+        let ctx = ctx_with(&[0, 1, 2], &[]);
+        let existing = ExistingTopics {
+            topics: [name("a.b"), name("gone")].into_iter().collect(),
+            marked_for_deletion: ["gone".to_owned()].into_iter().collect(),
+        };
+        plan_topic(&ctx, config, &existing, &t).map_err(|e| (e.code(), e.to_string()))
+    }
+
+    #[test]
+    fn refusals_have_kafkas_codes_and_messages() {
+        let config = ControllerConfig::default();
+        let cases: Vec<(CreatableTopic, i16, &str)> = vec![
+            (
+                topic("", 1, 1),
+                17,
+                "Topic name is illegal, it can't be empty",
+            ),
+            (
+                topic("..", 1, 1),
+                17,
+                "Topic name cannot be \".\" or \"..\"",
+            ),
+            (topic("a b", 1, 1), 17, "illegal"),
+            (
+                topic(&"x".repeat(250), 1, 1),
+                17,
+                "can't be longer than 249",
+            ),
+            (topic("a.b", 1, 1), 36, "Topic 'a.b' already exists."),
+            (
+                topic("a_b", 1, 1),
+                17,
+                "Topic 'a_b' collides with existing topics: a.b",
+            ),
+            (
+                topic("t", 0, 1),
+                37,
+                "Number of partitions must be larger than 0",
+            ),
+            (
+                topic("t", -5, 1),
+                37,
+                "Number of partitions must be larger than 0",
+            ),
+            (
+                topic("t", 1, 0),
+                38,
+                "Replication factor must be larger than 0",
+            ),
+            (
+                topic("t", 1, 4),
+                38,
+                "Replication factor: 4 larger than available brokers: 3.",
+            ),
+            (
+                with_assignment(topic("t", 2, -1), &[(0, &[0])]),
+                42,
+                "Both numPartitions or replicationFactor",
+            ),
+            (
+                with_assignment(topic("t", -1, -1), &[(0, &[0, 1]), (1, &[1])]),
+                39,
+                "same number of replicas",
+            ),
+            (
+                with_assignment(topic("t", -1, -1), &[(0, &[1, 1])]),
+                39,
+                "Duplicate replica assignment",
+            ),
+            (
+                with_assignment(topic("t", -1, -1), &[(0, &[1]), (2, &[0])]),
+                39,
+                "consecutive 0-based",
+            ),
+            (
+                with_assignment(topic("t", -1, -1), &[(0, &[])]),
+                39,
+                "replication factor of 0",
+            ),
+            (
+                with_config(topic("t", 1, 1), "retention.ms", Some("abc")),
+                40,
+                "Invalid value abc for configuration retention.ms",
+            ),
+            (
+                with_config(topic("t", 1, 1), "bogus", Some("1")),
+                40,
+                "bogus",
+            ),
+            (
+                with_config(topic("t", 1, 1), "retention.ms", None),
+                42,
+                "Null value not supported for topic configs : retention.ms",
+            ),
+        ];
+        for (t, code, message) in cases {
+            let raw = t.name.0.as_str().to_owned();
+            match check(t, &config) {
+                Ok(plan) => panic!("{raw}: accepted as {plan:?}"),
+                Err((got, text)) => {
+                    assert_eq!(got, code, "{raw}: {text}");
+                    assert!(text.contains(message), "{raw}: {text:?} lacks {message:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn marked_for_deletion_is_refused() {
+        // "gone" is both in the store and marked: "already exists" is found first, as Kafka.
+        let config = ControllerConfig::default();
+        assert_eq!(check(topic("gone", 1, 1), &config).unwrap_err().0, 36);
+    }
+
+    #[test]
+    fn defaults_fill_minus_one_and_assignment_is_used_verbatim() {
+        let config = ControllerConfig {
+            num_partitions: 4,
+            default_replication_factor: 2,
+            ..ControllerConfig::default()
+        };
+        let plan = check(topic("t", -1, -1), &config).unwrap();
+        assert_eq!(plan.assignment.len(), 4);
+        assert!(plan.assignment.values().all(|r| r.len() == 2));
+        // Kafka does not check that brokers of a create-time assignment exist.
+        let plan = check(
+            with_assignment(topic("t", -1, -1), &[(0, &[7, 8]), (1, &[8, 7])]),
+            &config,
+        )
+        .unwrap();
+        assert_eq!(
+            plan.assignment,
+            BTreeMap::from([(0, vec![7, 8]), (1, vec![8, 7])])
+        );
+    }
+
+    #[test]
+    fn policy_violations() {
+        let config = ControllerConfig {
+            create_topic_policy: CreateTopicPolicy {
+                min_partitions: Some(3),
+                min_replication_factor: Some(2),
+                required_configs: vec!["retention.ms".to_owned()],
+            },
+            ..ControllerConfig::default()
+        };
+        let cases: Vec<(CreatableTopic, &str)> = vec![
+            (
+                with_config(topic("t", 1, 2), "retention.ms", Some("1000")),
+                "at least 3",
+            ),
+            (
+                with_config(topic("t", 3, 1), "retention.ms", Some("1000")),
+                "replication factor 1",
+            ),
+            (topic("t", 3, 2), "retention.ms"),
+        ];
+        for (t, message) in cases {
+            let (code, text) = check(t, &config).unwrap_err();
+            assert_eq!(code, 44, "{text}");
+            assert!(text.contains(message), "{text:?} lacks {message:?}");
+        }
+        assert!(check(
+            with_config(topic("t", 3, 2), "retention.ms", Some("1000")),
+            &config
+        )
+        .is_ok());
+    }
+}
