@@ -78,6 +78,9 @@ pub struct MetricsSample<'a> {
     pub is_controller: bool,
 }
 
+/// Reads one number of a sample.
+type SampleValue = fn(&MetricsSample<'_>) -> String;
+
 /// Renders the samples in Prometheus' text format, one `# TYPE` line per metric.
 pub fn render(samples: &[MetricsSample<'_>]) -> String {
     let mut out = String::new();
@@ -91,7 +94,7 @@ pub fn render(samples: &[MetricsSample<'_>]) -> String {
             );
         }
     }
-    let gauges: [(&str, &str, fn(&MetricsSample<'_>) -> String); 5] = [
+    let gauges: [(&str, &str, SampleValue); 5] = [
         ("gregor_request_errors_total", "counter", |s| {
             s.metrics.request_errors().to_string()
         }),
