@@ -599,10 +599,18 @@ impl EventLoop {
                     batch.add_stop_replica(broker, &tp, delete)
                 }
                 Effect::DeleteTopicZnodes(topic) => {
-                    self.zk
+                    match self
+                        .zk
                         .delete_topic_znodes(&topic, self.ctx.epoch_zk_version)
-                        .await?;
-                    info!(%topic, "topic deleted from the store");
+                        .await
+                    {
+                        Ok(()) => info!(%topic, "topic deleted from the store"),
+                        Err(err @ ZkClientError::ControllerMoved { .. }) => return Err(err),
+                        // The mark stays, so the next controller resumes this deletion.
+                        Err(err) => {
+                            error!(%topic, error = %err, "could not delete the topic's znodes")
+                        }
+                    }
                 }
                 Effect::TopicDeleted(topic) => self.config.on_topic_deleted.run(&topic),
             }

@@ -3,7 +3,9 @@
 
 use tracing::{error, info};
 
-use crate::context::{ControllerContext, PartitionAndReplica};
+use crate::context::{
+    ControllerContext, LeaderIsrAndControllerEpoch, PartitionAndReplica, NO_LEADER,
+};
 use crate::effect::Effect;
 
 /// A replica's state, with Kafka's meanings.
@@ -79,13 +81,17 @@ pub fn handle_state_changes(
                     is_new: false,
                 });
             }
-            // Followers stop fetching; a dead broker cannot be told.
-            ReplicaState::Offline if ctx.is_live(broker) => {
-                effects.push(Effect::StopReplica {
-                    broker,
-                    tp: tp.clone(),
-                    delete: false,
-                });
+            // Followers stop fetching (a dead broker cannot be told), and the replica leaves
+            // the ISR of a partition that is not being deleted.
+            ReplicaState::Offline => {
+                if ctx.is_live(broker) {
+                    effects.push(Effect::StopReplica {
+                        broker,
+                        tp: tp.clone(),
+                        delete: false,
+                    });
+                }
+                effects.extend(remove_replica_from_isr(ctx, replica));
             }
             ReplicaState::ReplicaDeletionStarted => {
                 effects.push(Effect::StopReplica {
@@ -108,6 +114,70 @@ pub fn handle_state_changes(
         }
     }
     effects
+}
+
+/// Kafka's `removeReplicasFromIsr` for one replica: the ISR loses it (unless it is the last
+/// member, which stays so that a clean election can pick it when it returns), a leader that
+/// is removed becomes "no leader", and the leader epoch moves on.
+fn remove_replica_from_isr(
+    ctx: &mut ControllerContext,
+    replica: &PartitionAndReplica,
+) -> Vec<Effect> {
+    let tp = &replica.tp;
+    if ctx.is_topic_queued_for_deletion(&tp.topic) {
+        return Vec::new();
+    }
+    let Some(current) = ctx.leadership.get(tp).cloned() else {
+        return Vec::new();
+    };
+    if !current.isr.contains(&replica.replica) && current.leader != replica.replica {
+        return Vec::new();
+    }
+    let leader = if current.leader == replica.replica {
+        NO_LEADER
+    } else {
+        current.leader
+    };
+    let isr = if current.isr.len() <= 1 {
+        current.isr.clone()
+    } else {
+        current
+            .isr
+            .iter()
+            .copied()
+            .filter(|&b| b != replica.replica)
+            .collect()
+    };
+    let state = LeaderIsrAndControllerEpoch {
+        leader,
+        leader_epoch: current.leader_epoch + 1,
+        isr,
+        controller_epoch: ctx.epoch,
+        zk_version: current.zk_version + 1,
+    };
+    ctx.leadership.insert(tp.clone(), state.clone());
+    let brokers: Vec<_> = ctx
+        .replicas(tp)
+        .iter()
+        .copied()
+        .filter(|&b| b != replica.replica && ctx.is_live(b))
+        .collect();
+    vec![
+        Effect::UpdatePartitionState {
+            tp: tp.clone(),
+            state,
+            expected_zk_version: current.zk_version,
+        },
+        Effect::LeaderAndIsr {
+            brokers,
+            tp: tp.clone(),
+            is_new: false,
+        },
+        Effect::UpdateMetadata {
+            brokers: ctx.live_broker_ids(),
+            partitions: vec![tp.clone()],
+        },
+    ]
 }
 
 #[cfg(test)]
@@ -208,6 +278,72 @@ mod tests {
         )
         .is_empty());
         assert_eq!(ctx.replica_state(&replica), NonExistent);
+    }
+
+    #[test]
+    fn offline_follower_leaves_the_isr() {
+        let mut ctx = ctx_with(&[0, 2], &[("t", &[&[0, 1, 2]])]);
+        let p0 = tp("t", 0);
+        let follower = r("t", 0, 1);
+        ctx.replica_states.insert(follower.clone(), Online);
+        ctx.leadership.insert(
+            p0.clone(),
+            LeaderIsrAndControllerEpoch {
+                leader: 0,
+                leader_epoch: 3,
+                isr: vec![0, 1, 2],
+                controller_epoch: 1,
+                zk_version: 5,
+            },
+        );
+        let effects = handle_state_changes(&mut ctx, std::slice::from_ref(&follower), Offline);
+        let state = LeaderIsrAndControllerEpoch {
+            leader: 0,
+            leader_epoch: 4,
+            isr: vec![0, 2],
+            controller_epoch: 1,
+            zk_version: 6,
+        };
+        assert_eq!(
+            effects,
+            vec![
+                Effect::UpdatePartitionState {
+                    tp: p0.clone(),
+                    state,
+                    expected_zk_version: 5
+                },
+                Effect::LeaderAndIsr {
+                    brokers: vec![0, 2],
+                    tp: p0.clone(),
+                    is_new: false
+                },
+                Effect::UpdateMetadata {
+                    brokers: vec![0, 2],
+                    partitions: vec![p0]
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn last_isr_member_stays_in_the_isr_without_leading() {
+        let mut ctx = ctx_with(&[], &[("t", &[&[1]])]);
+        let p0 = tp("t", 0);
+        let only = r("t", 0, 1);
+        ctx.replica_states.insert(only.clone(), Online);
+        ctx.leadership.insert(
+            p0.clone(),
+            LeaderIsrAndControllerEpoch {
+                leader: 1,
+                leader_epoch: 0,
+                isr: vec![1],
+                controller_epoch: 1,
+                zk_version: 0,
+            },
+        );
+        handle_state_changes(&mut ctx, std::slice::from_ref(&only), Offline);
+        assert_eq!(ctx.leadership[&p0].leader, NO_LEADER);
+        assert_eq!(ctx.leadership[&p0].isr, vec![1]);
     }
 
     #[test]
