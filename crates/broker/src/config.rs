@@ -550,6 +550,21 @@ mod tests {
     }
 
     #[test]
+    fn shipped_server_properties_is_valid_and_all_defaults() {
+        let text = include_str!("../../../config/server.properties");
+        let props = parse_properties(text);
+        assert!(props.is_empty(), "every key is commented out: {props:?}");
+        let uncommented: String = text
+            .lines()
+            .map(|l| l.strip_prefix('#').filter(|r| r.contains('=') && !r.starts_with(' ')).unwrap_or(""))
+            .filter(|l| !l.is_empty() && !l.starts_with("advertised.") && !l.starts_with("zookeeper.connect"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let config = BrokerConfig::from_properties(parse_properties(&uncommented), Path::new("./data")).unwrap();
+        assert_eq!(config.listener().bind_addr(), "127.0.0.1:9092");
+    }
+
+    #[test]
     fn bad_values_name_the_key() {
         for (o, key) in [
             ("num.partitions=0", "num.partitions"),
