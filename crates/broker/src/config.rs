@@ -556,11 +556,21 @@ mod tests {
         assert!(props.is_empty(), "every key is commented out: {props:?}");
         let uncommented: String = text
             .lines()
-            .map(|l| l.strip_prefix('#').filter(|r| r.contains('=') && !r.starts_with(' ')).unwrap_or(""))
-            .filter(|l| !l.is_empty() && !l.starts_with("advertised.") && !l.starts_with("zookeeper.connect"))
+            .map(|l| {
+                l.strip_prefix('#')
+                    .filter(|r| r.contains('=') && !r.starts_with(' '))
+                    .unwrap_or("")
+            })
+            .filter(|l| {
+                !l.is_empty()
+                    && !l.starts_with("advertised.")
+                    && !l.starts_with("zookeeper.connect")
+            })
             .collect::<Vec<_>>()
             .join("\n");
-        let config = BrokerConfig::from_properties(parse_properties(&uncommented), Path::new("./data")).unwrap();
+        let config =
+            BrokerConfig::from_properties(parse_properties(&uncommented), Path::new("./data"))
+                .unwrap();
         assert_eq!(config.listener().bind_addr(), "127.0.0.1:9092");
     }
 

@@ -174,6 +174,11 @@ impl Broker {
         &self.ctx.cluster_id
     }
 
+    /// The id of the broker's current store session (it changes after an expiry).
+    pub fn session_id(&self) -> i64 {
+        self.ctx.zk().session_id()
+    }
+
     /// Whether this broker is the active controller.
     pub fn is_controller(&self) -> bool {
         self.ctx.controller().is_active()

@@ -86,12 +86,11 @@ async fn unsupported_api_or_version_answers_an_error_and_keeps_the_connection() 
         roundtrip(&mut stream, ApiKey::FindCoordinator, 1, 1, &find).await;
     assert_eq!(response.error_code, 35);
     // Metadata v12 is past our v11.
-    let metadata = RequestKind::Metadata(
-        MetadataRequest::default()
-            .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
+    let metadata = RequestKind::Metadata(MetadataRequest::default().with_topics(Some(
+        vec![metadata_request::MetadataRequestTopic::default(
             )
-            .with_name(Some(TopicName(StrBytes::from_static_str("x"))))])),
-    );
+            .with_name(Some(TopicName(StrBytes::from_static_str("x"))))],
+    )));
     let response: MetadataResponse =
         roundtrip(&mut stream, ApiKey::Metadata, 12, 2, &metadata).await;
     assert_eq!(response.topics[0].error_code, 35);
@@ -185,14 +184,12 @@ async fn metadata_lists_self_cluster_id_and_refuses_bad_names() {
     )
     .await;
     let mut stream = TcpStream::connect(broker.local_addr()).await.unwrap();
-    let request = RequestKind::Metadata(
-        MetadataRequest::default().with_topics(Some(vec![
+    let request = RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![
             metadata_request::MetadataRequestTopic::default()
                 .with_name(Some(TopicName(StrBytes::from_static_str("missing")))),
             metadata_request::MetadataRequestTopic::default()
                 .with_name(Some(TopicName(StrBytes::from_static_str("bad/name")))),
-        ])),
-    );
+        ])));
     let response: MetadataResponse = roundtrip(&mut stream, ApiKey::Metadata, 9, 1, &request).await;
     assert_eq!(response.brokers.len(), 1);
     assert_eq!(response.brokers[0].node_id.0, 7);

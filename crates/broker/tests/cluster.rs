@@ -1,0 +1,207 @@
+//! Several brokers on one embedded store (as `gregor dev-cluster` runs them), the admin
+//! listener, and re-registration after a session expiry.
+
+mod common;
+
+use std::time::Duration;
+
+use broker::admin_http::AdminServer;
+use broker::MetadataStore;
+use client::Connection;
+use common::*;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).await.unwrap();
+    let status = text[9..12].parse().unwrap();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_brokers_share_a_store_and_replicate_topic_creation() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MetadataStore::from_config(&config(dir.path(), &[])).unwrap();
+    let mut brokers = Vec::new();
+    for (id, rack) in [(1000, "a"), (1001, "a"), (1002, "b")] {
+        let logs = dir.path().join(format!("broker-{id}/logs"));
+        let overrides = [
+            format!("broker.id={id}"),
+            format!("broker.rack={rack}"),
+            format!("log.dirs={}", logs.display()),
+        ];
+        let overrides: Vec<&str> = overrides.iter().map(String::as_str).collect();
+        brokers.push(start_on(store.clone(), dir.path(), &overrides).await);
+    }
+    eventually("one controller", || {
+        brokers.iter().filter(|b| b.is_controller()).count() == 1
+    })
+    .await;
+    let controller = brokers.iter().find(|b| b.is_controller()).unwrap();
+    let other = brokers.iter().find(|b| !b.is_controller()).unwrap();
+
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(name("spread"))
+            .with_num_partitions(3)
+            .with_replication_factor(3)]);
+    let mut to_other = Connection::connect(&other.local_addr().to_string(), "t")
+        .await
+        .unwrap();
+    let refused = to_other.send(request.clone()).await.unwrap();
+    assert_eq!(refused.topics[0].error_code, 41, "NOT_CONTROLLER");
+    let mut to_controller = Connection::connect(&controller.local_addr().to_string(), "t")
+        .await
+        .unwrap();
+    assert_eq!(
+        to_controller.send(request).await.unwrap().topics[0].error_code,
+        0
+    );
+
+    for id in [1000, 1001, 1002] {
+        let logs = dir.path().join(format!("broker-{id}/logs"));
+        eventually("every broker holds every partition", || {
+            (0..3).all(|p| {
+                logs.join(format!("spread-{p}"))
+                    .join("partition.metadata")
+                    .exists()
+            })
+        })
+        .await;
+    }
+    // Every broker's metadata cache learns the topic, the live brokers and their racks.
+    let metadata = MetadataRequest::default().with_topics(None);
+    let mut response = to_other.send(metadata.clone()).await.unwrap();
+    for _ in 0..200 {
+        if response.topics.len() == 1 && response.brokers.len() == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        response = to_other.send(metadata.clone()).await.unwrap();
+    }
+    assert_eq!(response.brokers.len(), 3);
+    assert_eq!(response.controller_id.0, controller.broker_id());
+    let racks: Vec<Option<String>> = response
+        .brokers
+        .iter()
+        .map(|b| b.rack.as_ref().map(|r| r.to_string()))
+        .collect();
+    assert!(racks.contains(&Some("b".to_string())));
+    assert_eq!(response.topics[0].partitions.len(), 3);
+    assert!(response.topics[0]
+        .partitions
+        .iter()
+        .all(|p| p.replica_nodes.len() == 3 && p.error_code == 0));
+
+    let cluster = to_other
+        .send(DescribeClusterRequest::default())
+        .await
+        .unwrap();
+    assert_eq!(cluster.brokers.len(), 3);
+    assert_eq!(cluster.controller_id.0, controller.broker_id());
+
+    // The admin listener over the whole cluster.
+    let admin = AdminServer::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        brokers.iter().map(|b| b.admin_view()).collect(),
+    )
+    .await
+    .unwrap();
+    let (status, body) = http_get(admin.local_addr(), "/v1/health").await;
+    assert_eq!((status, body.as_str()), (200, "ok\n"));
+    let (status, body) = http_get(admin.local_addr(), "/v1/meta/brokers/topics/spread").await;
+    assert_eq!(status, 200);
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(json["path"], "/brokers/topics/spread");
+    assert_eq!(json["data"]["version"], 3);
+    assert_eq!(json["data"]["partitions"]["0"].as_array().unwrap().len(), 3);
+    assert_eq!(json["children"], serde_json::json!(["partitions"]));
+    assert_eq!(json["stat"]["version"], 0);
+    let (status, body) = http_get(admin.local_addr(), "/v1/meta/brokers/ids/1002").await;
+    assert_eq!(status, 200);
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(json["data"]["rack"], "b");
+    assert_ne!(json["stat"]["ephemeral_owner"], 0);
+    let (status, _) = http_get(admin.local_addr(), "/v1/meta/no/such/node").await;
+    assert_eq!(status, 404);
+    let (status, body) = http_get(admin.local_addr(), "/metrics").await;
+    assert_eq!(status, 200);
+    assert!(
+        body.contains("gregor_partitions{broker=\"1001\"} 3"),
+        "{body}"
+    );
+    assert!(
+        body.contains(&format!(
+            "gregor_is_controller{{broker=\"{}\"}} 1",
+            controller.broker_id()
+        )),
+        "{body}"
+    );
+    assert!(body.contains("api=\"CreateTopics\""), "{body}");
+    admin.shutdown().await;
+
+    for broker in brokers {
+        broker.shutdown().await;
+    }
+    store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broker_registers_again_after_session_expiry() {
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, store) = start_broker_and_store(dir.path(), &["broker.id=3"]).await;
+    eventually("controller", || broker.is_controller()).await;
+    let MetadataStore::Embedded(embedded) = &store else {
+        unreachable!("the tests use the embedded store")
+    };
+    let first_session = broker.session_id();
+    embedded.expire_session(first_session);
+    eventually("a new session", || broker.session_id() != first_session).await;
+    eventually("controller again", || broker.is_controller()).await;
+    let admin = AdminServer::bind("127.0.0.1:0".parse().unwrap(), vec![broker.admin_view()])
+        .await
+        .unwrap();
+    let (status, body) = http_get(admin.local_addr(), "/v1/meta/brokers/ids/3").await;
+    assert_eq!(status, 200);
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(json["stat"]["ephemeral_owner"], broker.session_id());
+    assert_eq!(json["data"]["port"], broker.local_addr().port());
+    admin.shutdown().await;
+
+    let mut conn = Connection::connect(&broker.local_addr().to_string(), "t")
+        .await
+        .unwrap();
+    let response = conn
+        .send(
+            CreateTopicsRequest::default()
+                .with_timeout_ms(10_000)
+                .with_topics(vec![CreatableTopic::default()
+                    .with_name(name("after-expiry"))
+                    .with_num_partitions(1)
+                    .with_replication_factor(1)]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.topics[0].error_code, 0);
+    let logs = dir.path().join("logs");
+    eventually("log created", || logs.join("after-expiry-0").exists()).await;
+    broker.shutdown().await;
+    store.close().await;
+}
