@@ -6,8 +6,8 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 use crate::embedded::EmbeddedClient;
-use crate::zookeeper::ZkClient;
 use crate::path::{join, parent_and_name, validate_path};
+use crate::zookeeper::ZkClient;
 use crate::{CreateMode, Error, Event, Op, OpResult, Result, Stat};
 
 /// How many times the recursive helpers retry when a concurrent writer races them.
@@ -21,7 +21,7 @@ pub struct Client {
 
 enum Backend {
     Embedded(EmbeddedClient),
-    ZooKeeper(ZkClient),
+    ZooKeeper(Box<ZkClient>),
 }
 
 impl fmt::Debug for Client {
@@ -35,11 +35,15 @@ impl fmt::Debug for Client {
 
 impl Client {
     pub(crate) fn from_embedded(client: EmbeddedClient) -> Client {
-        Client { inner: Arc::new(Backend::Embedded(client)) }
+        Client {
+            inner: Arc::new(Backend::Embedded(client)),
+        }
     }
 
     pub(crate) fn from_zookeeper(client: ZkClient) -> Client {
-        Client { inner: Arc::new(Backend::ZooKeeper(client)) }
+        Client {
+            inner: Arc::new(Backend::ZooKeeper(Box::new(client))),
+        }
     }
 
     /// Creates a node and returns its path (with the sequence suffix for sequential modes).
@@ -228,15 +232,22 @@ impl Client {
         match &*self.inner {
             Backend::Embedded(c) => {
                 let mut results = c.write(vec![op], true).await?;
-                results.pop().ok_or_else(|| Error::Backend("a write returned no result".into()))
+                results
+                    .pop()
+                    .ok_or_else(|| Error::Backend("a write returned no result".into()))
             }
             Backend::ZooKeeper(c) => match op {
                 Op::Create { path, data, mode } => {
                     c.create(&path, &data, mode).await.map(OpResult::Created)
                 }
-                Op::SetData { path, data, version } => {
-                    c.set_data(&path, &data, version).await.map(OpResult::SetData)
-                }
+                Op::SetData {
+                    path,
+                    data,
+                    version,
+                } => c
+                    .set_data(&path, &data, version)
+                    .await
+                    .map(OpResult::SetData),
                 Op::Delete { path, version } => {
                     c.delete(&path, version).await.map(|()| OpResult::Deleted)
                 }

@@ -295,7 +295,11 @@ impl EmbeddedClient {
     /// Expires this session and waits until it is over.
     pub async fn expire(&self) {
         let (reply, done) = oneshot::channel();
-        let request = Request::EndSession { session: self.session.id, expired: true, reply: Some(reply) };
+        let request = Request::EndSession {
+            session: self.session.id,
+            expired: true,
+            reply: Some(reply),
+        };
         if self.requests.send(request).await.is_ok() {
             let _ = done.await;
         }

@@ -32,19 +32,14 @@ impl Watches {
         table.entry(path.to_string()).or_default().insert(session);
     }
 
-    /// Takes back one registration (a read that registered it failed).
-    pub fn remove(&mut self, kind: WatchKind, path: &str, session: i64) {
+    /// Whether `session` has a watch of `kind` at `path`.
+    pub fn contains(&self, kind: WatchKind, path: &str, session: i64) -> bool {
         let table = match kind {
-            WatchKind::Data => &mut self.data,
-            WatchKind::Exist => &mut self.exist,
-            WatchKind::Child => &mut self.child,
+            WatchKind::Data => &self.data,
+            WatchKind::Exist => &self.exist,
+            WatchKind::Child => &self.child,
         };
-        if let Some(set) = table.get_mut(path) {
-            set.remove(&session);
-            if set.is_empty() {
-                table.remove(path);
-            }
-        }
+        table.get(path).is_some_and(|set| set.contains(&session))
     }
 
     /// Removes the watches a change triggers and returns the sessions to tell, each once.
@@ -84,9 +79,11 @@ impl Watches {
     /// Every registered watch, for a conservative replay after a reconnection.
     pub fn drain_all(&mut self) -> Vec<(WatchKind, String)> {
         let mut all = Vec::new();
-        for (kind, table) in
-            [(WatchKind::Data, &mut self.data), (WatchKind::Exist, &mut self.exist), (WatchKind::Child, &mut self.child)]
-        {
+        for (kind, table) in [
+            (WatchKind::Data, &mut self.data),
+            (WatchKind::Exist, &mut self.exist),
+            (WatchKind::Child, &mut self.child),
+        ] {
             let mut paths: Vec<String> = table.drain().map(|(path, _)| path).collect();
             paths.sort_unstable();
             all.extend(paths.into_iter().map(|path| (kind, path)));

@@ -13,11 +13,14 @@
 //!
 //! - Every event on a client's [`Events`](crate::Events) stream is in ZooKeeper's commit order,
 //!   across all paths and kinds, and session events are in place in that stream.
-//! - A watch is registered just BEFORE its read is sent (the stream is first drained, so
-//!   changes already received never fire it). A change that raced the read (committed after
-//!   the request was sent but reflected in its answer) may therefore fire the watch once
-//!   although the read already saw it: a watch never misses a change made after its read,
-//!   but may fire early. Re-read on every event (as Kafka's handlers do) and this is harmless.
+//! - A read with `watch: true` registers its watch after the read, then reads the node's
+//!   stat once more (see `ZkClient::arm`): a change between the two reads that the stream
+//!   had already passed fires the watch at once, with the kind the stats show. So a watch
+//!   never misses a change made after its read and never fires for a change the read saw.
+//!   Only in that race is the event placed a little late in the stream (after changes
+//!   received meanwhile). The cost is one extra round trip per watching read.
+//! - An exists watch on a missing node that is created and deleted again between the two
+//!   reads is not fired (the stats agree); ZooKeeper would fire `NodeCreated`.
 //! - After a reconnection (`Session(Disconnected)` then `Session(Connected)`), ZooKeeper does
 //!   not resend persistent-watch events missed while disconnected (ZOOKEEPER-4698), so every
 //!   registered watch is fired once (`NodeDataChanged` for data and exists watches,
@@ -48,6 +51,8 @@ const READ_ATTEMPTS: u32 = 5;
 const READ_RETRY_BACKOFF: Duration = Duration::from_millis(200);
 /// How long [`ZkClient::close`] waits for ZooKeeper to confirm the session's end.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Session and connection timeout of the second connection that expires a session.
+const EXPIRE_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Connects to ZooKeeper. `connect` is `host:port[,host:port...][/chroot]`; the chroot is
 /// created (persistent, empty, with its parents) if missing, as Kafka does.
@@ -132,35 +137,50 @@ impl ZkClient {
         validate_path(path)?;
         let client = self.client()?;
         let options = zk_mode(mode).with_acls(zk::Acls::anyone_all());
-        let (_, sequence) =
-            client.create(path, data, &options).await.map_err(|err| map_error(err, path))?;
-        Ok(if mode.is_sequential() { format!("{path}{sequence}") } else { path.to_string() })
+        let (_, sequence) = client
+            .create(path, data, &options)
+            .await
+            .map_err(|err| map_error(err, path))?;
+        Ok(if mode.is_sequential() {
+            format!("{path}{sequence}")
+        } else {
+            path.to_string()
+        })
     }
 
     pub async fn get_data(&self, path: &str, watch: bool) -> Result<(Vec<u8>, Stat)> {
         validate_path(path)?;
-        self.with_watch(watch.then_some(WatchKind::Data), path, |client| async move {
-            client.get_data(path).await.map(|(data, stat)| (data, convert_stat(&stat)))
-        })
-        .await
+        let (data, stat) = self
+            .retry_read(path, |c| async move { c.get_data(path).await })
+            .await?;
+        if watch {
+            self.arm(WatchKind::Data, path, Some(stat)).await;
+        }
+        Ok((data, convert_stat(&stat)))
     }
 
     pub async fn exists(&self, path: &str, watch: bool) -> Result<Option<Stat>> {
         validate_path(path)?;
-        // An exists watch fires on create, data change and delete, whichever state the node
-        // is in, which is what the exist table does.
-        self.with_watch(watch.then_some(WatchKind::Exist), path, |client| async move {
-            client.check_stat(path).await.map(|stat| stat.as_ref().map(convert_stat))
-        })
-        .await
+        let stat = self
+            .retry_read(path, |c| async move { c.check_stat(path).await })
+            .await?;
+        if watch {
+            // An exists watch fires on create, data change and delete, whichever state the
+            // node is in, which is what the exist table does.
+            self.arm(WatchKind::Exist, path, stat).await;
+        }
+        Ok(stat.as_ref().map(convert_stat))
     }
 
     pub async fn get_children(&self, path: &str, watch: bool) -> Result<Vec<String>> {
         validate_path(path)?;
-        self.with_watch(watch.then_some(WatchKind::Child), path, |client| async move {
-            client.list_children(path).await
-        })
-        .await
+        let (children, stat) = self
+            .retry_read(path, |c| async move { c.get_children(path).await })
+            .await?;
+        if watch {
+            self.arm(WatchKind::Child, path, Some(stat)).await;
+        }
+        Ok(children)
     }
 
     pub async fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> Result<Stat> {
@@ -176,10 +196,15 @@ impl ZkClient {
     pub async fn delete(&self, path: &str, version: Option<i32>) -> Result<()> {
         validate_path(path)?;
         if path == "/" {
-            return Err(Error::BadArguments("the root node cannot be deleted".to_string()));
+            return Err(Error::BadArguments(
+                "the root node cannot be deleted".to_string(),
+            ));
         }
         let client = self.client()?;
-        client.delete(path, version).await.map_err(|err| map_version_error(err, path, version))
+        client
+            .delete(path, version)
+            .await
+            .map_err(|err| map_version_error(err, path, version))
     }
 
     pub async fn multi(&self, ops: Vec<Op>) -> Result<Vec<OpResult>> {
@@ -190,10 +215,16 @@ impl ZkClient {
         let mut writer = client.new_multi_writer();
         for op in &ops {
             let added = match op {
-                Op::Create { path, data, mode } => {
-                    writer.add_create(path, data, &zk_mode(*mode).with_acls(zk::Acls::anyone_all()))
-                }
-                Op::SetData { path, data, version } => writer.add_set_data(path, data, *version),
+                Op::Create { path, data, mode } => writer.add_create(
+                    path,
+                    data,
+                    &zk_mode(*mode).with_acls(zk::Acls::anyone_all()),
+                ),
+                Op::SetData {
+                    path,
+                    data,
+                    version,
+                } => writer.add_set_data(path, data, *version),
                 Op::Delete { path, version } => writer.add_delete(path, *version),
                 Op::Check { path, version } => writer.add_check_version(path, *version),
             };
@@ -203,7 +234,10 @@ impl ZkClient {
             zk::MultiWriteError::RequestFailed { source } => map_error(source, "(multi)"),
             zk::MultiWriteError::OperationFailed { index, source } => {
                 let op = &ops[index.min(ops.len() - 1)];
-                Error::Multi { index, source: Box::new(map_version_error(source, op_path(op), op_version(op))) }
+                Error::Multi {
+                    index,
+                    source: Box::new(map_version_error(source, op_path(op), op_version(op))),
+                }
             }
         })?;
         results
@@ -212,7 +246,9 @@ impl ZkClient {
                 zk::MultiWriteResult::Check => Ok(OpResult::Checked),
                 zk::MultiWriteResult::Delete => Ok(OpResult::Deleted),
                 zk::MultiWriteResult::Create { path, .. } => Ok(OpResult::Created(path)),
-                zk::MultiWriteResult::SetData { stat } => Ok(OpResult::SetData(convert_stat(&stat))),
+                zk::MultiWriteResult::SetData { stat } => {
+                    Ok(OpResult::SetData(convert_stat(&stat)))
+                }
                 other => Err(Error::Backend(format!("unexpected multi result {other:?}"))),
             })
             .collect()
@@ -234,32 +270,55 @@ impl ZkClient {
     /// connection joins the same session (id and password) and closes it; this client then
     /// learns on its next contact that its session expired.
     pub async fn expire_session(&self) -> Result<()> {
-        let other = zk::Client::connector()
-            .with_session(self.session.clone())
-            .with_session_timeout(self.session_timeout)
-            .connect(&self.hosts)
-            .await
-            .map_err(|err| map_error(err, "/"))?;
-        drop(other);
-        Ok(())
+        // The joining connection only has to live long enough to close the session; give it a
+        // roomy timeout so a busy machine does not fail the handshake.
+        let timeout = self.session_timeout.max(EXPIRE_CONNECT_TIMEOUT);
+        let mut attempt = 1;
+        loop {
+            let joined = zk::Client::connector()
+                .with_session(self.session.clone())
+                .with_session_timeout(timeout)
+                .with_connection_timeout(timeout)
+                .connect(&self.hosts)
+                .await;
+            match joined {
+                Ok(other) => {
+                    drop(other);
+                    return Ok(());
+                }
+                // Already gone: as good as expired.
+                Err(zk::Error::SessionExpired) => return Ok(()),
+                Err(zk::Error::Timeout) if attempt < READ_ATTEMPTS => attempt += 1,
+                Err(err) => return Err(map_error(err, "/")),
+            }
+        }
     }
 
-    /// Registers `watch` (if any) and then runs the idempotent read `read`, retrying it when
-    /// the connection is lost. A read that fails with `NoNode` leaves no data or child watch.
-    async fn with_watch<'a, T, F, Fut>(&'a self, watch: Option<WatchKind>, path: &'a str, read: F) -> Result<T>
-    where
-        F: Fn(zk::Client) -> Fut,
-        Fut: Future<Output = std::result::Result<T, zk::Error>>,
-    {
-        if let Some(kind) = watch {
-            lock(&self.state).register(kind, path);
+    /// Registers a one-shot watch for a read that returned `before`, without missing a
+    /// change made after that read and without firing for one it already saw.
+    ///
+    /// The stream may be ahead of or behind the read's answer, so the watch is registered
+    /// (after handling every change already received) and the node is read again. Nothing
+    /// received before the registration can come after the second read's answer, and every
+    /// change after the registration fires the watch. So if the two reads agree, no change
+    /// was missed; if they differ and the watch has not fired yet, the change was handled
+    /// before the registration, and the watch fires now with the kind the difference shows.
+    async fn arm(&self, kind: WatchKind, path: &str, before: Option<zk::Stat>) {
+        lock(&self.state).register(kind, path);
+        let after = self
+            .retry_read(path, |c| async move { c.check_stat(path).await })
+            .await;
+        let mut state = lock(&self.state);
+        state.drain();
+        match after {
+            Ok(after) => {
+                if let Some(change) = missed_change(kind, before.as_ref(), after.as_ref()) {
+                    state.fire_registered(kind, path, change);
+                }
+            }
+            // The session ends or reconnects; both fire or drop every watch.
+            Err(err) => tracing::debug!(%path, error = %err, "could not verify a new watch"),
         }
-        let result = self.retry_read(path, read).await;
-        if let (Some(kind @ (WatchKind::Data | WatchKind::Child)), Err(Error::NoNode(_))) = (watch, &result) {
-            // ZooKeeper sets no data or child watch on a missing node.
-            lock(&self.state).unregister(kind, path);
-        }
-        result
     }
 
     async fn retry_read<T, F, Fut>(&self, path: &str, read: F) -> Result<T>
@@ -302,22 +361,35 @@ struct WatchState {
 
 impl WatchState {
     fn register(&mut self, kind: WatchKind, path: &str) {
-        // Changes already received precede the read: handle them before registering.
-        let waker = self.forwarder_waker.clone().unwrap_or_else(|| Waker::noop().clone());
-        let _ = self.poll_raw(&mut Context::from_waker(&waker));
+        self.drain();
         if self.events.is_some() {
             self.watches.add(kind, path, 0);
         }
     }
 
-    fn unregister(&mut self, kind: WatchKind, path: &str) {
-        self.watches.remove(kind, path, 0);
+    /// Handles every change already received. It polls with the forwarder's waker so that
+    /// the forwarder stays the task that new changes wake.
+    fn drain(&mut self) {
+        let waker = self
+            .forwarder_waker
+            .clone()
+            .unwrap_or_else(|| Waker::noop().clone());
+        let _ = self.poll_raw(&mut Context::from_waker(&waker));
+    }
+
+    /// Fires `change` at `path` if the watch `kind` there is still registered.
+    fn fire_registered(&mut self, kind: WatchKind, path: &str, change: WatchedEventKind) {
+        if self.watches.contains(kind, path, 0) {
+            self.fire(change, path);
+        }
     }
 
     /// Handles every queued raw event; `Ready` once the session is over.
     fn poll_raw(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         loop {
-            let Some(raw) = self.raw.as_mut() else { return Poll::Ready(()) };
+            let Some(raw) = self.raw.as_mut() else {
+                return Poll::Ready(());
+            };
             let event = {
                 let changed = pin!(raw.changed());
                 match changed.poll(cx) {
@@ -339,7 +411,11 @@ impl WatchState {
             zk::EventType::NodeChildrenChanged => return,
         };
         self.fire(kind, &event.path);
-        if matches!(kind, WatchedEventKind::NodeCreated | WatchedEventKind::NodeDeleted) && event.path != "/" {
+        if matches!(
+            kind,
+            WatchedEventKind::NodeCreated | WatchedEventKind::NodeDeleted
+        ) && event.path != "/"
+        {
             let (parent, _) = parent_and_name(&event.path);
             let parent = parent.to_string();
             self.fire(WatchedEventKind::NodeChildrenChanged, &parent);
@@ -364,7 +440,9 @@ impl WatchState {
                     }
                 }
             }
-            zk::SessionState::Expired | zk::SessionState::AuthFailed => self.end(SessionState::Expired),
+            zk::SessionState::Expired | zk::SessionState::AuthFailed => {
+                self.end(SessionState::Expired)
+            }
             zk::SessionState::Closed => self.end(SessionState::Closed),
         }
     }
@@ -378,7 +456,10 @@ impl WatchState {
 
     fn fire(&mut self, kind: WatchedEventKind, path: &str) {
         if !self.watches.trigger(kind, path).is_empty() {
-            self.deliver(Event::Watch(WatchedEvent { kind, path: path.to_string() }));
+            self.deliver(Event::Watch(WatchedEvent {
+                kind,
+                path: path.to_string(),
+            }));
         }
     }
 
@@ -390,13 +471,37 @@ impl WatchState {
     }
 }
 
+/// What changed between two reads of a node, as the event the watch `kind` would have fired.
+fn missed_change(
+    kind: WatchKind,
+    before: Option<&zk::Stat>,
+    after: Option<&zk::Stat>,
+) -> Option<WatchedEventKind> {
+    match (before, after) {
+        (None, None) => None,
+        (None, Some(_)) => Some(WatchedEventKind::NodeCreated),
+        (Some(_), None) => Some(WatchedEventKind::NodeDeleted),
+        (Some(b), Some(a)) if a.czxid != b.czxid => Some(WatchedEventKind::NodeDeleted),
+        (Some(b), Some(a)) => match kind {
+            WatchKind::Data | WatchKind::Exist => {
+                (a.mzxid != b.mzxid).then_some(WatchedEventKind::NodeDataChanged)
+            }
+            WatchKind::Child => {
+                (a.pzxid != b.pzxid).then_some(WatchedEventKind::NodeChildrenChanged)
+            }
+        },
+    }
+}
+
 fn parse_connect(connect: &str) -> Result<(&str, Option<&str>)> {
     let (hosts, chroot) = match connect.find('/') {
         Some(i) => (&connect[..i], Some(&connect[i..])),
         None => (connect, None),
     };
     if hosts.is_empty() {
-        return Err(Error::BadArguments(format!("no ZooKeeper host in {connect:?}")));
+        return Err(Error::BadArguments(format!(
+            "no ZooKeeper host in {connect:?}"
+        )));
     }
     match chroot {
         None | Some("/") => Ok((hosts, None)),
@@ -411,7 +516,9 @@ async fn create_chroot(client: &zk::Client, chroot: &str) -> Result<()> {
     let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
     let mut end = 0;
     while end < chroot.len() {
-        end = chroot[end + 1..].find('/').map_or(chroot.len(), |i| end + 1 + i);
+        end = chroot[end + 1..]
+            .find('/')
+            .map_or(chroot.len(), |i| end + 1 + i);
         let ancestor = &chroot[..end];
         match client.create(ancestor, &[], &options).await {
             Ok(_) | Err(zk::Error::NodeExists) => {}
@@ -447,9 +554,10 @@ fn convert_stat(stat: &zk::Stat) -> Stat {
 
 fn op_path(op: &Op) -> &str {
     match op {
-        Op::Create { path, .. } | Op::SetData { path, .. } | Op::Delete { path, .. } | Op::Check { path, .. } => {
-            path
-        }
+        Op::Create { path, .. }
+        | Op::SetData { path, .. }
+        | Op::Delete { path, .. }
+        | Op::Check { path, .. } => path,
     }
 }
 
@@ -463,7 +571,10 @@ fn op_version(op: &Op) -> Option<i32> {
 
 fn map_version_error(err: zk::Error, path: &str, version: Option<i32>) -> Error {
     match (err, version) {
-        (zk::Error::BadVersion, Some(expected)) => Error::BadVersion { path: path.to_string(), expected },
+        (zk::Error::BadVersion, Some(expected)) => Error::BadVersion {
+            path: path.to_string(),
+            expected,
+        },
         (err, _) => map_error(err, path),
     }
 }
@@ -472,7 +583,10 @@ fn map_error(err: zk::Error, path: &str) -> Error {
     match err {
         zk::Error::NoNode => Error::NoNode(path.to_string()),
         zk::Error::NodeExists => Error::NodeExists(path.to_string()),
-        zk::Error::BadVersion => Error::BadVersion { path: path.to_string(), expected: -1 },
+        zk::Error::BadVersion => Error::BadVersion {
+            path: path.to_string(),
+            expected: -1,
+        },
         zk::Error::NotEmpty => Error::NotEmpty(path.to_string()),
         zk::Error::NoChildrenForEphemerals => Error::NoChildrenForEphemerals(path.to_string()),
         zk::Error::BadArguments(why) => Error::BadArguments(format!("{path}: {why}")),
@@ -491,7 +605,9 @@ fn connect_error(connect: &str, err: &zk::Error) -> Error {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]
@@ -502,7 +618,10 @@ mod tests {
     fn connect_strings() {
         assert_eq!(parse_connect("h:1").unwrap(), ("h:1", None));
         assert_eq!(parse_connect("h:1,g:2/").unwrap(), ("h:1,g:2", None));
-        assert_eq!(parse_connect("h:1,g:2/a/b").unwrap(), ("h:1,g:2", Some("/a/b")));
+        assert_eq!(
+            parse_connect("h:1,g:2/a/b").unwrap(),
+            ("h:1,g:2", Some("/a/b"))
+        );
         assert!(parse_connect("/a").is_err());
         assert!(parse_connect("h:1/a/").is_err());
     }

@@ -21,8 +21,13 @@ const QUIET_PERIOD: Duration = Duration::from_millis(300);
 
 /// A fresh, empty store for one test case.
 enum Backend {
-    Embedded { store: EmbeddedStore, _dir: tempfile::TempDir },
-    ZooKeeper { connect: String },
+    Embedded {
+        store: EmbeddedStore,
+        _dir: tempfile::TempDir,
+    },
+    ZooKeeper {
+        connect: String,
+    },
 }
 
 impl Backend {
@@ -45,8 +50,14 @@ impl Backend {
                  to skip them in a quick local run."
             );
         };
-        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
-        let connect = format!("{hosts}/gregor-conformance/{case}-{}-{nanos}", std::process::id());
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let connect = format!(
+            "{hosts}/gregor-conformance/{case}-{}-{nanos}",
+            std::process::id()
+        );
         Some(Backend::ZooKeeper { connect })
     }
 
@@ -57,9 +68,9 @@ impl Backend {
     async fn connect_with(&self, opts: SessionOptions) -> (Client, Events) {
         match self {
             Backend::Embedded { store, .. } => store.connect(opts),
-            Backend::ZooKeeper { connect } => {
-                connect_zookeeper(connect, opts).await.expect("connect to ZooKeeper")
-            }
+            Backend::ZooKeeper { connect } => connect_zookeeper(connect, opts)
+                .await
+                .expect("connect to ZooKeeper"),
         }
     }
 }
@@ -88,7 +99,9 @@ async fn expect_session_end(events: &mut Events, end: SessionState) {
             Err(_) => panic!("no {end:?} within {EVENT_TIMEOUT:?}"),
         }
     }
-    let rest = tokio::time::timeout(EVENT_TIMEOUT, events.recv()).await.expect("stream ends");
+    let rest = tokio::time::timeout(EVENT_TIMEOUT, events.recv())
+        .await
+        .expect("stream ends");
     assert_eq!(rest, None, "nothing may follow {end:?}");
 }
 
@@ -99,7 +112,10 @@ async fn expect_quiet(events: &mut Events) {
 }
 
 fn watch(kind: WatchedEventKind, path: &str) -> WatchedEvent {
-    WatchedEvent { kind, path: path.to_string() }
+    WatchedEvent {
+        kind,
+        path: path.to_string(),
+    }
 }
 
 const P: CreateMode = CreateMode::Persistent;
@@ -113,10 +129,19 @@ mod cases {
         let stat = c.set_data("/v", b"b", Some(0)).await.unwrap();
         assert_eq!(stat.version, 1);
         let err = c.set_data("/v", b"c", Some(0)).await.unwrap_err();
-        assert_eq!(err, Error::BadVersion { path: "/v".into(), expected: 0 });
+        assert_eq!(
+            err,
+            Error::BadVersion {
+                path: "/v".into(),
+                expected: 0
+            }
+        );
         assert_eq!(c.get_data("/v", false).await.unwrap().0, b"b");
         let err = c.delete("/v", Some(0)).await.unwrap_err();
-        assert!(matches!(err, Error::BadVersion { expected: 0, .. }), "{err:?}");
+        assert!(
+            matches!(err, Error::BadVersion { expected: 0, .. }),
+            "{err:?}"
+        );
         assert_eq!(c.set_data("/v", b"d", None).await.unwrap().version, 2);
         c.delete("/v", Some(2)).await.unwrap();
         assert_eq!(c.exists("/v", false).await.unwrap(), None);
@@ -124,15 +149,36 @@ mod cases {
 
     pub async fn typed_errors(b: &Backend) {
         let (c, _events) = b.connect().await;
-        assert_eq!(c.get_data("/missing", false).await.unwrap_err(), Error::NoNode("/missing".into()));
-        assert_eq!(c.get_children("/missing", false).await.unwrap_err(), Error::NoNode("/missing".into()));
-        assert!(matches!(c.set_data("/missing", b"", None).await, Err(Error::NoNode(_))));
-        assert!(matches!(c.delete("/missing", None).await, Err(Error::NoNode(_))));
-        assert!(matches!(c.create("/missing/child", b"", P).await, Err(Error::NoNode(_))));
+        assert_eq!(
+            c.get_data("/missing", false).await.unwrap_err(),
+            Error::NoNode("/missing".into())
+        );
+        assert_eq!(
+            c.get_children("/missing", false).await.unwrap_err(),
+            Error::NoNode("/missing".into())
+        );
+        assert!(matches!(
+            c.set_data("/missing", b"", None).await,
+            Err(Error::NoNode(_))
+        ));
+        assert!(matches!(
+            c.delete("/missing", None).await,
+            Err(Error::NoNode(_))
+        ));
+        assert!(matches!(
+            c.create("/missing/child", b"", P).await,
+            Err(Error::NoNode(_))
+        ));
         c.create("/e", b"", P).await.unwrap();
-        assert_eq!(c.create("/e", b"", P).await.unwrap_err(), Error::NodeExists("/e".into()));
+        assert_eq!(
+            c.create("/e", b"", P).await.unwrap_err(),
+            Error::NodeExists("/e".into())
+        );
         c.create("/e/child", b"", P).await.unwrap();
-        assert_eq!(c.delete("/e", None).await.unwrap_err(), Error::NotEmpty("/e".into()));
+        assert_eq!(
+            c.delete("/e", None).await.unwrap_err(),
+            Error::NotEmpty("/e".into())
+        );
         for bad in ["e", "/e/", "//e", "/e//child", "/e/./child", "/e/.."] {
             let err = c.get_data(bad, false).await.unwrap_err();
             assert!(matches!(err, Error::BadArguments(_)), "{bad:?}: {err:?}");
@@ -148,7 +194,10 @@ mod cases {
         let (_, s) = c.get_data("/s", false).await.unwrap();
         assert!(s.czxid > 0);
         assert_eq!((s.mzxid, s.pzxid), (s.czxid, s.czxid));
-        assert_eq!((s.version, s.cversion, s.num_children, s.data_length), (0, 0, 0, 5));
+        assert_eq!(
+            (s.version, s.cversion, s.num_children, s.data_length),
+            (0, 0, 0, 5)
+        );
         assert_eq!(s.ephemeral_owner, 0);
         assert!(s.ctime > 1_600_000_000_000 && s.mtime == s.ctime, "{s:?}");
 
@@ -156,13 +205,23 @@ mod cases {
         let (_, child) = c.get_data("/s/child", false).await.unwrap();
         let (_, parent) = c.get_data("/s", false).await.unwrap();
         assert!(child.czxid > s.czxid);
-        assert_eq!(parent.pzxid, child.czxid, "a child create sets the parent's pzxid");
+        assert_eq!(
+            parent.pzxid, child.czxid,
+            "a child create sets the parent's pzxid"
+        );
         assert_eq!((parent.cversion, parent.num_children), (1, 1));
-        assert_eq!((parent.mzxid, parent.version), (s.mzxid, 0), "data untouched");
+        assert_eq!(
+            (parent.mzxid, parent.version),
+            (s.mzxid, 0),
+            "data untouched"
+        );
 
         let set = c.set_data("/s", b"xy", Some(0)).await.unwrap();
         assert!(set.mzxid > child.czxid);
-        assert_eq!((set.czxid, set.version, set.data_length, set.num_children), (s.czxid, 1, 2, 1));
+        assert_eq!(
+            (set.czxid, set.version, set.data_length, set.num_children),
+            (s.czxid, 1, 2, 1)
+        );
         assert_eq!(c.exists("/s", false).await.unwrap(), Some(set));
 
         c.delete("/s/child", None).await.unwrap();
@@ -170,7 +229,10 @@ mod cases {
         assert!(after.pzxid > set.mzxid);
         assert_eq!((after.cversion, after.num_children), (2, 0));
 
-        let path = c.create("/s/eph", b"", CreateMode::Ephemeral).await.unwrap();
+        let path = c
+            .create("/s/eph", b"", CreateMode::Ephemeral)
+            .await
+            .unwrap();
         let (_, eph) = c.get_data(&path, false).await.unwrap();
         assert_eq!(eph.ephemeral_owner, c.session_id());
         assert_ne!(c.session_id(), 0);
@@ -181,12 +243,21 @@ mod cases {
         c.create("/q", b"", P).await.unwrap();
         c.create("/r", b"", P).await.unwrap();
         let seq = CreateMode::PersistentSequential;
-        assert_eq!(c.create("/q/job-", b"", seq).await.unwrap(), "/q/job-0000000000");
-        assert_eq!(c.create("/q/job-", b"", seq).await.unwrap(), "/q/job-0000000001");
+        assert_eq!(
+            c.create("/q/job-", b"", seq).await.unwrap(),
+            "/q/job-0000000000"
+        );
+        assert_eq!(
+            c.create("/q/job-", b"", seq).await.unwrap(),
+            "/q/job-0000000001"
+        );
         // The counter counts every child created under the parent, whatever its name.
         c.create("/q/plain", b"", P).await.unwrap();
         let eph = CreateMode::EphemeralSequential;
-        assert_eq!(c.create("/q/lock-", b"", eph).await.unwrap(), "/q/lock-0000000003");
+        assert_eq!(
+            c.create("/q/lock-", b"", eph).await.unwrap(),
+            "/q/lock-0000000003"
+        );
         // After deletes the next number is still larger (ZooKeeper's exact number after a
         // delete depends on server internals, so only the order is part of the contract).
         c.delete("/q/plain", None).await.unwrap();
@@ -195,28 +266,49 @@ mod cases {
         assert_eq!(suffix.len(), 10, "{next}");
         assert!(suffix.parse::<u32>().unwrap() > 3, "{next}");
         // Each parent has its own counter.
-        assert_eq!(c.create("/r/job-", b"", seq).await.unwrap(), "/r/job-0000000000");
-        assert!(matches!(c.create("/r/", b"", seq).await, Err(Error::BadArguments(_))));
+        assert_eq!(
+            c.create("/r/job-", b"", seq).await.unwrap(),
+            "/r/job-0000000000"
+        );
+        assert!(matches!(
+            c.create("/r/", b"", seq).await,
+            Err(Error::BadArguments(_))
+        ));
         let children = c.get_children("/q", false).await.unwrap();
         assert_eq!(children.len(), 4);
-        assert_eq!(children[..3], ["job-0000000000", "job-0000000001", "lock-0000000003"]);
+        assert_eq!(
+            children[..3],
+            ["job-0000000000", "job-0000000001", "lock-0000000003"]
+        );
     }
 
     pub async fn ephemeral_cleanup_on_close(b: &Backend) {
         let (owner, mut owner_events) = b.connect().await;
         let (other, mut other_events) = b.connect().await;
         owner.create("/live", b"", P).await.unwrap();
-        let path = owner.create("/live/broker-1", b"{}", CreateMode::Ephemeral).await.unwrap();
+        let path = owner
+            .create("/live/broker-1", b"{}", CreateMode::Ephemeral)
+            .await
+            .unwrap();
         assert!(other.exists(&path, true).await.unwrap().is_some());
-        assert_eq!(other.get_children("/live", true).await.unwrap(), ["broker-1"]);
+        assert_eq!(
+            other.get_children("/live", true).await.unwrap(),
+            ["broker-1"]
+        );
         owner.close().await;
-        assert_eq!(next_watch(&mut other_events).await, watch(WatchedEventKind::NodeDeleted, &path));
+        assert_eq!(
+            next_watch(&mut other_events).await,
+            watch(WatchedEventKind::NodeDeleted, &path)
+        );
         assert_eq!(
             next_watch(&mut other_events).await,
             watch(WatchedEventKind::NodeChildrenChanged, "/live")
         );
         assert_eq!(other.exists(&path, false).await.unwrap(), None);
-        assert_eq!(owner.get_data("/live", false).await.unwrap_err(), Error::Closed);
+        assert_eq!(
+            owner.get_data("/live", false).await.unwrap_err(),
+            Error::Closed
+        );
         assert_eq!(owner.create("/x", b"", P).await.unwrap_err(), Error::Closed);
         expect_session_end(&mut owner_events, SessionState::Closed).await;
         owner.close().await; // idempotent
@@ -224,22 +316,39 @@ mod cases {
     }
 
     pub async fn ephemeral_cleanup_on_expiry(b: &Backend) {
-        let opts = SessionOptions { session_timeout: Duration::from_secs(2) };
+        let opts = SessionOptions {
+            session_timeout: Duration::from_secs(2),
+        };
         let (owner, mut owner_events) = b.connect_with(opts).await;
         let (other, mut other_events) = b.connect().await;
         owner.create("/ids", b"", P).await.unwrap();
-        let path = owner.create("/ids/1", b"", CreateMode::Ephemeral).await.unwrap();
+        let path = owner
+            .create("/ids/1", b"", CreateMode::Ephemeral)
+            .await
+            .unwrap();
         let (_, stat) = other.get_data(&path, true).await.unwrap();
         assert_eq!(stat.ephemeral_owner, owner.session_id());
         owner.expire_session().await.unwrap();
         expect_session_end(&mut owner_events, SessionState::Expired).await;
-        assert_eq!(next_watch(&mut other_events).await, watch(WatchedEventKind::NodeDeleted, &path));
+        assert_eq!(
+            next_watch(&mut other_events).await,
+            watch(WatchedEventKind::NodeDeleted, &path)
+        );
         assert_eq!(other.exists(&path, false).await.unwrap(), None);
-        assert_eq!(owner.create("/ids/2", b"", P).await.unwrap_err(), Error::SessionExpired);
-        assert_eq!(owner.get_data("/ids", false).await.unwrap_err(), Error::SessionExpired);
+        assert_eq!(
+            owner.create("/ids/2", b"", P).await.unwrap_err(),
+            Error::SessionExpired
+        );
+        assert_eq!(
+            owner.get_data("/ids", false).await.unwrap_err(),
+            Error::SessionExpired
+        );
         // The owner re-registers with a new session.
         let (again, _events) = b.connect().await;
-        again.create(&path, b"", CreateMode::Ephemeral).await.unwrap();
+        again
+            .create(&path, b"", CreateMode::Ephemeral)
+            .await
+            .unwrap();
         assert_ne!(again.session_id(), owner.session_id());
     }
 
@@ -259,7 +368,10 @@ mod cases {
         c.get_data("/w", true).await.unwrap();
         writer.set_data("/w", b"1", None).await.unwrap();
         writer.set_data("/w", b"2", None).await.unwrap();
-        assert_eq!(next_watch(&mut events).await, watch(WatchedEventKind::NodeDataChanged, "/w"));
+        assert_eq!(
+            next_watch(&mut events).await,
+            watch(WatchedEventKind::NodeDataChanged, "/w")
+        );
         expect_quiet(&mut events).await;
 
         // An exists watch on a missing node fires on its creation.
@@ -267,7 +379,10 @@ mod cases {
         // A child watch fires on a child create, once.
         c.get_children("/w", true).await.unwrap();
         writer.create("/w/x", b"", P).await.unwrap();
-        assert_eq!(next_watch(&mut events).await, watch(WatchedEventKind::NodeCreated, "/w/x"));
+        assert_eq!(
+            next_watch(&mut events).await,
+            watch(WatchedEventKind::NodeCreated, "/w/x")
+        );
         assert_eq!(
             next_watch(&mut events).await,
             watch(WatchedEventKind::NodeChildrenChanged, "/w")
@@ -280,8 +395,14 @@ mod cases {
         c.exists("/w/y", true).await.unwrap();
         writer.delete("/w/x", None).await.unwrap();
         writer.delete("/w/y", None).await.unwrap();
-        assert_eq!(next_watch(&mut events).await, watch(WatchedEventKind::NodeDeleted, "/w/x"));
-        assert_eq!(next_watch(&mut events).await, watch(WatchedEventKind::NodeDeleted, "/w/y"));
+        assert_eq!(
+            next_watch(&mut events).await,
+            watch(WatchedEventKind::NodeDeleted, "/w/x")
+        );
+        assert_eq!(
+            next_watch(&mut events).await,
+            watch(WatchedEventKind::NodeDeleted, "/w/y")
+        );
         expect_quiet(&mut events).await;
 
         // A child watch fires NodeDeleted when its node goes; a read of a missing node sets none.
@@ -290,7 +411,20 @@ mod cases {
         assert!(c.get_data("/w/none", true).await.is_err());
         writer.delete("/w/z", None).await.unwrap();
         writer.create("/w/none", b"", P).await.unwrap();
-        assert_eq!(next_watch(&mut events).await, watch(WatchedEventKind::NodeDeleted, "/w/z"));
+        assert_eq!(
+            next_watch(&mut events).await,
+            watch(WatchedEventKind::NodeDeleted, "/w/z")
+        );
+        expect_quiet(&mut events).await;
+
+        // A watch set right after another client's change does not fire for that change,
+        // even if this client's stream has not caught up with it yet.
+        for i in 0..20 {
+            let path = writer.create(&format!("/w/late{i}"), b"", P).await.unwrap();
+            writer.set_data(&path, b"1", None).await.unwrap();
+            c.get_data(&path, true).await.unwrap();
+            c.exists(&path, true).await.unwrap();
+        }
         expect_quiet(&mut events).await;
 
         // Nobody else hears about it.
@@ -342,7 +476,10 @@ mod cases {
         for _ in 0..expected.len() {
             seen.push(next_watch(&mut events).await.path);
         }
-        assert_eq!(seen, expected, "events must arrive in the writes' zxid order");
+        assert_eq!(
+            seen, expected,
+            "events must arrive in the writes' zxid order"
+        );
         expect_quiet(&mut events).await;
     }
 
@@ -352,9 +489,21 @@ mod cases {
         c.get_children("/m", true).await.unwrap();
         let err = c
             .multi(vec![
-                Op::Create { path: "/m/a".into(), data: vec![], mode: P },
-                Op::SetData { path: "/m".into(), data: b"x".to_vec(), version: Some(7) },
-                Op::Create { path: "/m/b".into(), data: vec![], mode: P },
+                Op::Create {
+                    path: "/m/a".into(),
+                    data: vec![],
+                    mode: P,
+                },
+                Op::SetData {
+                    path: "/m".into(),
+                    data: b"x".to_vec(),
+                    version: Some(7),
+                },
+                Op::Create {
+                    path: "/m/b".into(),
+                    data: vec![],
+                    mode: P,
+                },
             ])
             .await
             .unwrap_err();
@@ -364,19 +513,40 @@ mod cases {
             }
             other => panic!("expected a multi error at op 1, got {other:?}"),
         }
-        assert_eq!(c.exists("/m/a", false).await.unwrap(), None, "nothing was applied");
+        assert_eq!(
+            c.exists("/m/a", false).await.unwrap(),
+            None,
+            "nothing was applied"
+        );
         let (data, stat) = c.get_data("/m", false).await.unwrap();
-        assert_eq!((data.as_slice(), stat.version, stat.cversion), (&b""[..], 0, 0));
+        assert_eq!(
+            (data.as_slice(), stat.version, stat.cversion),
+            (&b""[..], 0, 0)
+        );
         expect_quiet(&mut events).await;
 
         // The controller's fencing: every write is conditional on the epoch node's version.
         c.create("/epoch", b"1", P).await.unwrap();
         let results = c
             .multi(vec![
-                Op::Check { path: "/epoch".into(), version: 0 },
-                Op::Create { path: "/m/a".into(), data: b"a".to_vec(), mode: P },
-                Op::SetData { path: "/m".into(), data: b"x".to_vec(), version: Some(0) },
-                Op::Delete { path: "/m/a".into(), version: Some(0) },
+                Op::Check {
+                    path: "/epoch".into(),
+                    version: 0,
+                },
+                Op::Create {
+                    path: "/m/a".into(),
+                    data: b"a".to_vec(),
+                    mode: P,
+                },
+                Op::SetData {
+                    path: "/m".into(),
+                    data: b"x".to_vec(),
+                    version: Some(0),
+                },
+                Op::Delete {
+                    path: "/m/a".into(),
+                    version: Some(0),
+                },
             ])
             .await
             .unwrap();
@@ -385,19 +555,35 @@ mod cases {
         assert_eq!(results[1], OpResult::Created("/m/a".into()));
         assert!(matches!(results[2], OpResult::SetData(s) if s.version == 1));
         assert_eq!(results[3], OpResult::Deleted);
-        assert_eq!(next_watch(&mut events).await, watch(WatchedEventKind::NodeChildrenChanged, "/m"));
+        assert_eq!(
+            next_watch(&mut events).await,
+            watch(WatchedEventKind::NodeChildrenChanged, "/m")
+        );
 
         c.set_data("/epoch", b"2", Some(0)).await.unwrap(); // a new controller
         let err = c
             .multi(vec![
-                Op::Check { path: "/epoch".into(), version: 0 },
-                Op::SetData { path: "/m".into(), data: b"stale".to_vec(), version: None },
+                Op::Check {
+                    path: "/epoch".into(),
+                    version: 0,
+                },
+                Op::SetData {
+                    path: "/m".into(),
+                    data: b"stale".to_vec(),
+                    version: None,
+                },
             ])
             .await
             .unwrap_err();
         assert!(matches!(err, Error::Multi { index: 0, .. }), "{err:?}");
         assert_eq!(c.get_data("/m", false).await.unwrap().0, b"x");
-        let err = c.multi(vec![Op::Check { path: "/nope".into(), version: 0 }]).await.unwrap_err();
+        let err = c
+            .multi(vec![Op::Check {
+                path: "/nope".into(),
+                version: 0,
+            }])
+            .await
+            .unwrap_err();
         match err {
             Error::Multi { index: 0, source } => assert!(matches!(*source, Error::NoNode(_))),
             other => panic!("{other:?}"),
@@ -406,16 +592,27 @@ mod cases {
 
     pub async fn recursive_helpers(b: &Backend) {
         let (c, _events) = b.connect().await;
-        assert_eq!(c.create_recursive("/r/a/b/c", b"leaf", P).await.unwrap(), "/r/a/b/c");
+        assert_eq!(
+            c.create_recursive("/r/a/b/c", b"leaf", P).await.unwrap(),
+            "/r/a/b/c"
+        );
         assert_eq!(c.get_data("/r/a/b", false).await.unwrap().0, b"");
         assert_eq!(c.get_data("/r/a/b/c", false).await.unwrap().0, b"leaf");
-        assert!(matches!(c.create_recursive("/r/a/b/c", b"", P).await, Err(Error::NodeExists(_))));
+        assert!(matches!(
+            c.create_recursive("/r/a/b/c", b"", P).await,
+            Err(Error::NodeExists(_))
+        ));
         c.create_recursive("/r/a/x", b"", P).await.unwrap();
-        c.create("/r/a/x/y", b"", CreateMode::Ephemeral).await.unwrap();
+        c.create("/r/a/x/y", b"", CreateMode::Ephemeral)
+            .await
+            .unwrap();
         c.delete_recursive("/r").await.unwrap();
         assert_eq!(c.exists("/r", false).await.unwrap(), None);
         c.delete_recursive("/r").await.unwrap();
-        assert!(matches!(c.delete_recursive("/").await, Err(Error::BadArguments(_))));
+        assert!(matches!(
+            c.delete_recursive("/").await,
+            Err(Error::BadArguments(_))
+        ));
     }
 
     pub async fn many_clients_share_one_store(b: &Backend) {
@@ -425,15 +622,23 @@ mod cases {
             if i == 0 {
                 c.create("/brokers", b"", P).await.unwrap();
             }
-            c.create(&format!("/brokers/{i}"), b"", CreateMode::Ephemeral).await.unwrap();
+            c.create(&format!("/brokers/{i}"), b"", CreateMode::Ephemeral)
+                .await
+                .unwrap();
             clients.push((c, events));
         }
-        let ids: HashMap<i64, usize> =
-            clients.iter().enumerate().map(|(i, (c, _))| (c.session_id(), i)).collect();
+        let ids: HashMap<i64, usize> = clients
+            .iter()
+            .enumerate()
+            .map(|(i, (c, _))| (c.session_id(), i))
+            .collect();
         assert_eq!(ids.len(), 5, "every client has its own session");
         clients[3].0.close().await;
         let (reader, _events) = b.connect().await;
-        assert_eq!(reader.get_children("/brokers", false).await.unwrap(), ["0", "1", "2", "4"]);
+        assert_eq!(
+            reader.get_children("/brokers", false).await.unwrap(),
+            ["0", "1", "2", "4"]
+        );
     }
 }
 
