@@ -18,9 +18,8 @@ def kcat_metadata(bootstrap, topic=None):
 
 
 def test_kcat_lists_brokers_and_topics(server):
-    AdminClient({"bootstrap.servers": server.bootstrap}).create_topics(
-        [NewTopic("kcat-topic", num_partitions=3, replication_factor=1)]
-    )["kcat-topic"].result(timeout=30)
+    a = AdminClient({"bootstrap.servers": server.bootstrap})
+    a.create_topics([NewTopic("kcat-topic", num_partitions=3, replication_factor=1)])["kcat-topic"].result(timeout=30)
 
     def listed():
         md = kcat_metadata(server.bootstrap, "kcat-topic")

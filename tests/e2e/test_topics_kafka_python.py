@@ -24,7 +24,7 @@ def test_create_describe_alter_delete(server, kp_admin):
     wait_until(lambda: "kp" in kp_admin.list_topics(), what="kp listed")
     desc = kp_admin.describe_topics(["kp"])[0]
     assert desc["error_code"] == 0
-    assert sorted(p["partition"] for p in desc["partitions"]) == [0, 1]
+    assert sorted(p["partition_index"] for p in desc["partitions"]) == [0, 1]
     kp_admin.create_partitions({"kp": NewPartitions(total_count=4)})
     wait_until(lambda: len(kp_admin.describe_topics(["kp"])[0]["partitions"]) == 4, what="4 partitions")
     assert server.meta("/config/topics/kp")["data"]["config"] == {"retention.ms": "600001"}
