@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tracing::{error, info, warn};
 
-use model::{BrokerId, TopicName, TopicPartition};
+use model::{BrokerId, TopicId, TopicName, TopicPartition};
 use znodes::json::{PartitionStateZNode, TopicAssignment};
 use znodes::zk_client::{KafkaZkClient, RegisteredBroker, ZkClientError};
 
@@ -327,17 +327,35 @@ impl EventLoop {
             .copied()
             .filter(|id| !brokers.contains_key(id))
             .collect();
+        // A broker that re-registered between two reads (a quick restart) has a new epoch.
+        let bounced: BTreeSet<BrokerId> = brokers
+            .iter()
+            .filter(|(id, b)| {
+                self.ctx
+                    .live_brokers
+                    .get(id)
+                    .is_some_and(|live| live.epoch != b.epoch)
+            })
+            .map(|(id, _)| *id)
+            .collect();
         for id in &new {
             self.add_live_broker(*id, &brokers[id]);
         }
-        for id in &dead {
+        for id in dead.iter().chain(&bounced) {
             self.ctx.live_brokers.remove(id);
             self.channels.remove_broker(*id);
         }
-        info!(new = ?new, dead = ?dead, "broker change");
+        info!(new = ?new, dead = ?dead, bounced = ?bounced, "broker change");
         let mut effects = Vec::new();
         if !new.is_empty() {
             effects.extend(lifecycle::on_broker_startup(&mut self.ctx, &new));
+        }
+        if !bounced.is_empty() {
+            effects.extend(lifecycle::on_broker_failure(&mut self.ctx, &bounced));
+            for id in &bounced {
+                self.add_live_broker(*id, &brokers[id]);
+            }
+            effects.extend(lifecycle::on_broker_startup(&mut self.ctx, &bounced));
         }
         if !dead.is_empty() {
             effects.extend(lifecycle::on_broker_failure(&mut self.ctx, &dead));
@@ -532,8 +550,8 @@ impl EventLoop {
 
     /// Reads a topic's assignment into the context, watching it. False if it is gone.
     async fn load_topic(&mut self, topic: &TopicName) -> Result<bool, ZkClientError> {
-        let assignment = match self.zk.get_topic_assignment(topic, true).await {
-            Ok(Some(a)) => a.assignment,
+        let versioned = match self.zk.get_topic_assignment(topic, true).await {
+            Ok(Some(a)) => a,
             Ok(None) => return Ok(false),
             Err(ZkClientError::Decode { path, reason }) => {
                 error!(%path, %reason, "cannot read a topic's assignment; the topic is ignored");
@@ -541,6 +559,30 @@ impl EventLoop {
             }
             Err(err) => return Err(err),
         };
+        let mut assignment = versioned.assignment;
+        if assignment.topic_id.is_none() {
+            // Written without an id (by hand, or by an older writer): give it one, as Kafka
+            // 2.8's controller does, so brokers can write partition.metadata.
+            assignment.topic_id = Some(TopicId::random());
+            assignment.version = assignment.version.max(3);
+            let written = self
+                .zk
+                .set_topic_assignment(
+                    topic,
+                    &assignment,
+                    Some(versioned.zk_version),
+                    Some(self.ctx.epoch_zk_version),
+                )
+                .await;
+            match written {
+                Ok(()) => info!(%topic, "assigned a topic id"),
+                Err(err @ ZkClientError::ControllerMoved { .. }) => return Err(err),
+                Err(err) => {
+                    warn!(%topic, error = %err, "could not assign a topic id");
+                    assignment.topic_id = None;
+                }
+            }
+        }
         if let Some(id) = assignment.topic_id {
             self.ctx.topic_ids.insert(topic.clone(), id);
         }

@@ -463,10 +463,13 @@ async fn create_add_partitions_delete_with_kafkas_znodes() {
 async fn topic_written_straight_into_the_store_comes_online() {
     let (_store, n) = active_single_node(ControllerConfig::default()).await;
     let t = name("direct");
-    let assignment = TopicAssignment::new(
+    // Written as an older writer would: no topic id (version 2).
+    let mut assignment = TopicAssignment::new(
         TopicId::random(),
         BTreeMap::from([(0, vec![0]), (1, vec![0])]),
     );
+    assignment.topic_id = None;
+    assignment.version = 2;
     n.zk.client()
         .create(
             &paths::topic(&t),
@@ -486,6 +489,24 @@ async fn topic_written_straight_into_the_store_comes_online() {
         data(&n.zk, &paths::partition_state(&t, 0)).await.unwrap(),
         r#"{"controller_epoch":1,"leader":0,"version":1,"leader_epoch":0,"isr":[0]}"#
     );
+    // The controller gave the topic an id, and the broker heard it.
+    let stored =
+        n.zk.get_topic_assignment(&t, false)
+            .await
+            .unwrap()
+            .unwrap()
+            .assignment;
+    assert_eq!(stored.version, 3);
+    assert_eq!(stored.partitions, assignment.partitions);
+    let id = stored.topic_id.expect("a topic id");
+    let fake = n.fake.clone();
+    eventually("LeaderAndIsr carries the id", async || {
+        fake.received().iter().any(|r| {
+            matches!(r, Received::LeaderAndIsr(req)
+            if req.topic_states.iter().any(|t| t.topic_id.as_bytes() == id.as_bytes()))
+        })
+    })
+    .await;
 }
 
 #[tokio::test]
