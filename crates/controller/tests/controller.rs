@@ -655,3 +655,99 @@ async fn failover_to_second_controller_with_next_epoch_and_fencing() {
     })
     .await;
 }
+
+/// Registers a broker (no controller) pointing at `fake`; returns its session.
+async fn register(store: &EmbeddedStore, broker_id: i32, fake: &FakeBroker) -> KafkaZkClient {
+    let (client, events) = store.connect(SessionOptions::default());
+    let zk = KafkaZkClient::new(client, events);
+    zk.register_broker(
+        broker_id,
+        &BrokerRegistration::plaintext("127.0.0.1", fake.port, None, 1_633_072_800_000),
+    )
+    .await
+    .unwrap();
+    zk
+}
+
+fn last_live_brokers(fake: &FakeBroker) -> Vec<i32> {
+    fake.received()
+        .into_iter()
+        .filter_map(|r| match r {
+            Received::UpdateMetadata(req) => {
+                Some(req.live_brokers.iter().map(|b| b.id.0).collect())
+            }
+            _ => None,
+        })
+        .next_back()
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn deletion_waits_for_an_offline_broker_and_finishes_when_it_returns() {
+    let (store, n) = active_single_node(ControllerConfig::default()).await;
+    let fake1 = FakeBroker::start().await;
+    let session1 = register(&store, 1, &fake1).await;
+    let fake0 = n.fake.clone();
+    eventually("the controller sees broker 1", async || {
+        last_live_brokers(&fake0) == vec![0, 1]
+    })
+    .await;
+    let response = n
+        .controller
+        .create_topics(create_request("two", 1, 2, &[]), 5)
+        .await;
+    assert_eq!(
+        response.topics[0].error_code, 0,
+        "{:?}",
+        response.topics[0].error_message
+    );
+
+    // Broker 1 goes away; the deletion cannot finish and the request times out.
+    store.expire_session(session1.session_id());
+    eventually("the controller sees broker 1 leave", async || {
+        last_live_brokers(&fake0) == vec![0]
+    })
+    .await;
+    let mut request = delete_request("two");
+    request.timeout_ms = 300;
+    let response = n.controller.delete_topics(request, 4).await;
+    assert_eq!(response.responses[0].error_code, 7, "REQUEST_TIMED_OUT");
+    let t = name("two");
+    assert!(data(&n.zk, &paths::topic(&t)).await.is_some());
+    assert!(data(&n.zk, &paths::delete_topic(&t)).await.is_some());
+    assert!(n
+        .fake
+        .stop_replicas()
+        .contains(&("two".to_owned(), 0, true)));
+    assert!(!fake1.stop_replicas().contains(&("two".to_owned(), 0, true)));
+
+    // It comes back: its replica is deleted and so is the topic.
+    let _session1 = register(&store, 1, &fake1).await;
+    let zk = n.zk.clone();
+    eventually("the topic is deleted", async || {
+        data(&zk, &paths::topic(&name("two"))).await.is_none()
+    })
+    .await;
+    assert!(fake1.stop_replicas().contains(&("two".to_owned(), 0, true)));
+    assert_eq!(data(&n.zk, &paths::delete_topic(&t)).await, None);
+}
+
+#[tokio::test]
+async fn standby_answers_not_controller() {
+    let store = EmbeddedStore::open_in_memory();
+    let first = node(&store, 0, ControllerConfig::default()).await;
+    let handle = first.controller.clone();
+    eventually("broker 0 is controller", async || handle.is_active()).await;
+    let second = node(&store, 1, ControllerConfig::default()).await;
+    let response = second
+        .controller
+        .create_topics(create_request("t", 1, 1, &[]), 5)
+        .await;
+    assert_eq!(response.topics[0].error_code, 41, "NOT_CONTROLLER");
+    let response = second
+        .controller
+        .delete_topics(delete_request("t"), 4)
+        .await;
+    assert_eq!(response.responses[0].error_code, 41, "NOT_CONTROLLER");
+    assert!(data(&second.zk, &paths::topic(&name("t"))).await.is_none());
+}
