@@ -8,10 +8,6 @@
 //! picked to even out the whole cluster, and that brokers are ordered by id so every
 //! controller computes the same answer.
 
-use std::collections::HashMap;
-
-use model::BrokerId;
-
 use crate::{
     partitions_check, sorted_by_id, Assignment, AssignmentError, BrokerMetadata, ClusterLoad,
     Layout,
@@ -20,7 +16,7 @@ use crate::{
 /// How many replica placements the shift search may simulate per call. Small topics try
 /// every (start, shift) pair; a huge topic tries fewer pairs, where the choice matters less
 /// because the pattern itself already spreads its replicas evenly.
-const SEARCH_BUDGET: usize = 2_000_000;
+const SEARCH_BUDGET: usize = 500_000;
 
 /// Places `partitions` partitions (ids from `max(0, start_partition_id)`) so that the
 /// cluster's leader counts, and then its replica counts, end up as even as possible.
@@ -73,20 +69,43 @@ fn score(counts: impl Iterator<Item = u64>) -> Score {
     (max.saturating_sub(min), squares)
 }
 
-/// How even a candidate leaves the cluster: replica spread first, then the spread of the
-/// replica counts each broker will have once the brokers that have led fewer partitions
-/// catch up (so that brokers about to lead are not already full of followers), then the
-/// plain sum of squares.
-type CandidateScore = (u64, Score, u128);
+/// How even a candidate leaves the cluster, compared in this order:
+/// 1. the replica spread (max - min);
+/// 2. how many separate arcs the least-loaded brokers form around the broker list, now and
+///    once brokers that have led fewer partitions catch up. A later partition's followers
+///    are a contiguous arc of the list, so keeping the brokers that need replicas next to
+///    each other keeps the next placement able to reach all of them;
+/// 3. the projected counts' spread and sum of squares (brokers about to lead should not
+///    already be full of followers);
+/// 4. the plain sum of squares.
+type CandidateScore = (u64, usize, Score, u128);
 
 fn candidate_score(replicas: &[u64], leaders: &[u64]) -> CandidateScore {
     let max_leaders = leaders.iter().copied().max().unwrap_or(0);
-    let projected = replicas
+    let projected: Vec<u64> = replicas
         .iter()
         .zip(leaders)
-        .map(|(r, l)| r + (max_leaders - l));
+        .map(|(r, l)| r + (max_leaders - l))
+        .collect();
     let plain = score(replicas.iter().copied());
-    (plain.0, score(projected), plain.1)
+    (
+        plain.0,
+        low_arcs(replicas) + low_arcs(&projected),
+        score(projected.iter().copied()),
+        plain.1,
+    )
+}
+
+/// How many separate arcs (runs of neighbours, wrapping around) the brokers with the
+/// smallest count form; 1 when they sit next to each other, 0 for no brokers.
+fn low_arcs(counts: &[u64]) -> usize {
+    let min = counts.iter().copied().min().unwrap_or(0);
+    let n = counts.len();
+    let arcs = (0..n)
+        .filter(|&i| counts[i] == min && counts[(i + n - 1) % n] != min)
+        .count();
+    // Every broker at the minimum is one arc with no start.
+    arcs.max(usize::from(n > 0))
 }
 
 /// The start indexes whose leaders leave cluster leader counts most even, ascending.
@@ -131,12 +150,6 @@ fn best_replica_candidate(
     load: &ClusterLoad,
 ) -> (usize, usize) {
     let n = layout.len();
-    let position: HashMap<BrokerId, usize> = layout
-        .brokers
-        .iter()
-        .enumerate()
-        .map(|(i, b)| (*b, i))
-        .collect();
     let current: Vec<u64> = layout
         .brokers
         .iter()
@@ -169,10 +182,10 @@ fn best_replica_candidate(
             start,
             shift,
             start_partition_id,
-            |_, replicas| {
-                leader_counts[position[&replicas[0]]] += 1;
-                for b in replicas {
-                    counts[position[b]] += 1;
+            |_, positions| {
+                leader_counts[positions[0]] += 1;
+                for i in positions {
+                    counts[*i] += 1;
                 }
             },
         );

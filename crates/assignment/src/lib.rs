@@ -453,15 +453,15 @@ impl Layout {
             start_index,
             shift,
             start_partition_id,
-            |p, replicas| {
-                out.insert(p, replicas.to_vec());
+            |p, positions| {
+                out.insert(p, positions.iter().map(|i| self.brokers[*i]).collect());
             },
         );
         out
     }
 
-    /// [`Layout::place`] without allocating a map: calls `sink` with each partition's replica
-    /// positions' broker ids.
+    /// [`Layout::place`] without allocating: calls `sink` with each partition id and the
+    /// positions (indexes into `brokers`) of its replicas.
     fn place_each(
         &self,
         partitions: i32,
@@ -469,13 +469,13 @@ impl Layout {
         start_index: usize,
         shift: usize,
         start_partition_id: i32,
-        mut sink: impl FnMut(i32, &[BrokerId]),
+        mut sink: impl FnMut(i32, &[usize]),
     ) {
         let n = self.len();
         let rf = usize::try_from(replication_factor).unwrap_or(0);
         let first_id = start_partition_id.max(0);
         let mut next_replica_shift = shift;
-        let mut replicas = Vec::with_capacity(rf);
+        let mut replicas: Vec<usize> = Vec::with_capacity(rf);
         let mut used_racks = vec![false; self.num_racks];
         let mut used_brokers = vec![false; n];
         for p in first_id..first_id + partitions {
@@ -485,11 +485,11 @@ impl Layout {
             }
             let first = (pu + start_index) % n;
             replicas.clear();
-            replicas.push(self.brokers[first]);
+            replicas.push(first);
             match &self.racks {
                 None => {
                     for j in 0..rf - 1 {
-                        replicas.push(self.brokers[replica_index(first, next_replica_shift, j, n)]);
+                        replicas.push(replica_index(first, next_replica_shift, j, n));
                     }
                 }
                 Some(racks) => {
@@ -510,7 +510,7 @@ impl Layout {
                             let rack_ok = !used_racks[rack] || racks_used == self.num_racks;
                             let broker_ok = !used_brokers[pos] || brokers_used == n;
                             if rack_ok && broker_ok {
-                                replicas.push(self.brokers[pos]);
+                                replicas.push(pos);
                                 if !used_racks[rack] {
                                     used_racks[rack] = true;
                                     racks_used += 1;
@@ -550,9 +550,20 @@ impl Layout {
         // pattern (for rack-aware layouts too: shift * racks only takes those residues).
         (0..self.len().saturating_sub(1).max(1)).find_map(|shift| {
             let mut matches = true;
-            self.place_each(count, replication_factor, start, shift, 0, |p, replicas| {
-                matches &= existing.get(&p).is_some_and(|e| e == replicas);
-            });
+            self.place_each(
+                count,
+                replication_factor,
+                start,
+                shift,
+                0,
+                |p, positions| {
+                    matches &= existing.get(&p).is_some_and(|e| {
+                        e.iter()
+                            .copied()
+                            .eq(positions.iter().map(|i| self.brokers[*i]))
+                    });
+                },
+            );
             matches.then_some((start, shift))
         })
     }
