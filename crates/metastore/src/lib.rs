@@ -55,7 +55,7 @@ mod watch;
 mod zookeeper;
 
 pub use client::{Client, Events};
-pub use embedded::{EmbeddedStore, STORE_FILE};
+pub use embedded::{CommitStats, EmbeddedStore, STORE_FILE};
 pub use zookeeper::connect_zookeeper;
 
 /// Where a broker keeps its embedded store, relative to its data directory
