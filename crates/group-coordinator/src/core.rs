@@ -1,0 +1,282 @@
+//! [`CoordinatorCore`]: every group's state, driven by `(now_ms, request)`, doing no I/O.
+//!
+//! Handlers that answer at once return their response. JoinGroup and SyncGroup may have to
+//! wait for other members, so they take a [`Token`] and their answer comes out of
+//! [`CoordinatorCore::take_outputs`] as an [`Output`] carrying that token, either during the
+//! same call or during a later call or [`CoordinatorCore::tick`]. Membership changes for the
+//! store come out of the same queue, in order.
+//!
+//! Time only moves when the caller says so: `tick(now_ms)` fires every timer whose deadline
+//! has passed (session timeouts, rebalance timeouts, the initial rebalance delay), and
+//! [`CoordinatorCore::next_deadline_ms`] says when to call it next.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kafka_protocol::messages::{JoinGroupResponse, SyncGroupResponse};
+use model::TopicName;
+use uuid::Uuid;
+
+use crate::assignor::ServerAssignor;
+use crate::classic::ClassicGroup;
+use crate::consumer::ConsumerGroup;
+use crate::membership::MembershipEvent;
+use crate::offsets::GroupOffsets;
+
+/// Identifies a parked JoinGroup or SyncGroup; chosen by the caller, echoed in [`Output`].
+pub type Token = u64;
+
+/// Kafka's `GroupCoordinator.NewMemberJoinTimeoutMs`: how long a new member's JoinGroup may
+/// wait in a rebalance before the member is dropped.
+pub const NEW_MEMBER_JOIN_TIMEOUT_MS: u64 = 5 * 60 * 1000;
+
+/// The broker settings the coordinator follows (Kafka's names and defaults).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupConfig {
+    /// `group.min.session.timeout.ms` (6000).
+    pub min_session_timeout_ms: i32,
+    /// `group.max.session.timeout.ms` (1800000).
+    pub max_session_timeout_ms: i32,
+    /// `group.max.size` (unbounded).
+    pub max_size: usize,
+    /// `group.initial.rebalance.delay.ms` (3000): how long the first rebalance of an empty
+    /// group waits for more members (tests use 0).
+    pub initial_rebalance_delay_ms: i32,
+    /// `offset.metadata.max.bytes` (4096).
+    pub offset_metadata_max_bytes: usize,
+    /// `group.consumer.session.timeout.ms` (45000), KIP-848 groups.
+    pub consumer_session_timeout_ms: i32,
+    /// `group.consumer.heartbeat.interval.ms` (5000), KIP-848 groups.
+    pub consumer_heartbeat_interval_ms: i32,
+    /// `group.consumer.assignors` (`uniform,range`); the first is the default.
+    pub consumer_assignors: Vec<ServerAssignor>,
+    /// `group.consumer.max.size` (unbounded).
+    pub consumer_max_size: usize,
+}
+
+impl Default for GroupConfig {
+    fn default() -> Self {
+        GroupConfig {
+            min_session_timeout_ms: 6_000,
+            max_session_timeout_ms: 1_800_000,
+            max_size: i32::MAX as usize,
+            initial_rebalance_delay_ms: 3_000,
+            offset_metadata_max_bytes: 4_096,
+            consumer_session_timeout_ms: 45_000,
+            consumer_heartbeat_interval_ms: 5_000,
+            consumer_assignors: vec![ServerAssignor::Uniform, ServerAssignor::Range],
+            consumer_max_size: i32::MAX as usize,
+        }
+    }
+}
+
+/// Who sent a request: from the request header and the connection.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClientInfo {
+    /// The header's client id.
+    pub client_id: String,
+    /// The peer address, as Kafka shows it (`/127.0.0.1`).
+    pub client_host: String,
+}
+
+/// A topic as the coordinator needs it: KIP-848 speaks topic ids, OffsetCommit checks
+/// partitions exist. The broker keeps this current with [`CoordinatorCore::set_topics`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicMetadata {
+    /// The name.
+    pub name: TopicName,
+    /// The topic id.
+    pub topic_id: Uuid,
+    /// The number of partitions.
+    pub partitions: i32,
+}
+
+/// Something the core produced for the caller to deliver.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    /// The answer to the JoinGroup parked under `token`.
+    JoinGroup {
+        /// The caller's token.
+        token: Token,
+        /// The response to send.
+        response: JoinGroupResponse,
+    },
+    /// The answer to the SyncGroup parked under `token`.
+    SyncGroup {
+        /// The caller's token.
+        token: Token,
+        /// The response to send.
+        response: SyncGroupResponse,
+    },
+    /// A change for the [`crate::MembershipSink`].
+    Membership(MembershipEvent),
+}
+
+/// A group of either protocol. One id names at most one group.
+#[derive(Debug)]
+pub(crate) enum Group {
+    Classic(ClassicGroup),
+    Consumer(ConsumerGroup),
+}
+
+/// The coordinator's state for every group it owns. Pure: no clock, no I/O.
+#[derive(Debug)]
+pub struct CoordinatorCore {
+    pub(crate) config: GroupConfig,
+    pub(crate) groups: BTreeMap<String, Group>,
+    pub(crate) offsets: GroupOffsets,
+    pub(crate) topics: BTreeMap<String, TopicMetadata>,
+    pub(crate) outbox: Vec<Output>,
+}
+
+/// What a handler needs besides its group: the time, the settings and the output queue.
+#[derive(Debug)]
+pub(crate) struct Env<'a> {
+    pub now_ms: u64,
+    pub config: &'a GroupConfig,
+    pub outbox: &'a mut Vec<Output>,
+    pub group_id: &'a str,
+}
+
+impl Env<'_> {
+    pub(crate) fn emit(&mut self, event: MembershipEvent) {
+        self.outbox.push(Output::Membership(event));
+    }
+}
+
+impl CoordinatorCore {
+    /// A coordinator with no groups and no offsets.
+    pub fn new(config: GroupConfig) -> Self {
+        CoordinatorCore {
+            config,
+            groups: BTreeMap::new(),
+            offsets: BTreeMap::new(),
+            topics: BTreeMap::new(),
+            outbox: Vec::new(),
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &GroupConfig {
+        &self.config
+    }
+
+    /// Replaces the offset cache with what the store holds (startup, or becoming coordinator).
+    /// Every group with offsets and no state yet appears as an empty classic group, as Kafka
+    /// loads it.
+    pub fn load_offsets(&mut self, offsets: GroupOffsets) {
+        for group_id in offsets.keys() {
+            self.groups
+                .entry(group_id.clone())
+                .or_insert_with(|| Group::Classic(ClassicGroup::new()));
+        }
+        self.offsets = offsets;
+    }
+
+    /// Replaces the topic metadata the coordinator checks commits against and assigns from.
+    pub fn set_topics(&mut self, topics: impl IntoIterator<Item = TopicMetadata>) {
+        self.topics = topics
+            .into_iter()
+            .map(|t| (t.name.as_str().to_owned(), t))
+            .collect();
+    }
+
+    /// Drops every group's offsets of a deleted topic from the cache (the caller deletes them
+    /// from the store). Returns how many offsets were dropped.
+    pub fn on_topic_deleted(&mut self, topic: &TopicName) -> usize {
+        let mut dropped = 0;
+        for offsets in self.offsets.values_mut() {
+            let before = offsets.len();
+            offsets.retain(|tp, _| &tp.topic != topic);
+            dropped += before - offsets.len();
+        }
+        self.offsets.retain(|_, offsets| !offsets.is_empty());
+        self.topics.remove(topic.as_str());
+        dropped
+    }
+
+    /// Takes the answers and membership changes produced so far, in order.
+    pub fn take_outputs(&mut self) -> Vec<Output> {
+        std::mem::take(&mut self.outbox)
+    }
+
+    /// The earliest timer deadline, if any timer is armed.
+    pub fn next_deadline_ms(&self) -> Option<u64> {
+        self.groups
+            .values()
+            .filter_map(|group| match group {
+                Group::Classic(g) => g.next_deadline_ms(),
+                Group::Consumer(g) => g.next_deadline_ms(),
+            })
+            .min()
+    }
+
+    /// Fires every timer due at `now_ms`.
+    pub fn tick(&mut self, now_ms: u64) {
+        // A timer may arm another one due at once (a zero initial rebalance delay); the bound
+        // keeps a bug from spinning forever.
+        for _ in 0..1_000 {
+            let due: Vec<String> = self
+                .groups
+                .iter()
+                .filter(|(_, g)| {
+                    let deadline = match g {
+                        Group::Classic(g) => g.next_deadline_ms(),
+                        Group::Consumer(g) => g.next_deadline_ms(),
+                    };
+                    deadline.is_some_and(|d| d <= now_ms)
+                })
+                .map(|(id, _)| id.clone())
+                .collect();
+            if due.is_empty() {
+                return;
+            }
+            for group_id in due {
+                let CoordinatorCore {
+                    groups,
+                    config,
+                    outbox,
+                    ..
+                } = self;
+                let mut env = Env {
+                    now_ms,
+                    config,
+                    outbox,
+                    group_id: &group_id,
+                };
+                match groups.get_mut(&group_id) {
+                    Some(Group::Classic(g)) => g.on_timers(&mut env),
+                    Some(Group::Consumer(g)) => g.on_timers(&mut env),
+                    None => {}
+                }
+            }
+        }
+        tracing::error!(now_ms, "group timers kept re-arming at the same instant");
+    }
+
+    /// The ids of every group, with their protocol type and state (for tests and tools).
+    pub fn group_states(&self) -> BTreeMap<String, (String, String)> {
+        self.groups
+            .iter()
+            .map(|(id, g)| match g {
+                Group::Classic(g) => (
+                    id.clone(),
+                    (
+                        g.protocol_type.clone().unwrap_or_default(),
+                        g.state.name().to_owned(),
+                    ),
+                ),
+                Group::Consumer(g) => (
+                    id.clone(),
+                    ("consumer".to_owned(), g.state_name().to_owned()),
+                ),
+            })
+            .collect()
+    }
+
+    pub(crate) fn subscribed_topics_of(&self, group_id: &str) -> Option<BTreeSet<String>> {
+        match self.groups.get(group_id)? {
+            Group::Classic(g) => g.subscribed_topics.clone(),
+            Group::Consumer(g) => Some(g.subscribed_topic_names()),
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! Consumer groups: membership, rebalancing, assignment and committed offsets (SPEC section 7).
+//!
+//! Owns the classic group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) with Kafka
+//! 2.8's semantics, the KIP-848 consumer group protocol (ConsumerGroupHeartbeat,
+//! ConsumerGroupDescribe) with server-side `range` and `uniform` assignors, DescribeGroups,
+//! ListGroups, DeleteGroups, OffsetCommit, OffsetFetch and OffsetDelete.
+//!
+//! Does not own: sockets, request framing, FindCoordinator (which broker coordinates which
+//! group is the broker's decision), topic metadata (the broker pushes it in with
+//! [`GroupCoordinator::set_topics`]), or the store: committed offsets leave through
+//! [`OffsetStore`] and member/owner znodes through [`MembershipSink`], both implemented by the
+//! broker on top of the metadata store.
+//!
+//! Two layers:
+//! - [`CoordinatorCore`] is pure and deterministic: `(now_ms, request)` in, responses and
+//!   [`Output`]s out, timers fired by [`CoordinatorCore::tick`]. Tests drive it without
+//!   sockets or sleeps.
+//! - [`GroupCoordinator`] wraps it for async handlers: it supplies the clock, parks JoinGroup
+//!   and SyncGroup until the rebalance answers them, runs the timers, and performs offset
+//!   writes before the cache changes.
+//!
+//! # How a broker handler calls it
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use group_coordinator::{
+//!     ClientInfo, GroupConfig, GroupCoordinator, InMemoryOffsetStore, NoopMembershipSink,
+//! };
+//! use kafka_protocol::messages::{JoinGroupRequest, OffsetCommitRequest};
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! // At broker startup (the broker passes its own OffsetStore and MembershipSink):
+//! let config = GroupConfig { initial_rebalance_delay_ms: 3000, ..GroupConfig::default() };
+//! let groups = GroupCoordinator::start(
+//!     config,
+//!     Arc::new(InMemoryOffsetStore::new()),
+//!     Arc::new(NoopMembershipSink),
+//! )
+//! .await?;
+//!
+//! // handlers/join_group.rs: awaits until the rebalance completes. Like Kafka, the
+//! // connection must not process its next request before this one is answered.
+//! # let (request, version) = (JoinGroupRequest::default(), 7);
+//! let client = ClientInfo { client_id: "rdkafka".into(), client_host: "/127.0.0.1".into() };
+//! let response = groups.join_group(request, version, client).await;
+//!
+//! // handlers/offset_commit.rs: one OffsetStore::commit per request.
+//! # let commit = OffsetCommitRequest::default();
+//! let response = groups.offset_commit(&commit, 8).await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The broker also calls [`GroupCoordinator::set_topics`] whenever its metadata cache changes
+//! (KIP-848 assigns by topic id, and OffsetCommit answers `UNKNOWN_TOPIC_OR_PARTITION` for
+//! partitions that do not exist), and [`GroupCoordinator::on_topic_deleted`] when a topic is
+//! deleted.
+
+mod admin;
+mod assignor;
+mod classic;
+pub mod consumer;
+pub mod consumer_protocol;
+mod core;
+mod error;
+mod membership;
+mod offset_ops;
+mod offsets;
+mod service;
+
+pub use crate::admin::DeleteGroupsPlan;
+pub use crate::assignor::{
+    range, uniform, MemberAssignments, ServerAssignor, Subscriptions, UnknownAssignor,
+};
+pub use crate::classic::ClassicGroupState;
+pub use crate::core::{
+    ClientInfo, CoordinatorCore, GroupConfig, Output, Token, TopicMetadata,
+    NEW_MEMBER_JOIN_TIMEOUT_MS,
+};
+pub use crate::error::GroupError;
+pub use crate::membership::{
+    MembershipEvent, MembershipSink, NoopMembershipSink, RecordingMembershipSink,
+};
+pub use crate::offset_ops::{OffsetCommitPlan, OffsetDeletePlan};
+pub use crate::offsets::{
+    GroupOffsets, InMemoryOffsetStore, OffsetAndMetadata, OffsetStore, OffsetStoreError,
+};
+pub use crate::service::{GroupCoordinator, MEMBERSHIP_QUEUE_CAPACITY};

@@ -1,0 +1,405 @@
+//! [`GroupCoordinator`]: the async face of [`CoordinatorCore`] that broker handlers call.
+//!
+//! It owns the clock (tokio's, so paused-time tests work), parks JoinGroup and SyncGroup until
+//! the core answers them, fires the core's timers from one background task, writes offsets
+//! through the [`OffsetStore`] before the cache changes, and forwards membership events, in
+//! order, to the [`MembershipSink`] from a second task.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use kafka_protocol::messages::{
+    ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse, DeleteGroupsRequest, DeleteGroupsResponse,
+    DescribeGroupsRequest, DescribeGroupsResponse, HeartbeatRequest, HeartbeatResponse,
+    JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest,
+    ListGroupsResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest,
+    OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest,
+    SyncGroupResponse,
+};
+use model::TopicName;
+use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::core::{ClientInfo, CoordinatorCore, GroupConfig, Output, Token, TopicMetadata};
+use crate::error::GroupError;
+use crate::membership::{MembershipEvent, MembershipSink};
+use crate::offsets::{OffsetStore, OffsetStoreError};
+
+/// How many membership events may wait for the sink before new ones are dropped (they are
+/// informational znodes; the coordinator's own state is unaffected).
+pub const MEMBERSHIP_QUEUE_CAPACITY: usize = 4096;
+
+/// The group coordinator of one broker. Cheap to clone; every clone is the same coordinator.
+#[derive(Debug)]
+pub struct GroupCoordinator<S: OffsetStore, M: MembershipSink> {
+    inner: Arc<Inner<S>>,
+    tasks: Arc<Vec<JoinHandle<()>>>,
+    _sink: std::marker::PhantomData<fn() -> M>,
+}
+
+impl<S: OffsetStore, M: MembershipSink> Clone for GroupCoordinator<S, M> {
+    fn clone(&self) -> Self {
+        GroupCoordinator {
+            inner: Arc::clone(&self.inner),
+            tasks: Arc::clone(&self.tasks),
+            _sink: std::marker::PhantomData,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Inner<S> {
+    state: Mutex<State>,
+    store: Arc<S>,
+    events: mpsc::Sender<MembershipEvent>,
+    timers: Arc<Notify>,
+    clock: Clock,
+    commit_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+#[derive(Debug)]
+struct State {
+    core: CoordinatorCore,
+    next_token: Token,
+    joins: HashMap<Token, oneshot::Sender<JoinGroupResponse>>,
+    syncs: HashMap<Token, oneshot::Sender<SyncGroupResponse>>,
+}
+
+/// Wall-clock milliseconds that advance with tokio's clock.
+#[derive(Debug, Clone, Copy)]
+struct Clock {
+    start: Instant,
+    start_wall_ms: u64,
+}
+
+impl Clock {
+    fn now_ms(&self) -> u64 {
+        self.start_wall_ms + self.start.elapsed().as_millis() as u64
+    }
+
+    fn instant_at(&self, ms: u64) -> Instant {
+        self.start + Duration::from_millis(ms.saturating_sub(self.start_wall_ms))
+    }
+}
+
+impl<S: OffsetStore, M: MembershipSink> GroupCoordinator<S, M> {
+    /// Loads every committed offset from `store` and starts the timer and sink tasks (call
+    /// inside a tokio runtime).
+    pub async fn start(
+        config: GroupConfig,
+        store: Arc<S>,
+        sink: Arc<M>,
+    ) -> Result<Self, OffsetStoreError> {
+        let offsets = store.load_all().await?;
+        let mut core = CoordinatorCore::new(config);
+        core.load_offsets(offsets);
+        let (events, mut events_rx) = mpsc::channel(MEMBERSHIP_QUEUE_CAPACITY);
+        let timers = Arc::new(Notify::new());
+        let start_wall_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let inner = Arc::new(Inner {
+            state: Mutex::new(State {
+                core,
+                next_token: 0,
+                joins: HashMap::new(),
+                syncs: HashMap::new(),
+            }),
+            store,
+            events,
+            timers: Arc::clone(&timers),
+            clock: Clock {
+                start: Instant::now(),
+                start_wall_ms,
+            },
+            commit_locks: Mutex::new(HashMap::new()),
+        });
+        let sink_task = tokio::spawn(async move {
+            while let Some(event) = events_rx.recv().await {
+                sink.apply(event).await;
+            }
+        });
+        let timer_task = tokio::spawn(timer_loop(Arc::downgrade(&inner), timers));
+        Ok(GroupCoordinator {
+            inner,
+            tasks: Arc::new(vec![sink_task, timer_task]),
+            _sink: std::marker::PhantomData,
+        })
+    }
+
+    /// Stops the background tasks. Parked JoinGroup/SyncGroup calls then wait forever, so
+    /// call this only when the broker is shutting down its connections too.
+    pub fn shutdown(&self) {
+        for task in self.tasks.iter() {
+            task.abort();
+        }
+    }
+
+    /// Re-reads every committed offset from the store (when this broker becomes the
+    /// coordinator again after another one served the groups).
+    pub async fn reload_offsets(&self) -> Result<(), OffsetStoreError> {
+        let offsets = self.inner.store.load_all().await?;
+        self.with_core(|core, _| core.load_offsets(offsets));
+        Ok(())
+    }
+
+    /// Replaces the topic metadata (call whenever the broker's metadata cache changes).
+    pub fn set_topics(&self, topics: impl IntoIterator<Item = TopicMetadata>) {
+        self.with_core(|core, _| core.set_topics(topics));
+    }
+
+    /// Drops every group's offsets of a deleted topic, from the cache and the store.
+    pub async fn on_topic_deleted(&self, topic: &TopicName) -> Result<(), OffsetStoreError> {
+        let dropped = self.with_core(|core, _| core.on_topic_deleted(topic));
+        tracing::info!(%topic, dropped, "dropping group offsets of deleted topic");
+        self.inner.store.delete_topic_offsets(topic).await
+    }
+
+    /// JoinGroup: returns when the member's rebalance completes (or at once on an error).
+    pub async fn join_group(
+        &self,
+        request: JoinGroupRequest,
+        version: i16,
+        client: ClientInfo,
+    ) -> JoinGroupResponse {
+        let now = self.now_ms();
+        let rx = self.with_core(|core, waiters| {
+            let token = waiters.next_token();
+            let (tx, rx) = oneshot::channel();
+            waiters.joins.insert(token, tx);
+            core.join_group(now, token, version, &request, &client);
+            rx
+        });
+        rx.await.unwrap_or_else(|_| {
+            JoinGroupResponse::default()
+                .with_error_code(GroupError::CoordinatorNotAvailable.code())
+                .with_member_id(request.member_id.clone())
+        })
+    }
+
+    /// SyncGroup: followers return when the leader's assignment arrives.
+    pub async fn sync_group(&self, request: SyncGroupRequest, version: i16) -> SyncGroupResponse {
+        let now = self.now_ms();
+        let rx = self.with_core(|core, waiters| {
+            let token = waiters.next_token();
+            let (tx, rx) = oneshot::channel();
+            waiters.syncs.insert(token, tx);
+            core.sync_group(now, token, version, &request);
+            rx
+        });
+        rx.await.unwrap_or_else(|_| {
+            SyncGroupResponse::default().with_error_code(GroupError::CoordinatorNotAvailable.code())
+        })
+    }
+
+    /// Heartbeat.
+    pub fn heartbeat(&self, request: &HeartbeatRequest) -> HeartbeatResponse {
+        let now = self.now_ms();
+        self.with_core(|core, _| core.heartbeat(now, request))
+    }
+
+    /// LeaveGroup.
+    pub fn leave_group(&self, request: &LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
+        let now = self.now_ms();
+        self.with_core(|core, _| core.leave_group(now, version, request))
+    }
+
+    /// ConsumerGroupHeartbeat (KIP-848).
+    pub fn consumer_group_heartbeat(
+        &self,
+        request: &ConsumerGroupHeartbeatRequest,
+        client: &ClientInfo,
+    ) -> ConsumerGroupHeartbeatResponse {
+        let now = self.now_ms();
+        self.with_core(|core, _| core.consumer_group_heartbeat(now, request, client))
+    }
+
+    /// ConsumerGroupDescribe (KIP-848).
+    pub fn consumer_group_describe(
+        &self,
+        request: &ConsumerGroupDescribeRequest,
+    ) -> ConsumerGroupDescribeResponse {
+        self.with_core(|core, _| core.consumer_group_describe(request))
+    }
+
+    /// DescribeGroups.
+    pub fn describe_groups(&self, request: &DescribeGroupsRequest) -> DescribeGroupsResponse {
+        self.with_core(|core, _| core.describe_groups(request))
+    }
+
+    /// ListGroups.
+    pub fn list_groups(&self, request: &ListGroupsRequest) -> ListGroupsResponse {
+        self.with_core(|core, _| core.list_groups(request))
+    }
+
+    /// OffsetFetch.
+    pub fn offset_fetch(&self, request: &OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
+        self.with_core(|core, _| core.fetch_offsets(version, request))
+    }
+
+    /// OffsetCommit: one store transaction for the request's valid partitions; the cache
+    /// changes only once the store has them.
+    pub async fn offset_commit(
+        &self,
+        request: &OffsetCommitRequest,
+        version: i16,
+    ) -> OffsetCommitResponse {
+        let group_id = request.group_id.0.as_str().to_owned();
+        // Commits of one group are written one at a time, so the cache applies them in the
+        // order the store did.
+        let lock = self.commit_lock(&group_id);
+        let _guard = lock.lock().await;
+        let now = self.now_ms();
+        let plan = self.with_core(|core, _| core.prepare_offset_commit(now, version, request));
+        let stored = if plan.to_store.is_empty() {
+            Ok(())
+        } else {
+            self.inner
+                .store
+                .commit(&plan.group_id, &plan.to_store)
+                .await
+        };
+        if let Err(err) = &stored {
+            tracing::warn!(group_id, %err, "offset commit failed in the store");
+        }
+        self.with_core(|core, _| core.complete_offset_commit(plan, stored))
+    }
+
+    /// OffsetDelete.
+    pub async fn offset_delete(&self, request: &OffsetDeleteRequest) -> OffsetDeleteResponse {
+        let group_id = request.group_id.0.as_str().to_owned();
+        let lock = self.commit_lock(&group_id);
+        let _guard = lock.lock().await;
+        let plan = self.with_core(|core, _| core.prepare_offset_delete(request));
+        let deleted = if plan.to_delete.is_empty() {
+            Ok(())
+        } else {
+            self.inner
+                .store
+                .delete_offsets(&plan.group_id, &plan.to_delete)
+                .await
+        };
+        self.with_core(|core, _| core.complete_offset_delete(plan, deleted))
+    }
+
+    /// DeleteGroups.
+    pub async fn delete_groups(&self, request: &DeleteGroupsRequest) -> DeleteGroupsResponse {
+        let plan = self.with_core(|core, _| core.prepare_delete_groups(request));
+        let mut deleted = Vec::with_capacity(plan.eligible.len());
+        for group_id in &plan.eligible {
+            deleted.push((
+                group_id.clone(),
+                self.inner.store.delete_group(group_id).await,
+            ));
+        }
+        self.with_core(|core, _| core.complete_delete_groups(plan, &deleted))
+    }
+
+    /// The coordinator's clock, in ms since the Unix epoch.
+    pub fn now_ms(&self) -> u64 {
+        self.inner.clock.now_ms()
+    }
+
+    fn commit_lock(&self, group_id: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.inner.commit_locks.lock().expect("commit locks");
+        // Forget locks nobody holds, so the map stays as small as the set of busy groups.
+        locks.retain(|_, lock| Arc::strong_count(lock) > 1);
+        Arc::clone(locks.entry(group_id.to_owned()).or_default())
+    }
+
+    fn with_core<T>(&self, f: impl FnOnce(&mut CoordinatorCore, &mut Waiters<'_>) -> T) -> T {
+        self.inner.with_core(f)
+    }
+}
+
+/// Parked-request bookkeeping lent to a core call.
+#[derive(Debug)]
+struct Waiters<'a> {
+    next_token: &'a mut Token,
+    joins: &'a mut HashMap<Token, oneshot::Sender<JoinGroupResponse>>,
+    syncs: &'a mut HashMap<Token, oneshot::Sender<SyncGroupResponse>>,
+}
+
+impl Waiters<'_> {
+    fn next_token(&mut self) -> Token {
+        *self.next_token += 1;
+        *self.next_token
+    }
+}
+
+impl<S: OffsetStore> Inner<S> {
+    fn with_core<T>(&self, f: impl FnOnce(&mut CoordinatorCore, &mut Waiters<'_>) -> T) -> T {
+        let result = self.with_core_quiet(f);
+        // Deadlines may have moved: let the timer task look again.
+        self.timers.notify_one();
+        result
+    }
+
+    /// Like `with_core`, without waking the timer task (which is the caller here).
+    fn with_core_quiet<T>(&self, f: impl FnOnce(&mut CoordinatorCore, &mut Waiters<'_>) -> T) -> T {
+        let mut state = self.state.lock().expect("coordinator lock");
+        let State {
+            core,
+            next_token,
+            joins,
+            syncs,
+        } = &mut *state;
+        let mut waiters = Waiters {
+            next_token,
+            joins,
+            syncs,
+        };
+        let result = f(core, &mut waiters);
+        self.dispatch(core.take_outputs(), &mut waiters);
+        result
+    }
+
+    fn dispatch(&self, outputs: Vec<Output>, waiters: &mut Waiters<'_>) {
+        for output in outputs {
+            match output {
+                Output::JoinGroup { token, response } => {
+                    if let Some(tx) = waiters.joins.remove(&token) {
+                        // The handler may be gone (client disconnected); nothing to do then.
+                        let _ = tx.send(response);
+                    }
+                }
+                Output::SyncGroup { token, response } => {
+                    if let Some(tx) = waiters.syncs.remove(&token) {
+                        let _ = tx.send(response);
+                    }
+                }
+                Output::Membership(event) => {
+                    if self.events.try_send(event).is_err() {
+                        tracing::warn!("membership event queue full or closed; dropping an event");
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn timer_loop<S: OffsetStore>(inner: Weak<Inner<S>>, timers: Arc<Notify>) {
+    loop {
+        let next = {
+            let Some(inner) = inner.upgrade() else { return };
+            let now = inner.clock.now_ms();
+            let next = inner.with_core_quiet(|core, _| {
+                core.tick(now);
+                core.next_deadline_ms()
+            });
+            next.map(|ms| inner.clock.instant_at(ms))
+        };
+        match next {
+            Some(at) => {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(at) => {}
+                    _ = timers.notified() => {}
+                }
+            }
+            None => timers.notified().await,
+        }
+    }
+}
