@@ -110,7 +110,10 @@ async fn respond(
         }
     };
     match encode_response(api_key, version, correlation_id, &body) {
-        Ok(frame) => Some(frame),
+        Ok(frame) => {
+            debug!(response_bytes = frame.len(), "request handled");
+            Some(frame)
+        }
         Err(err) => {
             tracing::error!(%peer, error = %err, "closing connection: cannot encode response");
             None

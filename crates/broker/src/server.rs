@@ -95,9 +95,25 @@ impl Broker {
         store: MetadataStore,
         listener: Option<TcpListener>,
     ) -> Result<Broker, BrokerError> {
-        let broker_id = config.broker_id;
         let (client, events) = store.connect(session_options(&config)).await?;
         let zk = KafkaZkClient::new(client, events);
+        match Broker::start_on_session(config, store, listener, zk.clone()).await {
+            Ok(broker) => Ok(broker),
+            Err(err) => {
+                // Release the session so nothing of a broker that never served stays behind.
+                zk.close().await;
+                Err(err)
+            }
+        }
+    }
+
+    async fn start_on_session(
+        config: BrokerConfig,
+        store: MetadataStore,
+        listener: Option<TcpListener>,
+        zk: KafkaZkClient,
+    ) -> Result<Broker, BrokerError> {
+        let broker_id = config.broker_id;
         zk.ensure_persistent_paths().await?;
         let cluster_id = zk.get_or_create_cluster_id(&new_cluster_id()).await?;
         let log_manager = LogManager::open(LogManagerConfig {

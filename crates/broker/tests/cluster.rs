@@ -205,3 +205,24 @@ async fn broker_registers_again_after_session_expiry() {
     broker.shutdown().await;
     store.close().await;
 }
+
+#[tokio::test]
+async fn a_second_broker_with_the_same_id_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, store) = start_broker_and_store(dir.path(), &["broker.id=5"]).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let err = broker::Broker::start(
+        config(dir.path(), &["broker.id=5"]),
+        store.clone(),
+        Some(listener),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(err, broker::BrokerError::DuplicateBrokerId(5)),
+        "{err}"
+    );
+    assert!(err.to_string().contains("broker.id 5"));
+    first.shutdown().await;
+    store.close().await;
+}
