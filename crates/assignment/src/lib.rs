@@ -276,9 +276,9 @@ pub fn assign(
 ///   first new id = current count.
 /// - [`Strategy::Balanced`] continues the topic's original pattern (SPEC section 9): if the
 ///   existing partitions are exactly what some start index and shift produce over today's
-///   id-sorted (rack-alternated when racked) brokers, the new partitions are the next ones
-///   of that same pattern, so the topic looks as if it had been created with `new_total`
-///   partitions. Otherwise (brokers joined or left since, or a manual assignment) the new
+///   brokers (id-sorted or rack-alternated, in the caller's order, or in the order the
+///   partition leaders reveal), the new partitions are the next ones of that same pattern,
+///   so the topic looks as if it had been created with `new_total` partitions. Otherwise (brokers joined or left since, or a manual assignment) the new
 ///   partitions are placed with [`assign_balanced`] against `load`.
 pub fn assign_added_partitions(
     brokers: &[BrokerMetadata],
@@ -316,25 +316,62 @@ pub fn assign_added_partitions(
         }
         Strategy::Balanced => {
             partitions_check(added, replication_factor, &sorted, current)?;
-            let layout = Layout::new(&sorted, ignore_racks)?;
-            match layout.find_pattern(existing, replication_factor) {
-                Some((start, shift)) => {
+            for layout in pattern_layouts(brokers, &sorted, existing, ignore_racks)? {
+                if let Some((start, shift)) = layout.find_pattern(existing, replication_factor) {
                     // Kafka's loop bumps the shift at every multiple of n it passes after
                     // partition 0; a run that starts at `current` has not seen those bumps.
                     let bumps = usize::try_from(current - 1).unwrap_or(0) / layout.len();
-                    Ok(layout.place(added, replication_factor, start, shift + bumps, current))
+                    return Ok(layout.place(
+                        added,
+                        replication_factor,
+                        start,
+                        shift + bumps,
+                        current,
+                    ));
                 }
-                None => assign_balanced(
-                    &sorted,
-                    added,
-                    replication_factor,
-                    current,
-                    ignore_racks,
-                    load,
-                ),
             }
+            assign_balanced(
+                &sorted,
+                added,
+                replication_factor,
+                current,
+                ignore_racks,
+                load,
+            )
         }
     }
+}
+
+/// The broker orders a topic may have been created over, most likely first: id-sorted
+/// (Kafka's controller and our balanced strategy), the caller's order, and, when the topic
+/// has at least one partition per broker, the order its partition leaders reveal (partition
+/// `p` is led by `list[(p + start) % n]`, so leaders of `0..n` are the list, rotated).
+/// Rack-aware layouts are fully determined by the racks, so only one is tried.
+fn pattern_layouts(
+    brokers: &[BrokerMetadata],
+    sorted: &[BrokerMetadata],
+    existing: &Assignment,
+    ignore_racks: bool,
+) -> Result<Vec<Layout>, AssignmentError> {
+    let canonical = Layout::new(sorted, ignore_racks)?;
+    if canonical.racks.is_some() {
+        return Ok(vec![canonical]);
+    }
+    let n = canonical.len();
+    let mut layouts = vec![canonical, Layout::new(brokers, ignore_racks)?];
+    let leaders: Vec<BrokerId> = (0..n)
+        .filter_map(|p| existing.get(&i32::try_from(p).ok()?)?.first().copied())
+        .collect();
+    let known: BTreeSet<BrokerId> = sorted.iter().map(|b| b.id).collect();
+    if leaders.len() == n && leaders.iter().copied().collect::<BTreeSet<_>>() == known {
+        layouts.push(Layout {
+            brokers: leaders,
+            racks: None,
+            num_racks: 0,
+        });
+    }
+    layouts.dedup_by(|a, b| a.brokers == b.brokers);
+    Ok(layouts)
 }
 
 /// The broker list sorted by id (Kafka's controller does this before placing).

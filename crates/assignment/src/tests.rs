@@ -107,7 +107,7 @@ fn positions_index_the_list_in_the_given_order() {
 }
 
 #[test]
-fn start_partition_id_continues_the_pattern() {
+fn start_partition_id_counts_shift_bumps_from_itself() {
     assert_eq!(
         kafka(&brokers(&[0, 1, 2, 3, 4]), 2, 3, 0, 0, 10),
         // Kafka bumps the shift only at the multiples of n this call passes: p10 gets
@@ -357,6 +357,51 @@ fn added_partitions_balanced_continues_past_a_shift_bump() {
             .collect();
         assert_eq!(added, expected, "growing from {current}");
     }
+}
+
+#[test]
+fn added_partitions_balanced_follows_the_blogs_original_list_order() {
+    // Seed 003: brokers {0,1,4,2,3}, start 0, shift 2 gave p0 (0,2,3) and p1 (1,3,0); the
+    // blog computes P2 = (4,0,1) from that pattern, where Kafka gives (2,3,4).
+    let b = brokers(&[0, 1, 4, 2, 3]);
+    let old = existing(&[(0, &[0, 2, 3]), (1, &[1, 3, 0])]);
+    let load = ClusterLoad::new();
+    let balanced = assign_added_partitions(&b, &old, 3, Strategy::Balanced, false, &load).unwrap();
+    assert_eq!(render(&balanced), "p2 [4,0,1]");
+    let kafka = assign_added_partitions(&b, &old, 3, Strategy::Kafka, false, &load).unwrap();
+    assert_eq!(render(&kafka), "p2 [2,3,4]");
+}
+
+#[test]
+fn added_partitions_balanced_reads_the_list_order_from_the_leaders() {
+    // Created over [3,1,4,0,2] with 6 partitions; today's brokers arrive in another order.
+    let original = brokers(&[3, 1, 4, 0, 2]);
+    let fixed = Fixed {
+        start_index: Some(2),
+        replica_shift: Some(3),
+    };
+    let full = assign_replicas_to_brokers(
+        &original,
+        9,
+        3,
+        fixed,
+        0,
+        false,
+        &mut StdRng::seed_from_u64(0),
+    )
+    .unwrap();
+    let old: Assignment = full.range(..6).map(|(p, r)| (*p, r.clone())).collect();
+    let added = assign_added_partitions(
+        &brokers(&[0, 1, 2, 3, 4]),
+        &old,
+        9,
+        Strategy::Balanced,
+        false,
+        &ClusterLoad::new(),
+    )
+    .unwrap();
+    let expected: Assignment = full.range(6..).map(|(p, r)| (*p, r.clone())).collect();
+    assert_eq!(added, expected);
 }
 
 #[test]
