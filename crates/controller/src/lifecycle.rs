@@ -277,6 +277,38 @@ mod tests {
     }
 
     #[test]
+    fn failover_resumes_a_pending_deletion() {
+        let mut ctx = ctx_with(&[0], &[("t", &[&[0]])]);
+        ctx.leadership.insert(
+            tp("t", 0),
+            LeaderIsrAndControllerEpoch {
+                leader: 0,
+                leader_epoch: 0,
+                isr: vec![0],
+                controller_epoch: 1,
+                zk_version: 0,
+            },
+        );
+        ctx.topics_to_be_deleted.insert(name("t"));
+        let effects = on_controller_failover(&mut ctx);
+        assert!(
+            effects.contains(&Effect::StopReplica {
+                broker: 0,
+                tp: tp("t", 0),
+                delete: true
+            }),
+            "{effects:?}"
+        );
+        // A topic being deleted is not brought online again.
+        assert!(
+            !effects
+                .iter()
+                .any(|e| matches!(e, Effect::LeaderAndIsr { .. })),
+            "{effects:?}"
+        );
+    }
+
+    #[test]
     fn failover_sends_leadership_to_every_online_replica() {
         let mut ctx = ctx_with(&[0, 1], &[("t", &[&[0, 1]]), ("u", &[&[1]])]);
         ctx.leadership.insert(

@@ -721,6 +721,17 @@ async fn deletion_waits_for_an_offline_broker_and_finishes_when_it_returns() {
         .contains(&("two".to_owned(), 0, true)));
     assert!(!fake1.stop_replicas().contains(&("two".to_owned(), 0, true)));
 
+    // A mark naming no topic is simply removed.
+    let ghost = name("ghost");
+    n.zk.create_delete_topic_path(&ghost).await.unwrap();
+    let zk = n.zk.clone();
+    eventually("the ghost mark is removed", async || {
+        data(&zk, &paths::delete_topic(&name("ghost")))
+            .await
+            .is_none()
+    })
+    .await;
+
     // It comes back: its replica is deleted and so is the topic.
     let _session1 = register(&store, 1, &fake1).await;
     let zk = n.zk.clone();
