@@ -1,0 +1,315 @@
+//! OffsetCommit / OffsetFetch / OffsetDelete through the pure core, with the store's answer
+//! supplied by the test (the in-memory store is exercised in `service.rs`).
+
+mod common;
+
+use common::*;
+use group_coordinator::{CoordinatorCore, OffsetStoreError};
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_delete_request::{
+    OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::{
+    OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
+};
+use kafka_protocol::messages::{
+    GroupId, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetFetchRequest,
+    TopicName,
+};
+
+const NONE: i16 = 0;
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const OFFSET_METADATA_TOO_LARGE: i16 = 12;
+const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+const ILLEGAL_GENERATION: i16 = 22;
+const UNKNOWN_MEMBER_ID: i16 = 25;
+const REBALANCE_IN_PROGRESS: i16 = 27;
+const GROUP_ID_NOT_FOUND: i16 = 69;
+const GROUP_SUBSCRIBED_TO_TOPIC: i16 = 86;
+
+fn commit_request(
+    generation: i32,
+    member: &str,
+    offsets: &[(&str, i32, i64)],
+) -> OffsetCommitRequest {
+    let mut topics: Vec<OffsetCommitRequestTopic> = Vec::new();
+    for (topic, partition, offset) in offsets {
+        let p = OffsetCommitRequestPartition::default()
+            .with_partition_index(*partition)
+            .with_committed_offset(*offset)
+            .with_committed_metadata(Some(s("m")));
+        match topics.last_mut() {
+            Some(t) if t.name.0.as_str() == *topic => t.partitions.push(p),
+            _ => topics.push(
+                OffsetCommitRequestTopic::default()
+                    .with_name(TopicName(s(topic)))
+                    .with_partitions(vec![p]),
+            ),
+        }
+    }
+    OffsetCommitRequest::default()
+        .with_group_id(GroupId(s(GROUP)))
+        .with_generation_id_or_member_epoch(generation)
+        .with_member_id(s(member))
+        .with_topics(topics)
+}
+
+/// Commits with the store saying yes; returns the codes in request order.
+fn commit(core: &mut CoordinatorCore, request: &OffsetCommitRequest) -> Vec<i16> {
+    let plan = core.prepare_offset_commit(0, 8, request);
+    codes(&core.complete_offset_commit(plan, Ok(())))
+}
+
+fn codes(response: &OffsetCommitResponse) -> Vec<i16> {
+    response
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+        .collect()
+}
+
+/// Fetches (v7) and renders `topic-p=offset` for each partition.
+fn fetch(core: &CoordinatorCore, topics: Option<&[(&str, &[i32])]>) -> String {
+    let request = OffsetFetchRequest::default()
+        .with_group_id(GroupId(s(GROUP)))
+        .with_topics(topics.map(|ts| {
+            ts.iter()
+                .map(|(t, ps)| {
+                    OffsetFetchRequestTopic::default()
+                        .with_name(TopicName(s(t)))
+                        .with_partition_indexes(ps.to_vec())
+                })
+                .collect()
+        }));
+    let response = core.fetch_offsets(7, &request);
+    assert_eq!(response.error_code, NONE);
+    response
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(move |p| {
+                format!(
+                    "{}-{}={}",
+                    t.name.0.as_str(),
+                    p.partition_index,
+                    p.committed_offset
+                )
+            })
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn simple_commits_create_an_empty_group_and_fetch_reads_them() {
+    let mut core = CoordinatorCore::new(config());
+    assert_eq!(
+        fetch(&core, Some(&[("t", &[0, 1])])),
+        "t-0=-1 t-1=-1",
+        "nothing committed yet"
+    );
+    assert_eq!(
+        commit(
+            &mut core,
+            &commit_request(-1, "", &[("t", 0, 5), ("t", 1, 7), ("u", 0, 1)])
+        ),
+        [NONE; 3]
+    );
+    assert_eq!(core.group_states()[GROUP].1, "Empty");
+    assert_eq!(
+        fetch(&core, Some(&[("t", &[0, 1, 2])])),
+        "t-0=5 t-1=7 t-2=-1"
+    );
+    assert_eq!(
+        fetch(&core, None),
+        "t-0=5 t-1=7 u-0=1",
+        "a null topic list fetches everything"
+    );
+    // v8+: several groups in one request.
+    let request = OffsetFetchRequest::default().with_groups(vec![
+        OffsetFetchRequestGroup::default()
+            .with_group_id(GroupId(s(GROUP)))
+            .with_topics(Some(vec![OffsetFetchRequestTopics::default()
+                .with_name(TopicName(s("t")))
+                .with_partition_indexes(vec![1])])),
+        OffsetFetchRequestGroup::default()
+            .with_group_id(GroupId(s("other")))
+            .with_topics(None),
+    ]);
+    let response = core.fetch_offsets(8, &request);
+    assert_eq!(
+        response.groups[0].topics[0].partitions[0].committed_offset,
+        7
+    );
+    assert!(response.groups[1].topics.is_empty());
+}
+
+#[test]
+fn commits_from_a_group_with_members_check_member_and_generation() {
+    let mut h = Harness::new(config());
+    let (member, token) = h.new_member(&["t"]);
+    h.advance(0);
+    assert_eq!(h.join_answer(token).unwrap().generation_id, 1);
+    // CompletingRebalance: the member knows the generation but has no assignment yet.
+    assert_eq!(
+        commit(&mut h.core, &commit_request(1, &member, &[("t", 0, 1)])),
+        [REBALANCE_IN_PROGRESS]
+    );
+    let t = h.sync(&member, 1, &[(&member, parts("t", &[0]))]);
+    assert_eq!(h.sync_answer(t).unwrap().error_code, NONE);
+    assert_eq!(
+        commit(&mut h.core, &commit_request(1, &member, &[("t", 0, 1)])),
+        [NONE]
+    );
+    assert_eq!(
+        commit(&mut h.core, &commit_request(0, &member, &[("t", 0, 2)])),
+        [ILLEGAL_GENERATION]
+    );
+    assert_eq!(
+        commit(&mut h.core, &commit_request(1, "stranger", &[("t", 0, 2)])),
+        [UNKNOWN_MEMBER_ID]
+    );
+    assert_eq!(
+        commit(&mut h.core, &commit_request(-1, "", &[("t", 0, 2)])),
+        [UNKNOWN_MEMBER_ID],
+        "simple commits need an empty group"
+    );
+    assert_eq!(fetch(&h.core, Some(&[("t", &[0])])), "t-0=1");
+    // A group that does not exist rejects generations >= 0.
+    let mut other = commit_request(3, "x", &[("t", 0, 2)]);
+    other.group_id = GroupId(s("nobody"));
+    assert_eq!(commit(&mut h.core, &other), [ILLEGAL_GENERATION]);
+}
+
+#[test]
+fn partition_checks_and_store_failures() {
+    let mut core = CoordinatorCore::new(GroupConfig {
+        offset_metadata_max_bytes: 4,
+        ..config()
+    });
+    core.set_topics([topic("t", 1, 2)]);
+    let mut request = commit_request(
+        -1,
+        "",
+        &[("t", 0, 1), ("t", 5, 1), ("gone", 0, 1), ("t", 1, 1)],
+    );
+    request.topics[0].partitions[0].committed_metadata = Some(s("too long"));
+    let plan = core.prepare_offset_commit(0, 8, &request);
+    assert_eq!(plan.to_store.len(), 1, "only t-1 is valid");
+    let response = core.complete_offset_commit(plan, Err(OffsetStoreError("down".into())));
+    assert_eq!(
+        codes(&response),
+        [
+            OFFSET_METADATA_TOO_LARGE,
+            UNKNOWN_TOPIC_OR_PARTITION,
+            UNKNOWN_TOPIC_OR_PARTITION,
+            COORDINATOR_NOT_AVAILABLE
+        ]
+    );
+    assert_eq!(
+        fetch(&core, Some(&[("t", &[1])])),
+        "t-1=-1",
+        "a refused write never reaches the cache"
+    );
+}
+
+use group_coordinator::GroupConfig;
+
+#[test]
+fn offset_delete_respects_subscriptions() {
+    let mut h = Harness::new(config());
+    let (member, token) = h.new_member(&["t"]);
+    h.advance(0);
+    h.join_answer(token).unwrap();
+    let t = h.sync(&member, 1, &[(&member, parts("t", &[0]))]);
+    h.sync_answer(t).unwrap();
+    assert_eq!(
+        commit(
+            &mut h.core,
+            &commit_request(1, &member, &[("t", 0, 3), ("u", 0, 4)])
+        ),
+        [NONE, NONE]
+    );
+
+    let request = OffsetDeleteRequest::default()
+        .with_group_id(GroupId(s(GROUP)))
+        .with_topics(
+            ["t", "u"]
+                .iter()
+                .map(|t| {
+                    OffsetDeleteRequestTopic::default()
+                        .with_name(TopicName(s(t)))
+                        .with_partitions(vec![
+                            OffsetDeleteRequestPartition::default().with_partition_index(0)
+                        ])
+                })
+                .collect(),
+        );
+    let plan = h.core.prepare_offset_delete(&request);
+    assert_eq!(plan.to_delete.len(), 1);
+    let response = h.core.complete_offset_delete(plan, Ok(()));
+    assert_eq!(response.error_code, NONE);
+    let got: Vec<i16> = response
+        .topics
+        .iter()
+        .map(|t| t.partitions[0].error_code)
+        .collect();
+    assert_eq!(got, [GROUP_SUBSCRIBED_TO_TOPIC, NONE]);
+    assert_eq!(fetch(&h.core, None), "t-0=3");
+
+    let mut missing = request.clone();
+    missing.group_id = GroupId(s("nobody"));
+    let plan = h.core.prepare_offset_delete(&missing);
+    assert_eq!(
+        h.core.complete_offset_delete(plan, Ok(())).error_code,
+        GROUP_ID_NOT_FOUND
+    );
+}
+
+#[test]
+fn empty_groups_lose_offsets_and_vanish_once_none_are_left() {
+    let mut core = CoordinatorCore::new(config());
+    commit(&mut core, &commit_request(-1, "", &[("t", 0, 3)]));
+    let request = OffsetDeleteRequest::default()
+        .with_group_id(GroupId(s(GROUP)))
+        .with_topics(vec![OffsetDeleteRequestTopic::default()
+            .with_name(TopicName(s("t")))
+            .with_partitions(vec![
+                OffsetDeleteRequestPartition::default().with_partition_index(0)
+            ])]);
+    let plan = core.prepare_offset_delete(&request);
+    assert_eq!(
+        core.complete_offset_delete(plan, Ok(())).topics[0].partitions[0].error_code,
+        NONE
+    );
+    assert!(!core.group_states().contains_key(GROUP));
+}
+
+#[test]
+fn deleted_topics_lose_their_offsets_and_offsets_survive_a_reload() {
+    let mut core = CoordinatorCore::new(config());
+    commit(
+        &mut core,
+        &commit_request(-1, "", &[("t", 0, 3), ("u", 0, 4)]),
+    );
+    assert_eq!(core.on_topic_deleted(&"t".parse().unwrap()), 1);
+    assert_eq!(fetch(&core, None), "u-0=4");
+
+    // A restarted coordinator loads what the store holds and shows the group as Empty.
+    let mut stored = group_coordinator::GroupOffsets::new();
+    stored.entry(GROUP.to_owned()).or_default().insert(
+        model::TopicPartition::new("u".parse().unwrap(), 0),
+        group_coordinator::OffsetAndMetadata {
+            offset: 4,
+            leader_epoch: -1,
+            metadata: String::new(),
+            commit_timestamp_ms: 0,
+        },
+    );
+    let mut restarted = CoordinatorCore::new(config());
+    restarted.load_offsets(stored);
+    assert_eq!(fetch(&restarted, None), "u-0=4");
+    assert_eq!(restarted.group_states()[GROUP].1, "Empty");
+}
