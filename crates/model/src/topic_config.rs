@@ -490,24 +490,26 @@ impl TopicConfig {
         self.boolean("unclean.leader.election.enable")
     }
 
-    fn definition_of(key: &str) -> &'static ConfigDef {
-        // Getters only ask for keys from TOPIC_CONFIGS; the unit test `every_getter_key_is_defined`
-        // keeps it that way.
-        definition(key).unwrap_or(&TOPIC_CONFIGS[0])
-    }
-
+    /// The override, else Kafka's default; "" only for a key missing from [`TOPIC_CONFIGS`],
+    /// which the unit test `every_getter_key_is_defined` rules out for every getter.
     fn str_value(&self, key: &str) -> &str {
-        self.get(key).unwrap_or(Self::definition_of(key).default)
+        self.get(key)
+            .or_else(|| definition(key).map(|d| d.default))
+            .unwrap_or_default()
     }
 
-    fn number<T: std::str::FromStr>(&self, key: &str) -> T {
-        let default = Self::definition_of(key).default;
-        // Overrides were validated on the way in, so the parse only fails for a bug here.
+    fn number<T: std::str::FromStr + Default>(&self, key: &str) -> T {
+        // Overrides were validated on the way in and every default parses (unit tests), so
+        // the fallbacks are never taken.
+        let default = || {
+            definition(key)
+                .and_then(|d| d.default.parse().ok())
+                .unwrap_or_default()
+        };
         self.str_value(key)
             .trim()
             .parse()
-            .or_else(|_| default.parse())
-            .unwrap_or_else(|_| panic!("default of {key} is not a number"))
+            .unwrap_or_else(|_| default())
     }
 
     fn boolean(&self, key: &str) -> bool {
@@ -788,30 +790,65 @@ mod tests {
 
     #[test]
     fn every_getter_key_is_defined() {
-        // Exercise every getter on defaults; a typo in a getter's key would return the wrong
-        // definition's default and fail the comparisons in the test above or parse here.
+        // Each getter, on no overrides, must print exactly its key's table default: a typo
+        // in a getter's key would give "" or 0 instead.
         let c = TopicConfig::new();
-        let _ = (
-            c.cleanup_policy(),
-            c.compression_type(),
-            c.delete_retention_ms(),
-            c.flush_ms(),
-            c.index_interval_bytes(),
-            c.max_compaction_lag_ms(),
-            c.max_message_bytes(),
-            c.message_format_version(),
-            c.message_timestamp_difference_max_ms(),
-            c.min_compaction_lag_ms(),
-            c.min_insync_replicas(),
-            c.preallocate(),
-            c.retention_bytes(),
-            c.segment_index_bytes(),
-            c.segment_jitter_ms(),
-            c.segment_ms(),
-        );
-        assert_eq!(c.max_message_bytes(), 1_048_588);
-        assert_eq!(c.segment_index_bytes(), 10_485_760);
-        assert_eq!(c.retention_bytes(), -1);
-        assert_eq!(c.cleanup_policy(), vec!["delete".to_string()]);
+        let getters: Vec<(&str, String)> = vec![
+            ("cleanup.policy", c.cleanup_policy().join(",")),
+            ("compression.type", c.compression_type().to_owned()),
+            ("delete.retention.ms", c.delete_retention_ms().to_string()),
+            ("file.delete.delay.ms", c.file_delete_delay_ms().to_string()),
+            ("flush.messages", c.flush_messages().to_string()),
+            ("flush.ms", c.flush_ms().to_string()),
+            ("index.interval.bytes", c.index_interval_bytes().to_string()),
+            (
+                "max.compaction.lag.ms",
+                c.max_compaction_lag_ms().to_string(),
+            ),
+            ("max.message.bytes", c.max_message_bytes().to_string()),
+            (
+                "message.downconversion.enable",
+                c.message_downconversion_enable().to_string(),
+            ),
+            (
+                "message.format.version",
+                c.message_format_version().to_owned(),
+            ),
+            (
+                "message.timestamp.difference.max.ms",
+                c.message_timestamp_difference_max_ms().to_string(),
+            ),
+            (
+                "message.timestamp.type",
+                c.message_timestamp_type().to_owned(),
+            ),
+            (
+                "min.cleanable.dirty.ratio",
+                c.min_cleanable_dirty_ratio().to_string(),
+            ),
+            (
+                "min.compaction.lag.ms",
+                c.min_compaction_lag_ms().to_string(),
+            ),
+            ("min.insync.replicas", c.min_insync_replicas().to_string()),
+            ("preallocate", c.preallocate().to_string()),
+            ("retention.bytes", c.retention_bytes().to_string()),
+            ("retention.ms", c.retention_ms().to_string()),
+            ("segment.bytes", c.segment_bytes().to_string()),
+            ("segment.index.bytes", c.segment_index_bytes().to_string()),
+            ("segment.jitter.ms", c.segment_jitter_ms().to_string()),
+            ("segment.ms", c.segment_ms().to_string()),
+            (
+                "unclean.leader.election.enable",
+                c.unclean_leader_election_enable().to_string(),
+            ),
+        ];
+        for (key, value) in getters {
+            assert_eq!(
+                Some(value.as_str()),
+                definition(key).map(|d| d.default),
+                "{key}"
+            );
+        }
     }
 }

@@ -39,8 +39,9 @@ pub trait ZnodeJson: Serialize + DeserializeOwned {
     /// The compact JSON Kafka writes.
     fn to_json_bytes(&self) -> Vec<u8> {
         // Serializing these plain structs to a Vec cannot fail: every map key is a string or
-        // an integer and no custom Serialize impl returns an error.
-        serde_json::to_vec(self).unwrap_or_default()
+        // an integer and no custom Serialize impl returns an error. Writing empty data to the
+        // store instead would be a silent corruption, so a bug here must be loud.
+        serde_json::to_vec(self).expect("znode JSON structs always serialize")
     }
 
     /// Parses a znode's data.
