@@ -616,24 +616,96 @@ fn should_print_partition(
 
 async fn execute(action: Action, args: &TopicsArgs) -> Outcome {
     let mut outcome = Outcome::default();
-    let mut admin = match connect(args, &mut outcome).await {
-        Ok(admin) => admin,
-        Err(message) => {
-            outcome.error(message);
-            return outcome;
-        }
-    };
-    let result = match action {
-        Action::Create => execute_create(&mut admin, args, &mut outcome).await,
-        Action::List => execute_list(&mut admin, args, &mut outcome).await,
-        Action::Alter => execute_alter(&mut admin, args, &mut outcome).await,
-        Action::Describe => execute_describe(&mut admin, args, &mut outcome).await,
-        Action::Delete => execute_delete(&mut admin, args, &mut outcome).await,
-    };
-    if let Err(message) = result {
+    if let Err(message) = execute_action(action, args, &mut outcome).await {
         outcome.error(message);
     }
     outcome
+}
+
+async fn execute_action(
+    action: Action,
+    args: &TopicsArgs,
+    outcome: &mut Outcome,
+) -> Result<(), String> {
+    // Everything that can be checked without a broker is checked before connecting, so a
+    // typo is reported even when the cluster is down.
+    let filter = match action {
+        Action::Create => None,
+        _ => args.topic.as_deref().map(TopicFilter::new).transpose()?,
+    };
+    let assignment = parse_assignment(args)?;
+    let new_topic = match action {
+        Action::Create => Some(prepare_create(args, assignment.clone(), outcome)?),
+        _ => None,
+    };
+    let mut admin = connect(args, outcome).await?;
+    let topics = match action {
+        Action::Create => Vec::new(),
+        _ => get_topics(&mut admin, args, filter.as_ref()).await?,
+    };
+    match (action, new_topic) {
+        (Action::Create, Some(topic)) => execute_create(&mut admin, topic, args, outcome).await,
+        (Action::List, _) => {
+            // Kafka prints the names joined by newlines, so no topics is one empty line.
+            outcome.stdout.push(topics.join("\n"));
+            Ok(())
+        }
+        (Action::Alter, _) => {
+            execute_alter(&mut admin, &topics, assignment.as_ref(), args, outcome).await
+        }
+        (Action::Describe, _) => execute_describe(&mut admin, &topics, args, outcome).await,
+        (Action::Delete, _) => execute_delete(&mut admin, &topics, args, outcome).await,
+        (Action::Create, None) => Err("internal error: create without a topic".to_string()),
+    }
+}
+
+fn parse_assignment(args: &TopicsArgs) -> Result<Option<BTreeMap<i32, Vec<i32>>>, String> {
+    // Kafka ignores an empty --replica-assignment.
+    match args.replica_assignment.as_deref().filter(|s| !s.is_empty()) {
+        Some(text) => model::replica_assignment::parse_replica_assignment(text)
+            .map(Some)
+            .map_err(|err| err.to_string()),
+        None => Ok(None),
+    }
+}
+
+/// The checks Kafka's `createTopic` makes before sending, in its order: the config
+/// overrides, the collision warning, the replication factor and partition ranges.
+pub fn prepare_create(
+    args: &TopicsArgs,
+    assignment: Option<BTreeMap<i32, Vec<i32>>>,
+    outcome: &mut Outcome,
+) -> Result<NewTopic, String> {
+    let name = args.topic.clone().unwrap_or_default();
+    let configs = parse_topic_configs(&args.config)?;
+    outcome.stdout.extend(message_format_warning(&configs));
+    if name.contains(['.', '_']) {
+        outcome.stdout.push(COLLISION_WARNING.to_string());
+    }
+    let replication_factor = match args.replication_factor {
+        None => None,
+        Some(rf) => Some(
+            i16::try_from(rf)
+                .ok()
+                .filter(|rf| *rf >= 1)
+                .ok_or_else(|| {
+                    format!(
+                        "The replication factor must be between 1 and {} inclusive",
+                        i16::MAX
+                    )
+                })?,
+        ),
+    };
+    if args.partitions.is_some_and(|p| p < 1) {
+        return Err("The partitions must be greater than 0".to_string());
+    }
+    Ok(NewTopic {
+        name,
+        partitions: args.partitions,
+        replication_factor,
+        assignment,
+        configs,
+    })
 }
 
 async fn connect(args: &TopicsArgs, outcome: &mut Outcome) -> Result<AdminClient, String> {
@@ -653,62 +725,27 @@ async fn connect(args: &TopicsArgs, outcome: &mut Outcome) -> Result<AdminClient
 
 /// Kafka's `getTopics`: all topic names (internal ones only without `--exclude-internal`),
 /// filtered by `--topic`, sorted.
-async fn get_topics(admin: &mut AdminClient, args: &TopicsArgs) -> Result<Vec<String>, String> {
-    let filter = args.topic.as_deref().map(TopicFilter::new).transpose()?;
+async fn get_topics(
+    admin: &mut AdminClient,
+    args: &TopicsArgs,
+    filter: Option<&TopicFilter>,
+) -> Result<Vec<String>, String> {
     let listings = admin.list_topics().await.map_err(|err| err.to_string())?;
     let names: Vec<String> = listings
         .into_iter()
         .filter(|t| !(args.exclude_internal && t.is_internal))
         .map(|t| t.name)
         .collect();
-    Ok(select_topics(
-        &names,
-        filter.as_ref(),
-        args.exclude_internal,
-    ))
+    Ok(select_topics(&names, filter, args.exclude_internal))
 }
 
 async fn execute_create(
     admin: &mut AdminClient,
+    topic: NewTopic,
     args: &TopicsArgs,
     outcome: &mut Outcome,
 ) -> Result<(), String> {
-    let name = args.topic.clone().unwrap_or_default();
-    if name.contains(['.', '_']) {
-        outcome.stdout.push(COLLISION_WARNING.to_string());
-    }
-    let configs = parse_topic_configs(&args.config)?;
-    if let Some(warning) = message_format_warning(&configs) {
-        outcome.stdout.push(warning);
-    }
-    if args
-        .replication_factor
-        .is_some_and(|rf| !(1..=i32::from(i16::MAX)).contains(&rf))
-    {
-        return Err(format!(
-            "The replication factor must be between 1 and {} inclusive",
-            i16::MAX
-        ));
-    }
-    if args.partitions.is_some_and(|p| p < 1) {
-        return Err("The partitions must be greater than 0".to_string());
-    }
-    let assignment = match args.replica_assignment.as_deref().filter(|s| !s.is_empty()) {
-        Some(text) => Some(
-            model::replica_assignment::parse_replica_assignment(text)
-                .map_err(|err| err.to_string())?,
-        ),
-        None => None,
-    };
-    let topic = NewTopic {
-        name: name.clone(),
-        partitions: args.partitions,
-        replication_factor: args
-            .replication_factor
-            .and_then(|rf| i16::try_from(rf).ok()),
-        assignment,
-        configs,
-    };
+    let name = topic.name.clone();
     let results = admin
         .create_topics(&[topic], false)
         .await
@@ -723,39 +760,22 @@ async fn execute_create(
     Ok(())
 }
 
-async fn execute_list(
-    admin: &mut AdminClient,
-    args: &TopicsArgs,
-    outcome: &mut Outcome,
-) -> Result<(), String> {
-    let topics = get_topics(admin, args).await?;
-    // Kafka prints the names joined by newlines, so no topics is one empty line.
-    outcome.stdout.push(topics.join("\n"));
-    Ok(())
-}
-
 async fn execute_alter(
     admin: &mut AdminClient,
+    topics: &[String],
+    assignment: Option<&BTreeMap<i32, Vec<i32>>>,
     args: &TopicsArgs,
     outcome: &mut Outcome,
 ) -> Result<(), String> {
-    let topics = get_topics(admin, args).await?;
-    ensure_topic_exists(&topics, args.topic.as_deref(), args.if_exists)?;
+    ensure_topic_exists(topics, args.topic.as_deref(), args.if_exists)?;
     if topics.is_empty() {
         return Ok(());
     }
     let total_count = args.partitions.unwrap_or_default();
-    let assignment = match args.replica_assignment.as_deref().filter(|s| !s.is_empty()) {
-        Some(text) => Some(
-            model::replica_assignment::parse_replica_assignment(text)
-                .map_err(|err| err.to_string())?,
-        ),
-        None => None,
-    };
     let mut increases = Vec::with_capacity(topics.len());
-    if let Some(assignment) = &assignment {
+    if let Some(assignment) = assignment {
         let described = admin
-            .describe_topics(&topics)
+            .describe_topics(topics)
             .await
             .map_err(|err| err.to_string())?;
         for topic in described {
@@ -785,20 +805,20 @@ async fn execute_alter(
 
 async fn execute_describe(
     admin: &mut AdminClient,
+    topics: &[String],
     args: &TopicsArgs,
     outcome: &mut Outcome,
 ) -> Result<(), String> {
-    let topics = get_topics(admin, args).await?;
-    ensure_topic_exists(&topics, args.topic.as_deref(), args.if_exists)?;
+    ensure_topic_exists(topics, args.topic.as_deref(), args.if_exists)?;
     if topics.is_empty() {
         return Ok(());
     }
     let described = admin
-        .describe_topics(&topics)
+        .describe_topics(topics)
         .await
         .map_err(|err| err.to_string())?;
     let configs = admin
-        .describe_configs(ConfigResourceKind::Topic, &topics)
+        .describe_configs(ConfigResourceKind::Topic, topics)
         .await
         .map_err(|err| err.to_string())?;
     let live_brokers: Vec<i32> = admin.brokers().keys().copied().collect();
@@ -814,17 +834,17 @@ async fn execute_describe(
 
 async fn execute_delete(
     admin: &mut AdminClient,
+    topics: &[String],
     args: &TopicsArgs,
     outcome: &mut Outcome,
 ) -> Result<(), String> {
-    let topics = get_topics(admin, args).await?;
-    ensure_topic_exists(&topics, args.topic.as_deref(), args.if_exists)?;
+    ensure_topic_exists(topics, args.topic.as_deref(), args.if_exists)?;
     if topics.is_empty() {
         return Ok(());
     }
     // Kafka 2.8 prints nothing when the deletion is accepted.
     let results = admin
-        .delete_topics(&topics)
+        .delete_topics(topics)
         .await
         .map_err(|err| err.to_string())?;
     report_per_topic(results, outcome);

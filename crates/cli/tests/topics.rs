@@ -1,0 +1,376 @@
+//! `gregor topics` as a user runs it: the binary against a live `gregor server` on free
+//! ports with a temporary data dir, plus the checks that need no broker.
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A directory under the system temp dir, removed on drop (no extra dev-dependency).
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> TempDir {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let path =
+            std::env::temp_dir().join(format!("gregor-topics-test-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&path).unwrap();
+        TempDir(path)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn gregor() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_gregor"))
+}
+
+fn topics(args: &[&str]) -> Output {
+    gregor()
+        .arg("topics")
+        .args(args)
+        .output()
+        .expect("run gregor topics")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn usage_errors_need_no_broker_and_exit_1() {
+    let output = topics(&["--list"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).starts_with("--bootstrap-server must be specified\n"),
+        "{}",
+        stderr(&output)
+    );
+
+    let output = topics(&["--bootstrap-server", "127.0.0.1:1", "--create"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).starts_with("Missing required argument \"[topic]\""));
+    assert!(stdout(&output).is_empty());
+}
+
+#[test]
+fn validate_name_needs_no_broker() {
+    let ok = topics(&["--validate-name", "orders"]);
+    assert_eq!(ok.status.code(), Some(0));
+    assert_eq!(stdout(&ok), "");
+
+    let warned = topics(&["--validate-name", "orders.v1"]);
+    assert_eq!(warned.status.code(), Some(0));
+    assert!(stdout(&warned).starts_with("WARNING: Due to limitations in metric names"));
+
+    let bad = topics(&["--validate-name", "a/b"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        stdout(&bad)
+            .starts_with("Error while executing topic command : Topic name \"a/b\" is illegal"),
+        "{}",
+        stdout(&bad)
+    );
+}
+
+#[test]
+fn an_unreachable_bootstrap_server_is_an_error_not_a_hang() {
+    let port = free_port();
+    let output = topics(&["--bootstrap-server", &format!("127.0.0.1:{port}"), "--list"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stdout(&output).starts_with("Error while executing topic command : "));
+}
+
+#[test]
+fn command_config_refuses_sasl() {
+    let dir = TempDir::new();
+    let path = dir.path().join("admin.properties");
+    std::fs::write(&path, "security.protocol=SASL_SSL\n").unwrap();
+    let output = topics(&[
+        "--bootstrap-server",
+        "127.0.0.1:1",
+        "--list",
+        "--command-config",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stdout(&output).contains("not supported yet"),
+        "{}",
+        stdout(&output)
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Against a live broker.
+// ---------------------------------------------------------------------------------------
+
+/// A `gregor server` child process, killed when dropped.
+struct Server {
+    child: Child,
+    bootstrap: String,
+    _data: TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn start_server() -> Server {
+    let data = TempDir::new();
+    let port = free_port();
+    let admin_port = free_port();
+    let child = gregor()
+        .arg("server")
+        .args([
+            "--override",
+            &format!("listeners=PLAINTEXT://127.0.0.1:{port}"),
+        ])
+        .args([
+            "--override",
+            &format!("admin.listener=127.0.0.1:{admin_port}"),
+        ])
+        .args(["--data-dir", data.path().to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start gregor server");
+    let server = Server {
+        child,
+        bootstrap: format!("127.0.0.1:{port}"),
+        _data: data,
+    };
+    wait_until(Duration::from_secs(30), || {
+        TcpStream::connect(&server.bootstrap).is_ok()
+    });
+    server
+}
+
+fn wait_until(limit: Duration, mut ready: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ready() {
+        assert!(start.elapsed() < limit, "not ready after {limit:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+impl Server {
+    fn topics(&self, args: &[&str]) -> Output {
+        let mut all = vec!["--bootstrap-server", self.bootstrap.as_str()];
+        all.extend_from_slice(args);
+        topics(&all)
+    }
+
+    /// `--describe` output once `topic` shows `partitions` partitions, each with a leader
+    /// (creation and partition additions reach the broker's metadata asynchronously).
+    fn describe_when_online(&self, topic: &str, partitions: usize) -> String {
+        let mut last = String::new();
+        let count = format!("\tPartitionCount: {partitions}\t");
+        wait_until(Duration::from_secs(20), || {
+            let output = self.topics(&["--describe", "--topic", topic]);
+            last = stdout(&output);
+            output.status.success()
+                && last.contains(&count)
+                && last.matches("\tPartition: ").count() == partitions
+                && !last.contains("Leader: none")
+        });
+        last
+    }
+}
+
+fn has_server_subcommand() -> bool {
+    gregor()
+        .args(["server", "--help"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+#[test]
+fn topic_lifecycle_against_a_live_server() {
+    if !has_server_subcommand() {
+        eprintln!("skipping: this build has no `gregor server`");
+        return;
+    }
+    let server = start_server();
+
+    let created = server.topics(&[
+        "--create",
+        "--topic",
+        "orders",
+        "--partitions",
+        "3",
+        "--replication-factor",
+        "1",
+    ]);
+    assert_eq!(
+        stdout(&created),
+        "Created topic orders.\n",
+        "{}",
+        stderr(&created)
+    );
+    assert!(created.status.success());
+
+    let again = server.topics(&[
+        "--create",
+        "--topic",
+        "orders",
+        "--partitions",
+        "3",
+        "--replication-factor",
+        "1",
+    ]);
+    assert_eq!(again.status.code(), Some(1));
+    let text = stdout(&again);
+    assert!(
+        text.starts_with("Error while executing topic command : "),
+        "{text}"
+    );
+    assert!(text.contains("already exists"), "{text}");
+    let quiet = server.topics(&["--create", "--topic", "orders", "--if-not-exists"]);
+    assert!(quiet.status.success(), "{}", stdout(&quiet));
+    assert_eq!(stdout(&quiet), "");
+
+    let listed = server.topics(&["--list"]);
+    assert!(
+        stdout(&listed).lines().any(|line| line == "orders"),
+        "{}",
+        stdout(&listed)
+    );
+
+    let described = server.describe_when_online("orders", 3);
+    let mut lines = described.lines();
+    let header = lines.next().unwrap();
+    assert!(header.starts_with("Topic: orders\tTopicId: "), "{header}");
+    assert!(
+        header.ends_with("\tPartitionCount: 3\tReplicationFactor: 1\tConfigs: "),
+        "{header}"
+    );
+    let partitions: Vec<&str> = lines.collect();
+    assert_eq!(
+        partitions,
+        [
+            "\tTopic: orders\tPartition: 0\tLeader: 0\tReplicas: 0\tIsr: 0",
+            "\tTopic: orders\tPartition: 1\tLeader: 0\tReplicas: 0\tIsr: 0",
+            "\tTopic: orders\tPartition: 2\tLeader: 0\tReplicas: 0\tIsr: 0",
+        ]
+    );
+
+    let altered = server.topics(&["--alter", "--topic", "orders", "--partitions", "5"]);
+    assert!(altered.status.success(), "{}", stdout(&altered));
+    let described = server.describe_when_online("orders", 5);
+    assert!(
+        described.contains("\tPartition: 4\tLeader: 0\tReplicas: 0\tIsr: 0"),
+        "{described}"
+    );
+    let shrink = server.topics(&["--alter", "--topic", "orders", "--partitions", "2"]);
+    assert_eq!(shrink.status.code(), Some(1));
+    assert!(stdout(&shrink).starts_with("Error while executing topic command : "));
+
+    let with_config = server.topics(&[
+        "--create",
+        "--topic",
+        "audit",
+        "--config",
+        "retention.ms=600001",
+    ]);
+    assert!(with_config.status.success(), "{}", stdout(&with_config));
+    let described = server.describe_when_online("audit", 1);
+    assert!(
+        described
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with("\tConfigs: retention.ms=600001"),
+        "{described}"
+    );
+    let overrides = server.topics(&["--describe", "--topics-with-overrides"]);
+    let overridden: Vec<String> = stdout(&overrides)
+        .lines()
+        .map(|l| l.split('\t').next().unwrap().to_string())
+        .collect();
+    assert_eq!(overridden, ["Topic: audit"]);
+
+    let deleted = server.topics(&["--delete", "--topic", "orders"]);
+    assert!(deleted.status.success(), "{}", stdout(&deleted));
+    assert_eq!(stdout(&deleted), "", "Kafka 2.8 prints nothing on delete");
+    wait_until(Duration::from_secs(20), || {
+        !stdout(&server.topics(&["--list"]))
+            .lines()
+            .any(|line| line == "orders")
+    });
+
+    let missing = server.topics(&["--delete", "--topic", "orders"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert_eq!(
+        stdout(&missing),
+        "Error while executing topic command : Topic 'orders' does not exist as expected\n"
+    );
+    let noop = server.topics(&["--delete", "--topic", "orders", "--if-exists"]);
+    assert!(noop.status.success());
+}
+
+#[test]
+fn create_with_assignment_and_alter_with_a_full_assignment() {
+    if !has_server_subcommand() {
+        eprintln!("skipping: this build has no `gregor server`");
+        return;
+    }
+    let server = start_server();
+    let created = server.topics(&[
+        "--create",
+        "--topic",
+        "my_topic",
+        "--replica-assignment",
+        "0,0",
+    ]);
+    assert_eq!(
+        stdout(&created),
+        "WARNING: Due to limitations in metric names, topics with a period ('.') or underscore ('_') could collide. To avoid issues it is best to use either, but not both.\nCreated topic my_topic.\n"
+    );
+    server.describe_when_online("my_topic", 2);
+    // All four partitions listed: only the two new entries are used, and stderr says so.
+    let altered = server.topics(&[
+        "--alter",
+        "--topic",
+        "my_topic",
+        "--partitions",
+        "4",
+        "--replica-assignment",
+        "0,0,0,0",
+    ]);
+    assert!(
+        altered.status.success(),
+        "{}{}",
+        stdout(&altered),
+        stderr(&altered)
+    );
+    assert!(stderr(&altered).contains("the first 2 entries of --replica-assignment are ignored"));
+    let described = server.describe_when_online("my_topic", 4);
+    assert_eq!(described.lines().count(), 5, "{described}");
+}
