@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::leader_and_isr_request::{
     LeaderAndIsrLiveLeader, LeaderAndIsrPartitionState, LeaderAndIsrTopicState,
 };
@@ -25,9 +26,9 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tracing::{debug, warn};
+use tracing::{debug, error, warn};
 
-use client::{Connection, ConnectionOptions};
+use client::{ClientError, Connection, ConnectionOptions};
 use model::{BrokerId, TopicName, TopicPartition};
 
 use crate::context::{ControllerContext, LiveBroker, EPOCH_DURING_DELETE, LEADER_DURING_DELETE};
@@ -162,6 +163,20 @@ async fn send_loop(
                     break;
                 }
                 Ok(None) => break,
+                Err(err @ (ClientError::UnsupportedVersion { .. } | ClientError::Config(_))) => {
+                    // Retrying cannot help: the broker cannot take this request at all.
+                    error!(broker, %addr, error = %err, "control request refused for good; dropped");
+                    if let ControlRequest::StopReplica { deleted, .. } = &request {
+                        if !deleted.is_empty() {
+                            let code = ResponseError::UnsupportedVersion.code();
+                            let deleted = deleted.iter().map(|tp| (tp.clone(), code)).collect();
+                            let _ = events
+                                .send(ControllerEvent::StopReplicaResponse { broker, deleted })
+                                .await;
+                        }
+                    }
+                    break;
+                }
                 Err(err) => {
                     warn!(broker, %addr, error = %err, "control request failed; reconnecting");
                     connection = None;
@@ -547,4 +562,120 @@ pub fn stop_replica_request(
         .with_controller_epoch(ctx.epoch)
         .with_broker_epoch(broker.epoch)
         .with_topic_states(topic_states)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::LeaderIsrAndControllerEpoch;
+    use crate::test_support::{ctx_with, name, tp};
+
+    fn ctx() -> ControllerContext {
+        let mut ctx = ctx_with(&[0, 1], &[("t", &[&[0, 1], &[1, 2]])]);
+        for (p, leader) in [(0, 0), (1, 1)] {
+            ctx.leadership.insert(
+                tp("t", p),
+                LeaderIsrAndControllerEpoch {
+                    leader,
+                    leader_epoch: 3,
+                    isr: vec![leader],
+                    controller_epoch: 1,
+                    zk_version: 4,
+                },
+            );
+        }
+        ctx
+    }
+
+    #[test]
+    fn batch_builds_kafkas_requests_per_live_broker_in_order() {
+        let ctx = ctx();
+        let mut batch = RequestBatch::default();
+        batch.add_leader_and_isr(&[0, 1, 2], &tp("t", 0), true);
+        batch.add_update_metadata(&[0, 1], &[tp("t", 0), tp("t", 1)]);
+        batch.add_stop_replica(1, &tp("t", 1), false);
+        batch.add_stop_replica(1, &tp("t", 1), true);
+        let requests = batch.build(&ctx, 7);
+        let kinds: Vec<_> = requests
+            .iter()
+            .map(|(b, r)| match r {
+                ControlRequest::LeaderAndIsr(_) => (*b, "LeaderAndIsr"),
+                ControlRequest::UpdateMetadata(_) => (*b, "UpdateMetadata"),
+                ControlRequest::StopReplica { .. } => (*b, "StopReplica"),
+            })
+            .collect();
+        // Broker 2 is not live: nothing for it.
+        assert_eq!(
+            kinds,
+            vec![
+                (0, "LeaderAndIsr"),
+                (1, "LeaderAndIsr"),
+                (0, "UpdateMetadata"),
+                (1, "UpdateMetadata"),
+                (1, "StopReplica")
+            ]
+        );
+        let ControlRequest::LeaderAndIsr(lai) = &requests[0].1 else {
+            unreachable!()
+        };
+        assert_eq!(
+            (lai.controller_id.0, lai.controller_epoch, lai.broker_epoch),
+            (7, 1, 100)
+        );
+        let p = &lai.topic_states[0].partition_states[0];
+        assert_eq!(
+            (p.leader.0, p.leader_epoch, p.partition_epoch, p.is_new),
+            (0, 3, 4, true)
+        );
+        assert_eq!(
+            p.replicas.iter().map(|b| b.0).collect::<Vec<_>>(),
+            vec![0, 1]
+        );
+        assert_eq!(
+            lai.live_leaders
+                .iter()
+                .map(|l| (l.broker_id.0, l.port))
+                .collect::<Vec<_>>(),
+            vec![(0, 9092)]
+        );
+        // Stop and delete of one partition merge into one entry that deletes.
+        let ControlRequest::StopReplica { request, deleted } = &requests[4].1 else {
+            unreachable!()
+        };
+        assert_eq!(deleted, &vec![tp("t", 1)]);
+        assert!(request.topic_states[0].partition_states[0].delete_partition);
+        assert_eq!(request.topic_states[0].partition_states[0].leader_epoch, 3);
+    }
+
+    #[test]
+    fn topics_being_deleted_get_leader_and_epoch_minus_two() {
+        let mut ctx = ctx();
+        ctx.topics_to_be_deleted.insert(name("t"));
+        let um = update_metadata_request(
+            &ctx,
+            0,
+            &ctx.live_brokers[&0],
+            &BTreeSet::from([tp("t", 1)]),
+        );
+        let p = &um.topic_states[0].partition_states[0];
+        assert_eq!(p.leader.0, LEADER_DURING_DELETE);
+        assert_eq!(
+            p.offline_replicas.iter().map(|b| b.0).collect::<Vec<_>>(),
+            vec![2]
+        );
+        assert_eq!(
+            um.live_brokers.iter().map(|b| b.id.0).collect::<Vec<_>>(),
+            vec![0, 1]
+        );
+        let sr = stop_replica_request(
+            &ctx,
+            0,
+            &ctx.live_brokers[&1],
+            &BTreeMap::from([(tp("t", 1), true)]),
+        );
+        assert_eq!(
+            sr.topic_states[0].partition_states[0].leader_epoch,
+            EPOCH_DURING_DELETE
+        );
+    }
 }
