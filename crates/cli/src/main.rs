@@ -3,6 +3,7 @@
 //! Each subcommand lives in its own module; this file only parses and routes.
 
 mod assign;
+mod meta;
 mod server;
 mod topics;
 
@@ -23,6 +24,8 @@ enum Command {
     Assign(assign::AssignArgs),
     /// Create, delete, describe, or change a topic (kafka-topics.sh).
     Topics(topics::TopicsArgs),
+    /// Inspect the metadata store like zookeeper-shell: ls, get, tree.
+    Meta(meta::MetaArgs),
     /// Run one broker (Kafka's kafka-server-start.sh).
     Server(server::ServerArgs),
     /// Run N brokers in one process sharing one embedded metadata store.
@@ -34,6 +37,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Assign(args) => assign::run(args),
         Command::Topics(args) => topics::run(args),
+        Command::Meta(args) => meta::run(args),
         Command::Server(args) => server::run_server(args),
         Command::DevCluster(args) => server::run_dev_cluster(args),
     };

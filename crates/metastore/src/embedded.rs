@@ -20,7 +20,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::Path;
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -109,6 +109,46 @@ impl EmbeddedStore {
         ))
     }
 
+    /// Loads a read-only snapshot of the store in `dir` without modifying the file (stale
+    /// ephemeral nodes are kept, as they were when the owning process stopped), then releases
+    /// the file at once. Writes to the snapshot fail with [`Error::BadArguments`]. This is what
+    /// `gregor meta --data-dir` uses on a stopped server.
+    ///
+    /// Fails with [`Error::StoreLocked`] while a process has the store open, and with
+    /// [`Error::Backend`] if there is no store or it needs the crash recovery that only
+    /// [`EmbeddedStore::open`] performs.
+    pub fn open_read_only(dir: &Path) -> Result<EmbeddedStore> {
+        let file = dir.join(STORE_FILE);
+        if !file.is_file() {
+            return Err(Error::Backend(format!(
+                "there is no metadata store at {}",
+                file.display()
+            )));
+        }
+        let db = Database::builder()
+            .set_cache_size(REDB_CACHE_BYTES)
+            .open_read_only(&file)
+            .map_err(|err| match err {
+                DatabaseError::DatabaseAlreadyOpen => {
+                    Error::StoreLocked(file.display().to_string())
+                }
+                DatabaseError::RepairAborted => Error::Backend(format!(
+                    "the store at {} was not closed cleanly and needs recovery, which a read-only \
+                     open cannot do: start the server on it once (or open it read-write)",
+                    file.display()
+                )),
+                other => Error::Backend(format!(
+                    "cannot open the store at {}: {other}",
+                    file.display()
+                )),
+            })?;
+        let tree = load_read_only(&db, &file)?;
+        drop(db);
+        let store = Self::start(tree, 0, None, file.display().to_string());
+        store.shared.read_only.store(true, Ordering::Release);
+        Ok(store)
+    }
+
     /// A store kept only in memory (lost when dropped), for fast tests.
     pub fn open_in_memory() -> EmbeddedStore {
         Self::start(Tree::new(), 1, None, "memory".to_string())
@@ -158,13 +198,24 @@ impl EmbeddedStore {
     /// Closes every session, commits, and releases the store file. Later calls of any client
     /// of this store fail with [`Error::Closed`]. Idempotent.
     pub async fn close(&self) {
+        self.shutdown(true).await;
+    }
+
+    /// Stops the store the way a killed process would, for crash tests: the file is released
+    /// without ending any session, so their ephemeral nodes stay on disk until the next
+    /// [`EmbeddedStore::open`] removes them. Later calls of any client fail with
+    /// [`Error::Closed`].
+    pub async fn halt(&self) {
+        self.shutdown(false).await;
+    }
+
+    async fn shutdown(&self, end_sessions: bool) {
         let (reply, done) = oneshot::channel();
-        if self
-            .requests
-            .send(Request::Shutdown { reply })
-            .await
-            .is_ok()
-        {
+        let request = Request::Shutdown {
+            end_sessions,
+            reply,
+        };
+        if self.requests.send(request).await.is_ok() {
             let _ = done.await;
         }
     }
@@ -203,6 +254,7 @@ impl EmbeddedStore {
             next_session: AtomicI64::new(1),
             location,
             stats: StatsCounters::default(),
+            read_only: AtomicBool::new(false),
         });
         let (requests, rx) = mpsc::channel(WRITE_QUEUE_CAPACITY);
         let writer_shared = shared.clone();
@@ -427,6 +479,8 @@ struct Shared {
     next_session: AtomicI64,
     location: String,
     stats: StatsCounters,
+    /// A snapshot from [`EmbeddedStore::open_read_only`]: every write is refused.
+    read_only: AtomicBool,
 }
 
 enum Request {
@@ -442,6 +496,7 @@ enum Request {
         reply: Option<oneshot::Sender<()>>,
     },
     Shutdown {
+        end_sessions: bool,
         reply: oneshot::Sender<()>,
     },
 }
@@ -515,6 +570,14 @@ impl Writer {
                         acks.push(Ack::Txn(reply, Err(Error::Closed)));
                         continue;
                     }
+                    if self.shared.read_only.load(Ordering::Acquire) {
+                        let err = Error::BadArguments(format!(
+                            "the store at {} was opened read-only",
+                            self.shared.location
+                        ));
+                        acks.push(Ack::Txn(reply, Err(err)));
+                        continue;
+                    }
                     let mut txn = tree.begin(now, &mut dirty);
                     let result = match txn.apply_all(&ops, session) {
                         Ok(results) => {
@@ -545,17 +608,19 @@ impl Writer {
                     );
                     acks.push(Ack::Done(reply));
                 }
-                Request::Shutdown { reply } => {
+                Request::Shutdown {
+                    end_sessions,
+                    reply,
+                } => {
                     let ids: Vec<i64> = lock(&self.shared.sessions).keys().copied().collect();
                     for session in ids {
-                        self.end_session(
-                            &mut tree,
-                            &mut dirty,
-                            now,
-                            session,
-                            false,
-                            &mut deliveries,
-                        );
+                        if end_sessions {
+                            let d = &mut deliveries;
+                            self.end_session(&mut tree, &mut dirty, now, session, false, d);
+                        } else if let Some(handle) = lock(&self.shared.sessions).remove(&session) {
+                            handle.state.store(STATE_CLOSED, Ordering::Release);
+                            deliveries.push(Delivery::HangUp(handle));
+                        }
                     }
                     shutdown_reply = Some(reply);
                 }
@@ -758,6 +823,39 @@ fn load(db: &Database, file: &Path) -> Result<(Tree, i64)> {
     Ok((tree, epoch))
 }
 
+/// Loads the tree from a read-only database, changing nothing.
+fn load_read_only(db: &redb::ReadOnlyDatabase, file: &Path) -> Result<Tree> {
+    use redb::ReadableDatabase;
+    let backend = |what: &str, err: &dyn fmt::Display| {
+        Error::Backend(format!("{what} in the store at {}: {err}", file.display()))
+    };
+    let txn = db
+        .begin_read()
+        .map_err(|e| backend("cannot begin a read", &e))?;
+    let zxid = match txn.open_table(META) {
+        Ok(meta) => meta
+            .get(META_ZXID)
+            .map_err(|e| backend("cannot read the zxid", &e))?
+            .map_or(0, |v| v.value()),
+        Err(redb::TableError::TableDoesNotExist(_)) => 0,
+        Err(e) => return Err(backend("cannot open the meta table", &e)),
+    };
+    let nodes = match txn.open_table(NODES) {
+        Ok(nodes) => nodes,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Tree::new()),
+        Err(e) => return Err(backend("cannot open the nodes table", &e)),
+    };
+    let iter = nodes.iter().map_err(|e| backend("cannot scan nodes", &e))?;
+    let entries = iter.map(|entry| {
+        let (key, value) = entry.map_err(|e| backend("cannot read a node", &e))?;
+        let path = key.value().to_string();
+        let (stat, data) = decode_node(value.value())
+            .ok_or_else(|| backend("corrupt node value", &format!("at {path}")))?;
+        Ok((path, data, stat))
+    });
+    Tree::from_sorted(zxid_from_u64(zxid), entries)
+}
+
 fn encode_node(node: &Node, buf: &mut Vec<u8>) {
     let s = node.stat;
     buf.clear();
@@ -812,7 +910,7 @@ fn fail(request: Request, err: Error) {
             let _ = reply.send(Err(err));
         }
         Request::EndSession { reply, .. } => drop(reply),
-        Request::Shutdown { reply } => {
+        Request::Shutdown { reply, .. } => {
             let _ = reply.send(());
         }
     }
