@@ -241,10 +241,23 @@ impl ConsumerGroup {
 
     fn update_target_assignment(&mut self, config_assignors: &[ServerAssignor]) {
         let assignor = self.choose_assignor(config_assignors);
-        let subscriptions: Subscriptions = self
+        // The assignors order members by key. Java's and librdkafka's client-side assignors put
+        // static members first, by instance id, then the others by member id; keying the
+        // members that way makes the server's `range` give what those clients would compute.
+        let keyed: BTreeMap<String, &ConsumerMember> = self
             .members
             .values()
-            .map(|m| (m.member_id.clone(), m.subscribed_topics.clone()))
+            .map(|m| {
+                let key = match &m.instance_id {
+                    Some(instance_id) => format!("0{instance_id}"),
+                    None => format!("1{}", m.member_id),
+                };
+                (key, m)
+            })
+            .collect();
+        let subscriptions: Subscriptions = keyed
+            .iter()
+            .map(|(key, m)| (key.clone(), m.subscribed_topics.clone()))
             .collect();
         let partitions: BTreeMap<String, i32> = self
             .subscription_metadata
@@ -254,7 +267,8 @@ impl ConsumerGroup {
         self.target = assignor
             .assign(&subscriptions, &partitions)
             .into_iter()
-            .map(|(member, topics)| {
+            .map(|(key, topics)| {
+                let member = keyed[&key].member_id.clone();
                 let topics = topics
                     .into_iter()
                     .map(|(t, ps)| (t, ps.into_iter().collect()))

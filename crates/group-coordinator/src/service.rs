@@ -33,7 +33,6 @@ use crate::offsets::{OffsetStore, OffsetStoreError};
 pub const MEMBERSHIP_QUEUE_CAPACITY: usize = 4096;
 
 /// The group coordinator of one broker. Cheap to clone; every clone is the same coordinator.
-#[derive(Debug)]
 pub struct GroupCoordinator<S: OffsetStore, M: MembershipSink> {
     inner: Arc<Inner<S>>,
     tasks: Arc<Vec<JoinHandle<()>>>,
@@ -50,7 +49,20 @@ impl<S: OffsetStore, M: MembershipSink> Clone for GroupCoordinator<S, M> {
     }
 }
 
-#[derive(Debug)]
+impl<S: OffsetStore, M: MembershipSink> std::fmt::Debug for GroupCoordinator<S, M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let groups = self
+            .inner
+            .state
+            .lock()
+            .map(|s| s.core.group_states().len())
+            .unwrap_or(0);
+        f.debug_struct("GroupCoordinator")
+            .field("groups", &groups)
+            .finish_non_exhaustive()
+    }
+}
+
 struct Inner<S> {
     state: Mutex<State>,
     store: Arc<S>,

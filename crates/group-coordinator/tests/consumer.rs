@@ -450,3 +450,28 @@ fn classic_and_consumer_groups_do_not_mix() {
     );
     assert_eq!(response.error_code, GROUP_ID_NOT_FOUND);
 }
+
+#[test]
+fn server_side_range_orders_static_members_first_like_java_and_librdkafka() {
+    let (mut g, _) = Group::new(None);
+    let (mut a, _) = g.join("a", Some("range"));
+    let response = g.send(
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s(GROUP)))
+            .with_member_id(s("z"))
+            .with_instance_id(Some(s("i-0")))
+            .with_member_epoch(0)
+            .with_rebalance_timeout_ms(30_000)
+            .with_server_assignor(Some(s("range")))
+            .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
+            .with_topic_partitions(Some(vec![])),
+    );
+    let mut z = Consumer {
+        id: "z".into(),
+        epoch: 0,
+        owned: vec![],
+    };
+    z.apply(&response);
+    let result = settle(&mut g, &mut [&mut a, &mut z]);
+    assert_eq!(owned(&result), [("a", vec![2, 3]), ("z", vec![0, 1])]);
+}
