@@ -232,6 +232,15 @@ fn first_action_flag(args: &TopicsArgs) -> Option<&'static str> {
 /// Kafka's `TopicCommandOptions.checkArgs` for `--bootstrap-server` mode: exactly one
 /// action, the required options for it, and no option that makes no sense with it.
 pub fn validate(args: &TopicsArgs) -> Result<Action, UsageError> {
+    if args.bootstrap_server.is_none()
+        && args.command_config.is_none()
+        && first_action_flag(args).is_none()
+        && present_options(args).is_empty()
+    {
+        return Err(UsageError(
+            "Create, delete, describe, or change a topic.".to_string(),
+        ));
+    }
     let actions = [
         (args.create, Action::Create),
         (args.list, Action::List),
@@ -931,6 +940,10 @@ mod tests {
         assert_eq!(
             check(&["--list"]),
             Err("--bootstrap-server must be specified".to_string())
+        );
+        assert_eq!(
+            check(&[]),
+            Err("Create, delete, describe, or change a topic.".to_string())
         );
     }
 

@@ -374,3 +374,48 @@ fn create_with_assignment_and_alter_with_a_full_assignment() {
     let described = server.describe_when_online("my_topic", 4);
     assert_eq!(described.lines().count(), 5, "{described}");
 }
+
+#[test]
+fn alter_over_a_regex_applies_to_each_match_and_reports_each_failure() {
+    if !has_server_subcommand() {
+        eprintln!("skipping: this build has no `gregor server`");
+        return;
+    }
+    let server = start_server();
+    for (topic, partitions) in [("metrics-a", "1"), ("metrics-b", "6"), ("other", "1")] {
+        let created = server.topics(&["--create", "--topic", topic, "--partitions", partitions]);
+        assert!(created.status.success(), "{}", stdout(&created));
+    }
+    server.describe_when_online("metrics-b", 6);
+
+    // metrics-b already has 6 partitions: its increase to 3 fails, metrics-a's succeeds.
+    let altered = server.topics(&["--alter", "--topic", "metrics-.*", "--partitions", "3"]);
+    assert_eq!(altered.status.code(), Some(1));
+    let text = stdout(&altered);
+    let errors: Vec<&str> = text.lines().collect();
+    assert_eq!(errors.len(), 1, "{text}");
+    assert!(
+        errors[0].starts_with("Error while executing topic command : "),
+        "{text}"
+    );
+    assert!(errors[0].ends_with("(topic 'metrics-b')"), "{text}");
+    server.describe_when_online("metrics-a", 3);
+    server.describe_when_online("other", 1);
+
+    let listed = server.topics(&["--list", "--topic", "metrics-.*"]);
+    assert_eq!(stdout(&listed), "metrics-a\nmetrics-b\n");
+    let none = server.topics(&["--list", "--topic", "nothing-.*"]);
+    assert_eq!(
+        stdout(&none),
+        "\n",
+        "Kafka prints one empty line for no match"
+    );
+
+    let under = server.topics(&["--describe", "--under-replicated-partitions"]);
+    assert!(under.status.success());
+    assert_eq!(
+        stdout(&under),
+        "",
+        "a single broker has no under-replicated partitions"
+    );
+}
