@@ -625,6 +625,18 @@ impl AdminClient {
                 self.refresh().await?;
                 continue;
             };
+            // A controller we cannot reach may have moved (or died and been replaced):
+            // refresh and retry. Nothing was sent, so retrying cannot repeat a request.
+            if let Err(err) = self.connection(&addr).await {
+                if last_attempt {
+                    return Err(err);
+                }
+                tracing::debug!(%addr, %err, attempt, "controller unreachable, refreshing metadata");
+                attempt += 1;
+                tokio::time::sleep(self.options.retry_backoff).await;
+                self.refresh().await?;
+                continue;
+            }
             let connection = self.connection(&addr).await?;
             let version = connection.negotiated_version::<R>()?;
             let request = build(version, &pending)?;
@@ -706,8 +718,12 @@ impl AdminClient {
         result
     }
 
+    /// The `timeout_ms` sent in CreateTopics/CreatePartitions/DeleteTopics: nine tenths of
+    /// the request timeout, so the broker's own `REQUEST_TIMED_OUT` answer (deletion still
+    /// continues) arrives before this client gives up on the response.
     fn timeout_ms(&self) -> i32 {
-        i32::try_from(self.options.connection.request_timeout.as_millis()).unwrap_or(i32::MAX)
+        let millis = self.options.connection.request_timeout.as_millis() * 9 / 10;
+        i32::try_from(millis).unwrap_or(i32::MAX)
     }
 }
 

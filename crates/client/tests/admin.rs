@@ -31,6 +31,7 @@ struct Cluster {
     brokers: Vec<TestBroker>,
     controller: Arc<AtomicI32>,
     refuse_all: Arc<AtomicBool>,
+    state: Arc<Mutex<State>>,
 }
 
 #[derive(Default)]
@@ -67,6 +68,7 @@ async fn cluster(initial_controller: i32, versions: Vec<(ApiKey, i16, i16)>) -> 
         brokers,
         controller,
         refuse_all,
+        state,
     }
 }
 
@@ -441,4 +443,20 @@ async fn describe_topics_parses_partitions_in_order() {
     assert_eq!(partitions[1].leader, None);
     assert_eq!(partitions[1].replicas, [2, 1]);
     assert_eq!(admin.list_topics().await.unwrap()[0].name, "t");
+}
+
+#[tokio::test]
+async fn an_unreachable_controller_is_looked_up_again() {
+    let cluster = cluster(3, kafka_2_8_versions()).await;
+    // Broker 3 is in the metadata but its port is closed.
+    let dead = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let dead_addr = dead.local_addr().unwrap().to_string();
+    drop(dead);
+    cluster.state.lock().unwrap().addrs.push((3, dead_addr));
+    let mut admin = AdminClient::connect(options(&cluster)).await.unwrap();
+    assert_eq!(admin.controller_id(), Some(3));
+    cluster.controller.store(2, Ordering::SeqCst);
+    let results = admin.create_topics(&[new_topic("t")], false).await.unwrap();
+    assert!(results[0].1.is_ok(), "{results:?}");
+    assert_eq!(cluster.brokers[1].seen_versions(ApiKey::CreateTopics), [7]);
 }
