@@ -5,8 +5,9 @@
 //!     fresh process (so the build's memory does not count) to time `EmbeddedStore::open`
 //!     and read the process's RSS after the reload.
 //!
-//! Options: `--writers N` (64; a second run uses 8x as many), `--writes N`, `--nodes N`, `--dir DIR` (default: a
-//! temporary directory; the store must be on the disk you want to measure).
+//! Options: `--writers N` (64; a second run uses 8x as many), `--writes N`, `--skip-writes`,
+//! `--nodes N`, `--dir DIR` (default: a
+//! temporary directory; an existing `DIR/large` store is reused instead of rebuilt).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -50,11 +51,18 @@ fn main() {
     );
     // The asked-for shape (64 writers), then the same load from 8x more writers, to show how
     // group commit scales when more writes wait for each fsync.
-    for (run, writers) in [writers, writers * 8].into_iter().enumerate() {
-        let dir = base.join(format!("writes-{run}"));
-        runtime.block_on(write_throughput(&dir, writers, total_writes / writers));
+    if !args.iter().any(|a| a == "--skip-writes") {
+        for (run, writers) in [writers, writers * 8].into_iter().enumerate() {
+            let dir = base.join(format!("writes-{run}"));
+            runtime.block_on(write_throughput(&dir, writers, total_writes / writers));
+        }
     }
-    runtime.block_on(build_kafka_shaped(&base.join("large"), nodes));
+    let large = base.join("large");
+    if large.join(metastore::STORE_FILE).exists() {
+        println!("(b) reusing the store in {}", large.display());
+    } else {
+        runtime.block_on(build_kafka_shaped(&large, nodes));
+    }
     let output = std::process::Command::new(std::env::current_exe().unwrap())
         .arg("reload-child")
         .arg(base.join("large"))
@@ -193,20 +201,39 @@ fn topic_ops(t: usize) -> Vec<Op> {
 /// Runs in a fresh process: times the reload and reports the RSS after it.
 fn reload_child(dir: &Path) {
     let rss_before = rss_kib();
+    let cpu_before = cpu_seconds();
     let start = Instant::now();
     let store = EmbeddedStore::open(dir).unwrap();
     let elapsed: Duration = start.elapsed();
+    let cpu = cpu_seconds() - cpu_before;
     let rss_after = rss_kib();
     println!(
-        "    reload: EmbeddedStore::open of {} znodes in {:.2} s (target < 5 s)",
+        "    reload: EmbeddedStore::open of {} znodes in {:.2} s wall, {:.2} s CPU (target < 5 s)",
         store.node_count(),
-        elapsed.as_secs_f64()
+        elapsed.as_secs_f64(),
+        cpu
     );
     println!(
         "    RSS after reload {:.0} MiB (before open {:.0} MiB; target < 1024 MiB)",
         rss_after as f64 / 1024.0,
         rss_before as f64 / 1024.0
     );
+}
+
+/// User plus system CPU time of this process, from /proc/self/stat (in clock ticks of 1/100 s,
+/// the Linux default).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
+    let after = stat.rsplit(')').next().unwrap_or("");
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
 }
 
 /// VmRSS of this process, in KiB.

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use redb::{Database, DatabaseError, ReadableTable, TableDefinition};
+use redb::{Database, DatabaseError, ReadableTable, ReadableTableMetadata, TableDefinition};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::path::validate_path;
@@ -782,6 +782,7 @@ fn load(db: &Database, file: &Path) -> Result<(Tree, i64)> {
             + 1;
         meta.insert(META_EPOCH, epoch)
             .map_err(|e| backend("cannot write the open epoch", &e))?;
+        let count = nodes.len().map_err(|e| backend("cannot count nodes", &e))?;
         let iter = nodes.iter().map_err(|e| backend("cannot scan nodes", &e))?;
         let entries = iter.map(|entry| {
             let (key, value) = entry.map_err(|e| backend("cannot read a node", &e))?;
@@ -790,7 +791,8 @@ fn load(db: &Database, file: &Path) -> Result<(Tree, i64)> {
                 .ok_or_else(|| backend("corrupt node value", &format!("at {path}")))?;
             Ok((path, data, stat))
         });
-        let mut tree = Tree::from_sorted(zxid_from_u64(zxid), entries)?;
+        let capacity = usize::try_from(count).unwrap_or(0);
+        let mut tree = Tree::from_sorted(capacity, zxid_from_u64(zxid), entries)?;
         let stale = tree.all_ephemerals();
         if !stale.is_empty() {
             let mut dirty = HashSet::new();
@@ -845,6 +847,7 @@ fn load_read_only(db: &redb::ReadOnlyDatabase, file: &Path) -> Result<Tree> {
         Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Tree::new()),
         Err(e) => return Err(backend("cannot open the nodes table", &e)),
     };
+    let count = nodes.len().map_err(|e| backend("cannot count nodes", &e))?;
     let iter = nodes.iter().map_err(|e| backend("cannot scan nodes", &e))?;
     let entries = iter.map(|entry| {
         let (key, value) = entry.map_err(|e| backend("cannot read a node", &e))?;
@@ -853,7 +856,11 @@ fn load_read_only(db: &redb::ReadOnlyDatabase, file: &Path) -> Result<Tree> {
             .ok_or_else(|| backend("corrupt node value", &format!("at {path}")))?;
         Ok((path, data, stat))
     });
-    Tree::from_sorted(zxid_from_u64(zxid), entries)
+    Tree::from_sorted(
+        usize::try_from(count).unwrap_or(0),
+        zxid_from_u64(zxid),
+        entries,
+    )
 }
 
 fn encode_node(node: &Node, buf: &mut Vec<u8>) {
