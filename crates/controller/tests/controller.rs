@@ -744,6 +744,52 @@ async fn deletion_waits_for_an_offline_broker_and_finishes_when_it_returns() {
 }
 
 #[tokio::test]
+async fn balanced_placement_spreads_topics_of_one_request_and_of_back_to_back_requests() {
+    let store = EmbeddedStore::open_in_memory();
+    let n = node(&store, 0, ControllerConfig::default()).await;
+    let mut others = Vec::new();
+    for id in 1..5 {
+        let fake = FakeBroker::start().await;
+        others.push((register(&store, id, &fake).await, fake));
+    }
+    let fake0 = n.fake.clone();
+    eventually("the controller sees 5 brokers", async || {
+        last_live_brokers(&fake0).len() == 5
+    })
+    .await;
+    let mut request = CreateTopicsRequest::default().with_timeout_ms(0);
+    for i in 0..5 {
+        request.topics.push(
+            create_request(&format!("one-{i}"), 1, 1, &[])
+                .topics
+                .remove(0),
+        );
+    }
+    n.controller.create_topics(request.clone(), 5).await;
+    for topic in &mut request.topics {
+        topic.name = wire(&topic.name.0.as_str().replace("one", "two"));
+    }
+    n.controller.create_topics(request, 5).await;
+    let mut leaders = Vec::new();
+    for prefix in ["one", "two"] {
+        for i in 0..5 {
+            let t = name(&format!("{prefix}-{i}"));
+            let stored =
+                n.zk.get_topic_assignment(&t, false)
+                    .await
+                    .unwrap()
+                    .unwrap()
+                    .assignment;
+            leaders.push(stored.partitions[&0][0]);
+        }
+    }
+    let counts: Vec<_> = (0..5)
+        .map(|b| leaders.iter().filter(|&&l| l == b).count())
+        .collect();
+    assert_eq!(counts, vec![2, 2, 2, 2, 2], "leaders {leaders:?}");
+}
+
+#[tokio::test]
 async fn standby_answers_not_controller() {
     let store = EmbeddedStore::open_in_memory();
     let first = node(&store, 0, ControllerConfig::default()).await;

@@ -46,6 +46,9 @@ pub struct ExistingTopics {
     pub topics: BTreeSet<TopicName>,
     /// Every name in `/admin/delete_topics`.
     pub marked_for_deletion: BTreeSet<String>,
+    /// Leaders and replicas per broker, including topics written but not yet loaded by the
+    /// controller (and earlier topics of the same request).
+    pub load: assignment::ClusterLoad,
 }
 
 /// Handles a CreateTopics request; returns the response and the results that wait for the
@@ -57,7 +60,7 @@ pub async fn handle(
     request: &CreateTopicsRequest,
     api_version: i16,
 ) -> (CreateTopicsResponse, Vec<Await>) {
-    let existing = match load_existing(zk).await {
+    let mut existing = match load_existing(ctx, zk).await {
         Ok(existing) => existing,
         Err(err) => {
             return (
@@ -79,10 +82,16 @@ pub async fn handle(
             ))
         } else {
             match plan_topic(ctx, config, &existing, topic) {
-                Ok(plan) if request.validate_only => Ok((plan, None)),
+                Ok(plan) if request.validate_only => {
+                    existing.load.add(&plan.assignment);
+                    existing.topics.insert(plan.name.clone());
+                    Ok((plan, None))
+                }
                 Ok(plan) => match write(ctx, zk, &plan).await {
                     Ok(id) => {
                         info!(topic = %plan.name, partitions = plan.assignment.len(), "created topic");
+                        existing.load.add(&plan.assignment);
+                        existing.topics.insert(plan.name.clone());
                         Ok((plan, Some(id)))
                     }
                     Err(err) => Err(err),
@@ -177,7 +186,7 @@ pub fn plan_topic(
             assignment::Fixed::RANDOM,
             0,
             false,
-            &ctx.cluster_load(),
+            &existing.load,
             &mut rng,
         )
         .map_err(AdminError::from_assignment)?
@@ -245,10 +254,23 @@ pub fn plan_topic(
     })
 }
 
-async fn load_existing(zk: &KafkaZkClient) -> Result<ExistingTopics, ZkClientError> {
+async fn load_existing(
+    ctx: &ControllerContext,
+    zk: &KafkaZkClient,
+) -> Result<ExistingTopics, ZkClientError> {
+    let topics: BTreeSet<TopicName> = zk.get_all_topics(false).await?.into_iter().collect();
+    let mut load = ctx.cluster_load();
+    // Topics written by a request whose watch event the controller has not processed yet
+    // still count, so back-to-back requests do not pile onto the same brokers.
+    for topic in topics.iter().filter(|t| !ctx.all_topics.contains(*t)) {
+        if let Some(written) = zk.get_topic_assignment(topic, false).await? {
+            load.add(&written.assignment.partitions);
+        }
+    }
     Ok(ExistingTopics {
-        topics: zk.get_all_topics(false).await?.into_iter().collect(),
+        topics,
         marked_for_deletion: zk.get_topic_deletions(false).await?.into_iter().collect(),
+        load,
     })
 }
 
@@ -397,6 +419,7 @@ mod tests {
         let existing = ExistingTopics {
             topics: [name("a.b"), name("gone")].into_iter().collect(),
             marked_for_deletion: ["gone".to_owned()].into_iter().collect(),
+            load: assignment::ClusterLoad::default(),
         };
         plan_topic(&ctx, config, &existing, &t).map_err(|e| (e.code(), e.to_string()))
     }
