@@ -457,6 +457,14 @@ impl CoordinatorCore {
         let (mut member, mut bump) = if joining {
             join_member(group, &mut env, &member_id, request)?
         } else {
+            if let Some(instance_id) = &request.instance_id {
+                // Kafka checks the instance first: a replaced incarnation is fenced.
+                match group.static_members.get(instance_id.as_str()) {
+                    Some(owner) if *owner != member_id => return Err(GroupError::FencedInstanceId),
+                    Some(_) => {}
+                    None => return Err(GroupError::UnknownMemberId),
+                }
+            }
             let member = group
                 .members
                 .get(&member_id)

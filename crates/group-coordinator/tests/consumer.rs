@@ -22,6 +22,7 @@ const UNKNOWN_MEMBER_ID: i16 = 25;
 const INVALID_REQUEST: i16 = 42;
 const GROUP_ID_NOT_FOUND: i16 = 69;
 const FENCED_MEMBER_EPOCH: i16 = 110;
+const FENCED_INSTANCE_ID: i16 = 82;
 const UNRELEASED_INSTANCE_ID: i16 = 111;
 const UNSUPPORTED_ASSIGNOR: i16 = 112;
 const STALE_MEMBER_EPOCH: i16 = 113;
@@ -390,6 +391,17 @@ fn static_members_come_back_without_moving_partitions() {
     assert_eq!(leave.member_epoch, -2);
     let back = join_static(&mut g, "b");
     assert_eq!(back.error_code, NONE);
+    let zombie = g.send(
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s(GROUP)))
+            .with_member_id(s("a"))
+            .with_instance_id(Some(s("i-1")))
+            .with_member_epoch(1),
+    );
+    assert_eq!(
+        zombie.error_code, FENCED_INSTANCE_ID,
+        "the instance now belongs to a new member id"
+    );
     assert_eq!(back.member_epoch, 1, "same epoch: nothing was reassigned");
     let partitions: Vec<i32> = back.assignment.unwrap().topic_partitions[0]
         .partitions

@@ -206,3 +206,46 @@ async fn store_failures_leave_the_cache_alone_and_topic_deletion_reaches_the_sto
     assert!(store.snapshot().is_empty());
     coordinator.shutdown();
 }
+
+/// Offset commits per second through the coordinator alone (in-memory store, so this is the
+/// coordinator's own ceiling; the broker's figure is bounded by its metadata store).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark: cargo test -p group-coordinator --release --test service -- --ignored --nocapture"]
+async fn bench_offset_commits_per_second() {
+    const TASKS: usize = 8;
+    const COMMITS_PER_TASK: i64 = 20_000;
+    let store = Arc::new(InMemoryOffsetStore::new());
+    let coordinator: Coordinator = GroupCoordinator::start(
+        GroupConfig::default(),
+        Arc::clone(&store),
+        Arc::new(RecordingMembershipSink::new()),
+    )
+    .await
+    .unwrap();
+    let started = std::time::Instant::now();
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|task| {
+            let coordinator = coordinator.clone();
+            tokio::spawn(async move {
+                for offset in 0..COMMITS_PER_TASK {
+                    let mut request = commit("", -1, offset);
+                    request.group_id = GroupId(s(&format!("bench-{task}")));
+                    let response = coordinator.offset_commit(&request, 8).await;
+                    assert_eq!(response.topics[0].partitions[0].error_code, 0);
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let elapsed = started.elapsed();
+    let total = TASKS as f64 * COMMITS_PER_TASK as f64;
+    println!(
+        "offset commits: {total} requests (2 partitions each) from {TASKS} groups in {:.2?}: {:.0} commits/s",
+        elapsed,
+        total / elapsed.as_secs_f64()
+    );
+    assert_eq!(store.commit_count(), total as usize);
+    coordinator.shutdown();
+}
