@@ -206,3 +206,40 @@ async fn metadata_lists_self_cluster_id_and_refuses_bad_names() {
     assert_eq!(response.topics[1].error_code, 17, "INVALID_TOPIC_EXCEPTION");
     broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn crafted_array_counts_close_the_connection_without_harming_the_broker() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let frames: [&[u8]; 3] = [
+        // Metadata v1 whose topic array claims 0x7fffffff entries.
+        b"\x00\x00\x00\x0e\x00\x03\x00\x01\x00\x00\x00\x02\xff\xff\x7f\xff\xff\xff",
+        // Metadata v9 (flexible) whose compact topic array claims u32::MAX - 1 entries.
+        b"\x00\x00\x00\x10\x00\x03\x00\x09\x00\x00\x00\x03\xff\xff\x00\xff\xff\xff\xff\x0f",
+        // CreateTopics v0 whose topic name claims 32767 bytes.
+        b"\x00\x00\x00\x10\x00\x13\x00\x00\x00\x00\x00\x04\xff\xff\x00\x00\x00\x01\x7f\xff",
+    ];
+    for frame in frames {
+        let mut bad = TcpStream::connect(broker.local_addr()).await.unwrap();
+        bad.write_all(frame).await.unwrap();
+        let mut buf = [0u8; 16];
+        let read = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            tokio::io::AsyncReadExt::read(&mut bad, &mut buf),
+        )
+        .await
+        .unwrap();
+        assert!(matches!(read, Ok(0) | Err(_)), "closed: {read:?}");
+    }
+    let mut good = TcpStream::connect(broker.local_addr()).await.unwrap();
+    let response: ApiVersionsResponse = roundtrip(
+        &mut good,
+        ApiKey::ApiVersions,
+        3,
+        1,
+        &RequestKind::ApiVersions(ApiVersionsRequest::default()),
+    )
+    .await;
+    assert_eq!(response.error_code, 0);
+    broker.shutdown().await;
+}
