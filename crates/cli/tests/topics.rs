@@ -419,3 +419,140 @@ fn alter_over_a_regex_applies_to_each_match_and_reports_each_failure() {
         "a single broker has no under-replicated partitions"
     );
 }
+
+/// A `gregor dev-cluster` child process (N brokers on consecutive ports), killed when dropped.
+fn start_dev_cluster(brokers: usize) -> Server {
+    let data = TempDir::new();
+    let base = consecutive_free_ports(brokers);
+    let admin_port = free_port();
+    let child = gregor()
+        .arg("dev-cluster")
+        .args([
+            "--brokers",
+            &brokers.to_string(),
+            "--port",
+            &base.to_string(),
+        ])
+        .args([
+            "--override",
+            &format!("admin.listener=127.0.0.1:{admin_port}"),
+        ])
+        .args(["--data-dir", data.path().to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start gregor dev-cluster");
+    // Bootstrap from the last broker, which is usually not the controller, so admin
+    // requests must be routed to the controller.
+    let server = Server {
+        child,
+        bootstrap: format!("127.0.0.1:{}", base + brokers as u16 - 1),
+        _data: data,
+    };
+    wait_until(Duration::from_secs(30), || {
+        (0..brokers as u16).all(|i| TcpStream::connect(("127.0.0.1", base + i)).is_ok())
+    });
+    server
+}
+
+fn consecutive_free_ports(count: usize) -> u16 {
+    for _ in 0..50 {
+        let base = free_port();
+        if base > u16::MAX - count as u16 {
+            continue;
+        }
+        let all_free =
+            (0..count as u16).all(|i| TcpListener::bind(("127.0.0.1", base + i)).is_ok());
+        if all_free {
+            return base;
+        }
+    }
+    panic!("no {count} consecutive free ports");
+}
+
+#[test]
+fn describe_on_a_five_broker_dev_cluster() {
+    if !has_server_subcommand() {
+        eprintln!("skipping: this build has no `gregor dev-cluster`");
+        return;
+    }
+    let cluster = start_dev_cluster(5);
+    let created = cluster.topics(&[
+        "--create",
+        "--topic",
+        "spread",
+        "--partitions",
+        "10",
+        "--replication-factor",
+        "3",
+    ]);
+    assert_eq!(
+        stdout(&created),
+        "Created topic spread.\n",
+        "{}",
+        stderr(&created)
+    );
+
+    let described = cluster.describe_when_online("spread", 10);
+    let mut lines = described.lines();
+    let header = lines.next().unwrap();
+    assert!(
+        header.ends_with("\tPartitionCount: 10\tReplicationFactor: 3\tConfigs: "),
+        "{header}"
+    );
+    let mut leaders = std::collections::BTreeSet::new();
+    for (partition, line) in lines.enumerate() {
+        let fields: Vec<&str> = line.split('\t').collect();
+        assert_eq!(fields[2], format!("Partition: {partition}"), "{line}");
+        let leader = fields[3].strip_prefix("Leader: ").unwrap();
+        let replicas: Vec<&str> = fields[4]
+            .strip_prefix("Replicas: ")
+            .unwrap()
+            .split(',')
+            .collect();
+        let mut isr: Vec<&str> = fields[5]
+            .strip_prefix("Isr: ")
+            .unwrap()
+            .split(',')
+            .collect();
+        assert_eq!(replicas.len(), 3, "{line}");
+        let mut distinct = replicas.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(
+            distinct.len(),
+            3,
+            "replicas of a partition are distinct brokers: {line}"
+        );
+        assert!(
+            replicas
+                .iter()
+                .all(|id| ["0", "1", "2", "3", "4"].contains(id)),
+            "{line}"
+        );
+        assert_eq!(leader, replicas[0], "the preferred replica leads: {line}");
+        isr.sort();
+        assert_eq!(isr, distinct, "every replica is in sync: {line}");
+        leaders.insert(leader.to_string());
+    }
+    assert_eq!(
+        leaders.len(),
+        5,
+        "leadership is spread over all five brokers: {described}"
+    );
+
+    let unavailable = cluster.topics(&["--describe", "--unavailable-partitions"]);
+    assert_eq!(stdout(&unavailable), "");
+
+    let altered = cluster.topics(&["--alter", "--topic", "spread", "--partitions", "12"]);
+    assert!(altered.status.success(), "{}", stdout(&altered));
+    cluster.describe_when_online("spread", 12);
+
+    let deleted = cluster.topics(&["--delete", "--topic", "spread"]);
+    assert!(deleted.status.success(), "{}", stdout(&deleted));
+    wait_until(Duration::from_secs(20), || {
+        !stdout(&cluster.topics(&["--list"]))
+            .lines()
+            .any(|line| line == "spread")
+    });
+}
