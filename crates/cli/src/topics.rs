@@ -183,11 +183,13 @@ impl Outcome {
 }
 
 fn print_outcome(outcome: Outcome) -> ExitCode {
-    for line in &outcome.stdout {
-        println!("{line}");
-    }
+    // Notes (ignored settings, ignored assignment entries) come before the results they
+    // explain.
     for line in &outcome.stderr {
         eprintln!("{line}");
+    }
+    for line in &outcome.stdout {
+        println!("{line}");
     }
     if outcome.failed {
         ExitCode::from(1)
