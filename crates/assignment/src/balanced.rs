@@ -7,6 +7,14 @@
 //! replaced, so every Kafka invariant still holds; what changes is that the numbers are
 //! picked to even out the whole cluster, and that brokers are ordered by id so every
 //! controller computes the same answer.
+//!
+//! What it achieves (tests in `tests.rs`; the ignored ones print the figures): creating
+//! single-partition topics one at a time keeps leader counts within 1 at every step, and
+//! replica counts within 1 for up to 9 brokers at every replication factor; from 10 to 16
+//! brokers 9 of the 136 (brokers, RF) pairs reach a replica spread of 2 (a partition's
+//! followers must be a contiguous arc of the list, which is not always where the least
+//! loaded brokers are). After 300 mixed topics on 8 brokers, the worst of 20 runs has a
+//! leader spread of 1 and a replica spread of 2, where Kafka's random choice reaches 43 and 63.
 
 use crate::{
     partitions_check, sorted_by_id, Assignment, AssignmentError, BrokerMetadata, ClusterLoad,
