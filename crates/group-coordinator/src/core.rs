@@ -126,7 +126,14 @@ pub struct CoordinatorCore {
     pub(crate) offsets: GroupOffsets,
     pub(crate) topics: BTreeMap<String, TopicMetadata>,
     pub(crate) outbox: Vec<Output>,
+    /// When empty groups without offsets are next forgotten (Kafka's
+    /// `offsets.retention.check.interval.ms` cleanup); armed by the first `tick`.
+    next_cleanup_ms: Option<u64>,
 }
+
+/// Kafka's `offsets.retention.check.interval.ms` default: how often empty groups without
+/// offsets are forgotten.
+pub const GROUP_CLEANUP_INTERVAL_MS: u64 = 600_000;
 
 /// What a handler needs besides its group: the time, the settings and the output queue.
 #[derive(Debug)]
@@ -152,6 +159,7 @@ impl CoordinatorCore {
             offsets: BTreeMap::new(),
             topics: BTreeMap::new(),
             outbox: Vec::new(),
+            next_cleanup_ms: None,
         }
     }
 
@@ -207,11 +215,37 @@ impl CoordinatorCore {
                 Group::Classic(g) => g.next_deadline_ms(),
                 Group::Consumer(g) => g.next_deadline_ms(),
             })
+            .chain(self.next_cleanup_ms)
             .min()
     }
 
     /// Fires every timer due at `now_ms`.
     pub fn tick(&mut self, now_ms: u64) {
+        self.fire_group_timers(now_ms);
+        match self.next_cleanup_ms {
+            None => self.next_cleanup_ms = Some(now_ms + GROUP_CLEANUP_INTERVAL_MS),
+            Some(due) if due <= now_ms => {
+                self.forget_empty_groups();
+                self.next_cleanup_ms = Some(now_ms + GROUP_CLEANUP_INTERVAL_MS);
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// Drops empty groups that have no committed offsets, as Kafka's periodic cleanup does, so
+    /// that short-lived groups (console consumers with random group ids) do not accumulate.
+    fn forget_empty_groups(&mut self) {
+        let offsets = &self.offsets;
+        self.groups.retain(|group_id, group| {
+            let empty = match group {
+                Group::Classic(g) => g.state == crate::classic::ClassicGroupState::Empty,
+                Group::Consumer(g) => g.is_empty(),
+            };
+            !empty || offsets.contains_key(group_id)
+        });
+    }
+
+    fn fire_group_timers(&mut self, now_ms: u64) {
         // A timer may arm another one due at once (a zero initial rebalance delay); the bound
         // keeps a bug from spinning forever.
         for _ in 0..1_000 {

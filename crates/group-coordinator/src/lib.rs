@@ -75,7 +75,7 @@ pub use crate::assignor::{
 pub use crate::classic::ClassicGroupState;
 pub use crate::core::{
     ClientInfo, CoordinatorCore, GroupConfig, Output, Token, TopicMetadata,
-    NEW_MEMBER_JOIN_TIMEOUT_MS,
+    GROUP_CLEANUP_INTERVAL_MS, NEW_MEMBER_JOIN_TIMEOUT_MS,
 };
 pub use crate::error::GroupError;
 pub use crate::membership::{

@@ -142,12 +142,16 @@ impl<S: OffsetStore, M: MembershipSink> GroupCoordinator<S, M> {
         })
     }
 
-    /// Stops the background tasks. Parked JoinGroup/SyncGroup calls then wait forever, so
-    /// call this only when the broker is shutting down its connections too.
+    /// Stops the background tasks and answers every parked JoinGroup/SyncGroup with
+    /// `COORDINATOR_NOT_AVAILABLE` (clients then look for the coordinator again).
     pub fn shutdown(&self) {
         for task in self.tasks.iter() {
             task.abort();
         }
+        let mut state = self.inner.state.lock().expect("coordinator lock");
+        // Dropping the senders wakes the parked handlers with their fallback answer.
+        state.joins.clear();
+        state.syncs.clear();
     }
 
     /// Re-reads every committed offset from the store (when this broker becomes the

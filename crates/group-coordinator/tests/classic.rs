@@ -444,3 +444,17 @@ fn membership_events_follow_the_seed_layout() {
         .collect();
     assert_eq!(rendered, ["t-0=a", "t-1=a", "t-2=b", "t-3=b"]);
 }
+
+#[test]
+fn empty_groups_without_offsets_are_forgotten_by_the_periodic_cleanup() {
+    let mut h = Harness::new(config());
+    let ids = stable_group(&mut h, 1);
+    let leave = LeaveGroupRequest::default()
+        .with_group_id(GroupId(s(GROUP)))
+        .with_member_id(s(&ids[0]));
+    h.core.leave_group(h.now, 0, &leave);
+    h.advance(0);
+    assert_eq!(h.state(), "Empty");
+    h.advance(group_coordinator::GROUP_CLEANUP_INTERVAL_MS);
+    assert_eq!(h.state(), "none");
+}

@@ -249,3 +249,33 @@ async fn bench_offset_commits_per_second() {
     assert_eq!(store.commit_count(), total as usize);
     coordinator.shutdown();
 }
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_answers_parked_joins() {
+    let config = GroupConfig {
+        initial_rebalance_delay_ms: 3_000,
+        ..GroupConfig::default()
+    };
+    let coordinator: Coordinator = GroupCoordinator::start(
+        config,
+        Arc::new(InMemoryOffsetStore::new()),
+        Arc::new(RecordingMembershipSink::new()),
+    )
+    .await
+    .unwrap();
+    let parked = {
+        let coordinator = coordinator.clone();
+        tokio::spawn(async move {
+            coordinator
+                .join_group(Harness::join_request("", None, &["t"]), 3, client())
+                .await
+        })
+    };
+    tokio::task::yield_now().await;
+    coordinator.shutdown();
+    assert_eq!(
+        parked.await.unwrap().error_code,
+        15,
+        "COORDINATOR_NOT_AVAILABLE"
+    );
+}
