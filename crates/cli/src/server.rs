@@ -55,16 +55,19 @@ pub struct DevClusterArgs {
 /// Runs one broker until SIGINT/SIGTERM.
 pub fn run_server(args: ServerArgs) -> anyhow::Result<ExitCode> {
     init_tracing();
-    let config = BrokerConfig::load(args.config.as_deref(), &args.overrides, &args.data_dir)?;
-    runtime()?.block_on(async move {
-        broker::run(config, shutdown_signal(), |kafka, admin| {
-            println!("gregor server listening on {kafka} (PLAINTEXT)");
-            if let Some(admin) = admin {
-                println!("admin listener on http://{admin}");
-            }
+    let config = BrokerConfig::load(args.config.as_deref(), &args.overrides, &args.data_dir)
+        .map_err(one_line)?;
+    runtime()?
+        .block_on(async move {
+            broker::run(config, shutdown_signal(), |kafka, admin| {
+                println!("gregor server listening on {kafka} (PLAINTEXT)");
+                if let Some(admin) = admin {
+                    println!("admin listener on http://{admin}");
+                }
+            })
+            .await
         })
-        .await
-    })?;
+        .map_err(one_line)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -80,20 +83,28 @@ pub fn run_dev_cluster(args: DevClusterArgs) -> anyhow::Result<ExitCode> {
         config: args.config,
         overrides: args.overrides,
     };
-    runtime()?.block_on(async move {
-        broker::dev_cluster::run(opts, shutdown_signal(), |brokers, admin| {
-            for (id, addr) in brokers {
-                println!("broker {id} listening on {addr} (PLAINTEXT)");
-            }
-            let list: Vec<String> = brokers.iter().map(|(_, a)| a.to_string()).collect();
-            println!("bootstrap servers: {}", list.join(","));
-            if let Some(admin) = admin {
-                println!("admin listener on http://{admin}");
-            }
+    runtime()?
+        .block_on(async move {
+            broker::dev_cluster::run(opts, shutdown_signal(), |brokers, admin| {
+                for (id, addr) in brokers {
+                    println!("broker {id} listening on {addr} (PLAINTEXT)");
+                }
+                let list: Vec<String> = brokers.iter().map(|(_, a)| a.to_string()).collect();
+                println!("bootstrap servers: {}", list.join(","));
+                if let Some(admin) = admin {
+                    println!("admin listener on http://{admin}");
+                }
+            })
+            .await
         })
-        .await
-    })?;
+        .map_err(one_line)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Our error messages already name their cause; printing the source chain as well (as
+/// `{:#}` does) would repeat it.
+fn one_line(err: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::anyhow!("{err}")
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
