@@ -808,3 +808,109 @@ async fn standby_answers_not_controller() {
     assert_eq!(response.responses[0].error_code, 41, "NOT_CONTROLLER");
     assert!(data(&second.zk, &paths::topic(&name("t"))).await.is_none());
 }
+
+/// The same flow over a real ZooKeeper (scripts/test.sh sets GREGOR_TEST_ZOOKEEPER): the
+/// controller code path is the one of the embedded store.
+#[tokio::test]
+async fn zookeeper_backend_create_add_delete_and_failover() {
+    let Ok(connect) = std::env::var("GREGOR_TEST_ZOOKEEPER") else {
+        eprintln!("GREGOR_TEST_ZOOKEEPER is not set; skipping the ZooKeeper variant");
+        return;
+    };
+    let chroot = format!("{connect}/controller-test-{}", TopicId::random());
+    let zk_node = async |broker_id: i32| {
+        let (client, events) = metastore::connect_zookeeper(&chroot, SessionOptions::default())
+            .await
+            .unwrap();
+        let zk = KafkaZkClient::new(client, events);
+        zk.ensure_persistent_paths().await.unwrap();
+        let fake = FakeBroker::start().await;
+        zk.register_broker(
+            broker_id,
+            &BrokerRegistration::plaintext("127.0.0.1", fake.port, None, 1),
+        )
+        .await
+        .unwrap();
+        let controller = controller::start(
+            zk.clone(),
+            ControllerConfig {
+                broker_id,
+                ..ControllerConfig::default()
+            },
+        )
+        .await;
+        Node {
+            zk,
+            controller,
+            fake,
+        }
+    };
+    let first = zk_node(0).await;
+    let handle = first.controller.clone();
+    eventually("broker 0 is controller", async || handle.is_active()).await;
+    let second = zk_node(1).await;
+
+    let response = first
+        .controller
+        .create_topics(create_request("zk", 2, 2, &[]), 5)
+        .await;
+    assert_eq!(
+        response.topics[0].error_code, 0,
+        "{:?}",
+        response.topics[0].error_message
+    );
+    let t = name("zk");
+    for p in 0..2 {
+        assert!(data(&first.zk, &paths::partition_state(&t, p))
+            .await
+            .is_some());
+    }
+    let request = CreatePartitionsRequest::default()
+        .with_topics(vec![CreatePartitionsTopic::default()
+            .with_name(wire("zk"))
+            .with_count(3)
+            .with_assignments(None)])
+        .with_timeout_ms(10_000);
+    let response = first.controller.create_partitions(request, 2).await;
+    assert_eq!(
+        response.results[0].error_code, 0,
+        "{:?}",
+        response.results[0].error_message
+    );
+    assert!(data(&first.zk, &paths::partition_state(&t, 2))
+        .await
+        .is_some());
+
+    let (_, old_version) = first.zk.get_controller_epoch().await.unwrap().unwrap();
+    first.zk.close().await;
+    let handle = second.controller.clone();
+    eventually("broker 1 takes over", async || handle.is_active()).await;
+    assert_eq!(
+        second.zk.get_controller_epoch().await.unwrap().unwrap().0,
+        2
+    );
+    let current = second
+        .zk
+        .get_topic_assignment(&t, false)
+        .await
+        .unwrap()
+        .unwrap();
+    let fenced = second
+        .zk
+        .set_topic_assignment(&t, &current.assignment, None, Some(old_version))
+        .await;
+    assert!(
+        matches!(fenced, Err(ZkClientError::ControllerMoved { .. })),
+        "{fenced:?}"
+    );
+
+    // Broker 0 is gone, so its replicas make the deletion wait; it never returns here, so
+    // check the request times out and the mark stays.
+    let mut request = delete_request("zk");
+    request.timeout_ms = 300;
+    let response = second.controller.delete_topics(request, 4).await;
+    assert_eq!(response.responses[0].error_code, 7, "REQUEST_TIMED_OUT");
+    assert!(data(&second.zk, &paths::delete_topic(&t)).await.is_some());
+    second.controller.shutdown().await;
+    second.zk.close().await;
+}
