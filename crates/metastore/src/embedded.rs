@@ -24,11 +24,12 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use redb::{Database, DatabaseError, ReadableTable, ReadableTableMetadata, TableDefinition};
+use redb::Durability;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::durable::{self, Durable};
 use crate::path::validate_path;
-use crate::tree::{Change, Node, NodeStat, Tree};
+use crate::tree::{Change, Node, Tree};
 use crate::watch::{WatchKind, Watches};
 use crate::{
     Client, Error, Event, Events, Op, OpResult, Result, SessionOptions, SessionState, Stat,
@@ -42,18 +43,6 @@ pub const STORE_FILE: &str = "metastore.redb";
 const MAX_BATCH: usize = 1024;
 /// Write requests waiting for the writer; senders wait when it is full.
 const WRITE_QUEUE_CAPACITY: usize = 4096;
-
-/// redb's page cache. Reads are served by the in-memory tree, so the cache only speeds up
-/// the B-tree pages a commit touches; redb's 1 GiB default would double the store's RAM.
-const REDB_CACHE_BYTES: usize = 64 * 1024 * 1024;
-
-const NODES: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("nodes");
-const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
-const META_ZXID: &str = "zxid";
-const META_EPOCH: &str = "open_epoch";
-/// The first byte of every stored node value.
-const NODE_FORMAT_V1: u8 = 1;
-const NODE_HEADER_LEN: usize = 1 + 8 * 6 + 4 * 2;
 
 /// One durable store shared by in-process clients (one per broker in a dev cluster).
 ///
@@ -88,23 +77,11 @@ impl EmbeddedStore {
             ))
         })?;
         let file = dir.join(STORE_FILE);
-        let db = Database::builder()
-            .set_cache_size(REDB_CACHE_BYTES)
-            .create(&file)
-            .map_err(|err| match err {
-                DatabaseError::DatabaseAlreadyOpen => {
-                    Error::StoreLocked(file.display().to_string())
-                }
-                other => Error::Backend(format!(
-                    "cannot open the store at {}: {other}",
-                    file.display()
-                )),
-            })?;
-        let (tree, epoch) = load(&db, &file)?;
+        let (durable, tree, epoch) = Durable::open(&file)?;
         Ok(Self::start(
             tree,
             epoch,
-            Some(db),
+            Some(durable),
             file.display().to_string(),
         ))
     }
@@ -125,25 +102,7 @@ impl EmbeddedStore {
                 file.display()
             )));
         }
-        let db = Database::builder()
-            .set_cache_size(REDB_CACHE_BYTES)
-            .open_read_only(&file)
-            .map_err(|err| match err {
-                DatabaseError::DatabaseAlreadyOpen => {
-                    Error::StoreLocked(file.display().to_string())
-                }
-                DatabaseError::RepairAborted => Error::Backend(format!(
-                    "the store at {} was not closed cleanly and needs recovery, which a read-only \
-                     open cannot do: start the server on it once (or open it read-write)",
-                    file.display()
-                )),
-                other => Error::Backend(format!(
-                    "cannot open the store at {}: {other}",
-                    file.display()
-                )),
-            })?;
-        let tree = load_read_only(&db, &file)?;
-        drop(db);
+        let tree = durable::load_read_only(&file)?;
         let store = Self::start(tree, 0, None, file.display().to_string());
         store.shared.read_only.store(true, Ordering::Release);
         Ok(store)
@@ -244,7 +203,7 @@ impl EmbeddedStore {
         self.requests.is_closed()
     }
 
-    fn start(tree: Tree, epoch: i64, db: Option<Database>, location: String) -> EmbeddedStore {
+    fn start(tree: Tree, epoch: i64, durable: Option<Durable>, location: String) -> EmbeddedStore {
         let shared = Arc::new(Shared {
             tree: RwLock::new(tree),
             watches: Mutex::new(Watches::default()),
@@ -263,7 +222,7 @@ impl EmbeddedStore {
             .spawn(move || {
                 Writer {
                     shared: writer_shared,
-                    db,
+                    durable,
                 }
                 .run(rx)
             })
@@ -518,7 +477,8 @@ enum Delivery {
 
 struct Writer {
     shared: Arc<Shared>,
-    db: Option<Database>,
+    /// `None` for in-memory and read-only stores.
+    durable: Option<Durable>,
 }
 
 impl Writer {
@@ -537,7 +497,7 @@ impl Writer {
             }
         }
         // Close the file (and release its lock) before anyone waiting on shutdown hears back.
-        drop(self.db.take());
+        self.close_file();
         rx.close();
         while let Ok(request) = rx.try_recv() {
             fail(request, Error::Closed);
@@ -546,7 +506,8 @@ impl Writer {
 
     /// Applies, commits and acknowledges one batch. Returns true on shutdown.
     fn process(&mut self, batch: &mut Vec<Request>) -> bool {
-        let mut tree = write(&self.shared.tree);
+        let shared = self.shared.clone();
+        let mut tree = write(&shared.tree);
         if let Some(failure) = lock(&self.shared.failure).clone() {
             for request in batch.drain(..) {
                 fail(request, Error::Backend(failure.clone()));
@@ -667,10 +628,12 @@ impl Writer {
             }
         }
         if let Some(reply) = shutdown_reply {
-            drop(self.db.take());
+            self.close_file();
             let _ = reply.send(());
             return true;
         }
+        // After the acks, so a checkpoint delays the next batch, not this one.
+        self.maybe_checkpoint();
         false
     }
 
@@ -726,189 +689,37 @@ impl Writer {
         }
     }
 
-    fn persist(&self, tree: &Tree, dirty: &HashSet<String>) -> std::result::Result<(), String> {
-        let Some(db) = &self.db else { return Ok(()) };
-        if dirty.is_empty() {
-            return Ok(());
+    fn persist(&mut self, tree: &Tree, dirty: &HashSet<String>) -> std::result::Result<(), String> {
+        match self.durable.as_mut() {
+            Some(durable) => durable.append(tree, dirty),
+            None => Ok(()),
         }
-        let txn = db.begin_write().map_err(|e| e.to_string())?;
-        {
-            let mut nodes = txn.open_table(NODES).map_err(|e| e.to_string())?;
-            let mut buf = Vec::new();
-            for path in dirty {
-                match tree.get(path) {
-                    Some(node) => {
-                        encode_node(node, &mut buf);
-                        nodes
-                            .insert(path.as_str(), buf.as_slice())
-                            .map_err(|e| e.to_string())?;
-                    }
-                    None => {
-                        nodes.remove(path.as_str()).map_err(|e| e.to_string())?;
-                    }
+    }
+
+    /// Folds the log into the checkpoint when it is due; a failure poisons the store.
+    fn maybe_checkpoint(&mut self) {
+        let Some(durable) = self.durable.as_mut() else {
+            return;
+        };
+        if !durable.wants_checkpoint() {
+            return;
+        }
+        if let Err(err) = durable.checkpoint(Durability::None) {
+            tracing::error!(location = %self.shared.location, error = %err, "metastore checkpoint failed; store poisoned");
+            *lock(&self.shared.failure) = Some(err);
+        }
+    }
+
+    /// Checkpoints durably (so the next open has no log to replay) and closes the file.
+    fn close_file(&mut self) {
+        if let Some(mut durable) = self.durable.take() {
+            if lock(&self.shared.failure).is_none() {
+                if let Err(err) = durable.checkpoint(Durability::Immediate) {
+                    tracing::warn!(location = %self.shared.location, error = %err, "final checkpoint failed; the log will be replayed on open");
                 }
             }
-            let mut meta = txn.open_table(META).map_err(|e| e.to_string())?;
-            meta.insert(META_ZXID, zxid_to_u64(tree.zxid()))
-                .map_err(|e| e.to_string())?;
         }
-        txn.commit().map_err(|e| e.to_string())
     }
-}
-
-/// Loads the tree, bumps the open epoch and deletes stale ephemerals, in one commit.
-fn load(db: &Database, file: &Path) -> Result<(Tree, i64)> {
-    let backend = |what: &str, err: &dyn fmt::Display| {
-        Error::Backend(format!("{what} in the store at {}: {err}", file.display()))
-    };
-    let txn = db
-        .begin_write()
-        .map_err(|e| backend("cannot begin a transaction", &e))?;
-    let (tree, epoch) = {
-        let mut nodes = txn
-            .open_table(NODES)
-            .map_err(|e| backend("cannot open the nodes table", &e))?;
-        let mut meta = txn
-            .open_table(META)
-            .map_err(|e| backend("cannot open the meta table", &e))?;
-        let zxid = meta
-            .get(META_ZXID)
-            .map_err(|e| backend("cannot read the zxid", &e))?
-            .map_or(0, |v| v.value());
-        let epoch = meta
-            .get(META_EPOCH)
-            .map_err(|e| backend("cannot read the open epoch", &e))?
-            .map_or(0, |v| v.value())
-            + 1;
-        meta.insert(META_EPOCH, epoch)
-            .map_err(|e| backend("cannot write the open epoch", &e))?;
-        let count = nodes.len().map_err(|e| backend("cannot count nodes", &e))?;
-        let iter = nodes.iter().map_err(|e| backend("cannot scan nodes", &e))?;
-        let entries = iter.map(|entry| {
-            let (key, value) = entry.map_err(|e| backend("cannot read a node", &e))?;
-            let path = key.value().to_string();
-            let (stat, data) = decode_node(value.value())
-                .ok_or_else(|| backend("corrupt node value", &format!("at {path}")))?;
-            Ok((path, data, stat))
-        });
-        let capacity = usize::try_from(count).unwrap_or(0);
-        let mut tree = Tree::from_sorted(capacity, zxid_from_u64(zxid), entries)?;
-        let stale = tree.all_ephemerals();
-        if !stale.is_empty() {
-            let mut dirty = HashSet::new();
-            let mut stale_txn = tree.begin(now_ms(), &mut dirty);
-            for path in &stale {
-                stale_txn
-                    .delete(path, None)
-                    .map_err(|e| backend("cannot delete a stale ephemeral node", &e))?;
-            }
-            stale_txn.commit();
-            let mut buf = Vec::new();
-            for path in &dirty {
-                match tree.get(path) {
-                    Some(node) => {
-                        encode_node(node, &mut buf);
-                        nodes.insert(path.as_str(), buf.as_slice())
-                    }
-                    .map(|_| ()),
-                    None => nodes.remove(path.as_str()).map(|_| ()),
-                }
-                .map_err(|e| backend("cannot write a node", &e))?;
-            }
-            meta.insert(META_ZXID, zxid_to_u64(tree.zxid()))
-                .map_err(|e| backend("cannot write the zxid", &e))?;
-        }
-        let epoch = i64::try_from(epoch).map_err(|e| backend("bad open epoch", &e))?;
-        (tree, epoch)
-    };
-    txn.commit().map_err(|e| backend("cannot commit", &e))?;
-    Ok((tree, epoch))
-}
-
-/// Loads the tree from a read-only database, changing nothing.
-fn load_read_only(db: &redb::ReadOnlyDatabase, file: &Path) -> Result<Tree> {
-    use redb::ReadableDatabase;
-    let backend = |what: &str, err: &dyn fmt::Display| {
-        Error::Backend(format!("{what} in the store at {}: {err}", file.display()))
-    };
-    let txn = db
-        .begin_read()
-        .map_err(|e| backend("cannot begin a read", &e))?;
-    let zxid = match txn.open_table(META) {
-        Ok(meta) => meta
-            .get(META_ZXID)
-            .map_err(|e| backend("cannot read the zxid", &e))?
-            .map_or(0, |v| v.value()),
-        Err(redb::TableError::TableDoesNotExist(_)) => 0,
-        Err(e) => return Err(backend("cannot open the meta table", &e)),
-    };
-    let nodes = match txn.open_table(NODES) {
-        Ok(nodes) => nodes,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Tree::new()),
-        Err(e) => return Err(backend("cannot open the nodes table", &e)),
-    };
-    let count = nodes.len().map_err(|e| backend("cannot count nodes", &e))?;
-    let iter = nodes.iter().map_err(|e| backend("cannot scan nodes", &e))?;
-    let entries = iter.map(|entry| {
-        let (key, value) = entry.map_err(|e| backend("cannot read a node", &e))?;
-        let path = key.value().to_string();
-        let (stat, data) = decode_node(value.value())
-            .ok_or_else(|| backend("corrupt node value", &format!("at {path}")))?;
-        Ok((path, data, stat))
-    });
-    Tree::from_sorted(
-        usize::try_from(count).unwrap_or(0),
-        zxid_from_u64(zxid),
-        entries,
-    )
-}
-
-fn encode_node(node: &Node, buf: &mut Vec<u8>) {
-    let s = node.stat;
-    buf.clear();
-    buf.reserve(NODE_HEADER_LEN + node.data.len());
-    buf.push(NODE_FORMAT_V1);
-    for v in [
-        s.czxid,
-        s.mzxid,
-        s.pzxid,
-        s.ctime,
-        s.mtime,
-        s.ephemeral_owner,
-    ] {
-        buf.extend_from_slice(&v.to_le_bytes());
-    }
-    buf.extend_from_slice(&s.version.to_le_bytes());
-    buf.extend_from_slice(&s.cversion.to_le_bytes());
-    buf.extend_from_slice(&node.data);
-}
-
-fn decode_node(bytes: &[u8]) -> Option<(NodeStat, Vec<u8>)> {
-    if bytes.len() < NODE_HEADER_LEN || bytes[0] != NODE_FORMAT_V1 {
-        return None;
-    }
-    let i64_at =
-        |i: usize| i64::from_le_bytes(bytes[1 + 8 * i..9 + 8 * i].try_into().expect("8 bytes"));
-    let i32_at = |off: usize| i32::from_le_bytes(bytes[off..off + 4].try_into().expect("4 bytes"));
-    let stat = NodeStat {
-        czxid: i64_at(0),
-        mzxid: i64_at(1),
-        pzxid: i64_at(2),
-        ctime: i64_at(3),
-        mtime: i64_at(4),
-        ephemeral_owner: i64_at(5),
-        version: i32_at(49),
-        cversion: i32_at(53),
-    };
-    Some((stat, bytes[NODE_HEADER_LEN..].to_vec()))
-}
-
-fn zxid_to_u64(zxid: i64) -> u64 {
-    u64::try_from(zxid).expect("zxids are never negative")
-}
-
-fn zxid_from_u64(zxid: u64) -> i64 {
-    i64::try_from(zxid).expect("zxids fit in i64")
 }
 
 fn fail(request: Request, err: Error) {
@@ -937,7 +748,7 @@ fn send_from_sync(requests: &mpsc::Sender<Request>, request: Request) {
     }
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))

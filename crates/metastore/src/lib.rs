@@ -48,6 +48,7 @@
 use std::time::Duration;
 
 mod client;
+mod durable;
 mod embedded;
 mod path;
 mod tree;

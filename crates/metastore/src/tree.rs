@@ -185,6 +185,76 @@ impl Tree {
         self.zxid
     }
 
+    /// Sets the last zxid (log replay).
+    pub fn set_zxid(&mut self, zxid: i64) {
+        self.zxid = zxid;
+    }
+
+    /// Creates or replaces a node as it was logged, keeping its children (log replay).
+    /// The parent must exist.
+    pub fn put_node(&mut self, path: &str, data: Vec<u8>, stat: NodeStat) -> Result<()> {
+        if let Some(node) = self.nodes.get_mut(path) {
+            let old_owner = node.stat.ephemeral_owner;
+            node.data = data;
+            node.stat = stat;
+            if old_owner != stat.ephemeral_owner {
+                if old_owner != 0 {
+                    remove_ephemeral(&mut self.ephemerals, old_owner, path);
+                }
+                if stat.ephemeral_owner != 0 {
+                    self.ephemerals
+                        .entry(stat.ephemeral_owner)
+                        .or_default()
+                        .insert(path.to_string());
+                }
+            }
+            return Ok(());
+        }
+        let (parent, name) = parent_and_name(path);
+        let Some(parent_node) = self.nodes.get_mut(parent) else {
+            return Err(Error::Backend(format!(
+                "corrupt store log: {path} has no parent {parent}"
+            )));
+        };
+        parent_node.children.insert(name.into());
+        if stat.ephemeral_owner != 0 {
+            self.ephemerals
+                .entry(stat.ephemeral_owner)
+                .or_default()
+                .insert(path.to_string());
+        }
+        self.nodes.insert(
+            path.to_string(),
+            Node {
+                data,
+                stat,
+                children: BTreeSet::new(),
+            },
+        );
+        Ok(())
+    }
+
+    /// Removes a childless node if present (log replay).
+    pub fn remove_node(&mut self, path: &str) -> Result<()> {
+        let Some(node) = self.nodes.get(path) else {
+            return Ok(());
+        };
+        if !node.children.is_empty() || path == "/" {
+            return Err(Error::Backend(format!(
+                "corrupt store log: deletes {path} with children"
+            )));
+        }
+        let node = self.nodes.remove(path).expect("checked above");
+        if node.stat.ephemeral_owner != 0 {
+            remove_ephemeral(&mut self.ephemerals, node.stat.ephemeral_owner, path);
+        }
+        let (parent, name) = parent_and_name(path);
+        if let Some(parent) = self.nodes.get_mut(parent) {
+            parent.children.remove(name);
+        }
+        Ok(())
+    }
+
     pub fn len(&self) -> usize {
         self.nodes.len()
     }

@@ -1,0 +1,471 @@
+//! The embedded store's file: one `redb` database, written only by the embedded writer.
+//!
+//! # Layout
+//! - `nodes`: path -> encoded node (stat + data), the checkpointed tree.
+//! - `log`: sequence number -> one group commit's changes (the new state of every node it
+//!   touched, or its deletion), appended by every group commit.
+//! - `meta`: `zxid` (as of the last checkpoint) and `open_epoch` (bumped on every open).
+//!
+//! # Why a log
+//! Writing each changed node into `nodes` dirties pages all over the B-tree, and the fsync of
+//! those pages made a commit cost several fsyncs' worth of time. A group commit therefore
+//! appends ONE `log` entry (a few pages at the right edge of a small tree) and commits with
+//! `Durability::Immediate`. When the log passes [`CHECKPOINT_LOG_BYTES`], the latest state
+//! of every logged path is copied into `nodes` and the log is emptied, in a transaction
+//! committed with `Durability::None`: it becomes durable with the next group commit, and if
+//! the process dies first, redb rolls back to a state that still has the log. Opening
+//! replays the log over `nodes` and checkpoints, so every open starts with an empty log.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::path::Path;
+
+use redb::{
+    Database, DatabaseError, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata,
+    TableDefinition, TableError,
+};
+
+use crate::tree::{Node, NodeStat, Tree};
+use crate::{Error, Result};
+
+/// redb's page cache. Reads are served by the in-memory tree, so the cache only speeds up
+/// the B-tree pages a commit touches; redb's 1 GiB default would double the store's RAM.
+const REDB_CACHE_BYTES: usize = 64 * 1024 * 1024;
+/// Log size that triggers a checkpoint. It bounds the replay work after a crash and the
+/// writer's memory for the pending states.
+pub(crate) const CHECKPOINT_LOG_BYTES: usize = 32 * 1024 * 1024;
+
+const NODES: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("nodes");
+const LOG: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("log");
+const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
+const META_ZXID: &str = "zxid";
+const META_EPOCH: &str = "open_epoch";
+/// The first byte of every stored node value.
+const NODE_FORMAT_V1: u8 = 1;
+const NODE_HEADER_LEN: usize = 1 + 8 * 6 + 4 * 2;
+
+/// The open database plus the writer's log bookkeeping.
+pub(crate) struct Durable {
+    db: Database,
+    next_seq: u64,
+    log_bytes: usize,
+    /// The newest encoded state (`None`: deleted) of every path logged since the last
+    /// checkpoint.
+    pending: HashMap<String, Option<Vec<u8>>>,
+    zxid: i64,
+}
+
+impl fmt::Debug for Durable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Durable")
+            .field("next_seq", &self.next_seq)
+            .field("log_bytes", &self.log_bytes)
+            .finish()
+    }
+}
+
+impl Durable {
+    /// Opens (or creates) the file, reloads the tree (checkpoint plus log), bumps the open
+    /// epoch and deletes the ephemeral nodes of previous processes, in one commit. Returns the
+    /// tree and the new epoch.
+    pub fn open(file: &Path) -> Result<(Durable, Tree, i64)> {
+        let db = Database::builder()
+            .set_cache_size(REDB_CACHE_BYTES)
+            .create(file)
+            .map_err(|err| match err {
+                DatabaseError::DatabaseAlreadyOpen => {
+                    Error::StoreLocked(file.display().to_string())
+                }
+                other => Error::Backend(format!(
+                    "cannot open the store at {}: {other}",
+                    file.display()
+                )),
+            })?;
+        let backend = backend_error(file);
+        let txn = db
+            .begin_write()
+            .map_err(|e| backend("cannot begin a transaction", &e))?;
+        let (tree, epoch) = {
+            let mut nodes = txn
+                .open_table(NODES)
+                .map_err(|e| backend("cannot open nodes", &e))?;
+            let log = txn
+                .open_table(LOG)
+                .map_err(|e| backend("cannot open the log", &e))?;
+            let mut meta = txn
+                .open_table(META)
+                .map_err(|e| backend("cannot open meta", &e))?;
+            let zxid =
+                read_meta(&meta, META_ZXID).map_err(|e| backend("cannot read the zxid", &e))?;
+            let epoch =
+                read_meta(&meta, META_EPOCH).map_err(|e| backend("cannot read the epoch", &e))? + 1;
+            let mut tree = load_nodes(&nodes, zxid, &backend)?;
+            let mut pending = replay_log(&log, &mut tree, &backend)?;
+            drop(log);
+            delete_stale_ephemerals(&mut tree, &mut pending)?;
+            for (path, state) in &pending {
+                match state {
+                    Some(bytes) => nodes.insert(path.as_str(), bytes.as_slice()).map(|_| ()),
+                    None => nodes.remove(path.as_str()).map(|_| ()),
+                }
+                .map_err(|e| backend("cannot write a node", &e))?;
+            }
+            meta.insert(META_ZXID, zxid_to_u64(tree.zxid()))
+                .map_err(|e| backend("cannot write the zxid", &e))?;
+            meta.insert(META_EPOCH, epoch)
+                .map_err(|e| backend("cannot write the epoch", &e))?;
+            let epoch = i64::try_from(epoch).map_err(|e| backend("bad open epoch", &e))?;
+            (tree, epoch)
+        };
+        txn.delete_table(LOG)
+            .map_err(|e| backend("cannot empty the log", &e))?;
+        txn.commit().map_err(|e| backend("cannot commit", &e))?;
+        let zxid = tree.zxid();
+        let durable = Durable {
+            db,
+            next_seq: 0,
+            log_bytes: 0,
+            pending: HashMap::new(),
+            zxid,
+        };
+        Ok((durable, tree, epoch))
+    }
+
+    /// Appends one group commit's changes (the current state of every `dirty` path) to the
+    /// log and commits durably.
+    pub fn append(
+        &mut self,
+        tree: &Tree,
+        dirty: &HashSet<String>,
+    ) -> std::result::Result<(), String> {
+        if dirty.is_empty() {
+            return Ok(());
+        }
+        let mut record = Vec::with_capacity(64 * dirty.len());
+        record.extend_from_slice(&tree.zxid().to_le_bytes());
+        for path in dirty {
+            let state = tree.get(path).map(|node| {
+                let mut bytes = Vec::new();
+                encode_node(node, &mut bytes);
+                bytes
+            });
+            encode_log_entry(&mut record, path, state.as_deref());
+            self.pending.insert(path.clone(), state);
+        }
+        let txn = self.db.begin_write().map_err(|e| e.to_string())?;
+        {
+            let mut log = txn.open_table(LOG).map_err(|e| e.to_string())?;
+            log.insert(self.next_seq, record.as_slice())
+                .map_err(|e| e.to_string())?;
+        }
+        txn.commit().map_err(|e| e.to_string())?;
+        self.next_seq += 1;
+        self.log_bytes += record.len();
+        self.zxid = tree.zxid();
+        Ok(())
+    }
+
+    /// Whether the log has grown enough to be folded into `nodes`.
+    pub fn wants_checkpoint(&self) -> bool {
+        self.log_bytes >= CHECKPOINT_LOG_BYTES
+    }
+
+    /// Folds the log into `nodes` and empties it. With `Durability::None` this costs no
+    /// fsync (see the module doc for why that is safe).
+    pub fn checkpoint(&mut self, durability: Durability) -> std::result::Result<(), String> {
+        if self.pending.is_empty() && self.log_bytes == 0 {
+            return Ok(());
+        }
+        let mut txn = self.db.begin_write().map_err(|e| e.to_string())?;
+        txn.set_durability(durability).map_err(|e| e.to_string())?;
+        {
+            let mut nodes = txn.open_table(NODES).map_err(|e| e.to_string())?;
+            for (path, state) in self.pending.drain() {
+                match state {
+                    Some(bytes) => nodes.insert(path.as_str(), bytes.as_slice()).map(|_| ()),
+                    None => nodes.remove(path.as_str()).map(|_| ()),
+                }
+                .map_err(|e| e.to_string())?;
+            }
+            let mut meta = txn.open_table(META).map_err(|e| e.to_string())?;
+            meta.insert(META_ZXID, zxid_to_u64(self.zxid))
+                .map_err(|e| e.to_string())?;
+        }
+        txn.delete_table(LOG).map_err(|e| e.to_string())?;
+        txn.commit().map_err(|e| e.to_string())?;
+        self.log_bytes = 0;
+        Ok(())
+    }
+}
+
+/// Loads the tree (checkpoint plus log) without modifying the file. Stale ephemeral nodes
+/// are kept. Fails with [`Error::StoreLocked`] while a process has the store open.
+pub(crate) fn load_read_only(file: &Path) -> Result<Tree> {
+    let db = Database::builder()
+        .set_cache_size(REDB_CACHE_BYTES)
+        .open_read_only(file)
+        .map_err(|err| match err {
+            DatabaseError::DatabaseAlreadyOpen => Error::StoreLocked(file.display().to_string()),
+            DatabaseError::RepairAborted => Error::Backend(format!(
+                "the store at {} was not closed cleanly and needs recovery, which a read-only \
+                 open cannot do: start the server on it once (or open it read-write)",
+                file.display()
+            )),
+            other => Error::Backend(format!(
+                "cannot open the store at {}: {other}",
+                file.display()
+            )),
+        })?;
+    let backend = backend_error(file);
+    let txn = db
+        .begin_read()
+        .map_err(|e| backend("cannot begin a read", &e))?;
+    let zxid = match txn.open_table(META) {
+        Ok(meta) => read_meta(&meta, META_ZXID).map_err(|e| backend("cannot read the zxid", &e))?,
+        Err(TableError::TableDoesNotExist(_)) => 0,
+        Err(e) => return Err(backend("cannot open meta", &e)),
+    };
+    let mut tree = match txn.open_table(NODES) {
+        Ok(nodes) => load_nodes(&nodes, zxid, &backend)?,
+        Err(TableError::TableDoesNotExist(_)) => Tree::new(),
+        Err(e) => return Err(backend("cannot open nodes", &e)),
+    };
+    match txn.open_table(LOG) {
+        Ok(log) => {
+            replay_log(&log, &mut tree, &backend)?;
+        }
+        Err(TableError::TableDoesNotExist(_)) => {}
+        Err(e) => return Err(backend("cannot open the log", &e)),
+    }
+    Ok(tree)
+}
+
+type BackendError<'a> = dyn Fn(&str, &dyn fmt::Display) -> Error + 'a;
+
+fn backend_error(file: &Path) -> impl Fn(&str, &dyn fmt::Display) -> Error + '_ {
+    move |what: &str, err: &dyn fmt::Display| {
+        Error::Backend(format!("{what} in the store at {}: {err}", file.display()))
+    }
+}
+
+fn read_meta(
+    meta: &impl ReadableTable<&'static str, u64>,
+    key: &str,
+) -> std::result::Result<u64, redb::StorageError> {
+    Ok(meta.get(key)?.map_or(0, |v| v.value()))
+}
+
+fn load_nodes(
+    nodes: &(impl ReadableTable<&'static str, &'static [u8]> + ReadableTableMetadata),
+    zxid: u64,
+    backend: &BackendError<'_>,
+) -> Result<Tree> {
+    let count = nodes.len().map_err(|e| backend("cannot count nodes", &e))?;
+    let iter = nodes.iter().map_err(|e| backend("cannot scan nodes", &e))?;
+    let entries = iter.map(|entry| {
+        let (key, value) = entry.map_err(|e| backend("cannot read a node", &e))?;
+        let path = key.value().to_string();
+        let (stat, data) = decode_node(value.value())
+            .ok_or_else(|| backend("corrupt node value", &format!("at {path}")))?;
+        Ok((path, data, stat))
+    });
+    Tree::from_sorted(
+        usize::try_from(count).unwrap_or(0),
+        zxid_from_u64(zxid),
+        entries,
+    )
+}
+
+/// Applies every log entry, oldest first; returns the newest state of every logged path.
+fn replay_log(
+    log: &impl ReadableTable<u64, &'static [u8]>,
+    tree: &mut Tree,
+    backend: &BackendError<'_>,
+) -> Result<HashMap<String, Option<Vec<u8>>>> {
+    let mut newest = HashMap::new();
+    for entry in log.iter().map_err(|e| backend("cannot scan the log", &e))? {
+        let (seq, record) = entry.map_err(|e| backend("cannot read the log", &e))?;
+        let (zxid, changes) = decode_log_record(record.value())
+            .ok_or_else(|| backend("corrupt log entry", &seq.value()))?;
+        // One commit's changes form a consistent tree: delete deepest first, then create or
+        // update parents first.
+        let (mut upserts, mut deletes): (Vec<_>, Vec<_>) =
+            changes.into_iter().partition(|(_, state)| state.is_some());
+        deletes.sort_by(|a, b| b.0.cmp(&a.0));
+        upserts.sort_by(|a, b| a.0.cmp(&b.0));
+        for (path, _) in deletes {
+            tree.remove_node(&path)?;
+            newest.insert(path, None);
+        }
+        for (path, state) in upserts {
+            let bytes = state.expect("partitioned on is_some");
+            let (stat, data) =
+                decode_node(&bytes).ok_or_else(|| backend("corrupt logged node", &path))?;
+            tree.put_node(&path, data, stat)?;
+            newest.insert(path, Some(bytes));
+        }
+        tree.set_zxid(zxid);
+    }
+    Ok(newest)
+}
+
+fn delete_stale_ephemerals(
+    tree: &mut Tree,
+    pending: &mut HashMap<String, Option<Vec<u8>>>,
+) -> Result<()> {
+    let stale = tree.all_ephemerals();
+    if stale.is_empty() {
+        return Ok(());
+    }
+    let mut dirty = HashSet::new();
+    let mut txn = tree.begin(crate::embedded::now_ms(), &mut dirty);
+    for path in &stale {
+        txn.delete(path, None)?;
+    }
+    txn.commit();
+    for path in dirty {
+        let state = tree.get(&path).map(|node| {
+            let mut bytes = Vec::new();
+            encode_node(node, &mut bytes);
+            bytes
+        });
+        pending.insert(path, state);
+    }
+    Ok(())
+}
+
+fn encode_log_entry(record: &mut Vec<u8>, path: &str, state: Option<&[u8]>) {
+    record.extend_from_slice(&u32::try_from(path.len()).expect("path fits").to_le_bytes());
+    record.extend_from_slice(path.as_bytes());
+    match state {
+        Some(bytes) => {
+            record.push(1);
+            record.extend_from_slice(&u32::try_from(bytes.len()).expect("node fits").to_le_bytes());
+            record.extend_from_slice(bytes);
+        }
+        None => record.push(0),
+    }
+}
+
+type LogRecord = (i64, Vec<(String, Option<Vec<u8>>)>);
+
+fn decode_log_record(bytes: &[u8]) -> Option<LogRecord> {
+    let zxid = i64::from_le_bytes(bytes.get(..8)?.try_into().ok()?);
+    let mut rest = &bytes[8..];
+    let mut changes = Vec::new();
+    while !rest.is_empty() {
+        let len = u32::from_le_bytes(take(&mut rest, 4)?.try_into().ok()?) as usize;
+        let path = String::from_utf8(take(&mut rest, len)?.to_vec()).ok()?;
+        let state = match take(&mut rest, 1)?[0] {
+            0 => None,
+            1 => {
+                let len = u32::from_le_bytes(take(&mut rest, 4)?.try_into().ok()?) as usize;
+                Some(take(&mut rest, len)?.to_vec())
+            }
+            _ => return None,
+        };
+        changes.push((path, state));
+    }
+    Some((zxid, changes))
+}
+
+/// Splits `n` bytes off the front of `rest`.
+fn take<'a>(rest: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+    let (head, tail) = (rest.get(..n)?, rest.get(n..)?);
+    *rest = tail;
+    Some(head)
+}
+
+pub(crate) fn encode_node(node: &Node, buf: &mut Vec<u8>) {
+    let s = node.stat;
+    buf.clear();
+    buf.reserve(NODE_HEADER_LEN + node.data.len());
+    buf.push(NODE_FORMAT_V1);
+    for v in [
+        s.czxid,
+        s.mzxid,
+        s.pzxid,
+        s.ctime,
+        s.mtime,
+        s.ephemeral_owner,
+    ] {
+        buf.extend_from_slice(&v.to_le_bytes());
+    }
+    buf.extend_from_slice(&s.version.to_le_bytes());
+    buf.extend_from_slice(&s.cversion.to_le_bytes());
+    buf.extend_from_slice(&node.data);
+}
+
+fn decode_node(bytes: &[u8]) -> Option<(NodeStat, Vec<u8>)> {
+    if bytes.len() < NODE_HEADER_LEN || bytes[0] != NODE_FORMAT_V1 {
+        return None;
+    }
+    let i64_at =
+        |i: usize| i64::from_le_bytes(bytes[1 + 8 * i..9 + 8 * i].try_into().expect("8 bytes"));
+    let i32_at = |off: usize| i32::from_le_bytes(bytes[off..off + 4].try_into().expect("4 bytes"));
+    let stat = NodeStat {
+        czxid: i64_at(0),
+        mzxid: i64_at(1),
+        pzxid: i64_at(2),
+        ctime: i64_at(3),
+        mtime: i64_at(4),
+        ephemeral_owner: i64_at(5),
+        version: i32_at(49),
+        cversion: i32_at(53),
+    };
+    Some((stat, bytes[NODE_HEADER_LEN..].to_vec()))
+}
+
+fn zxid_to_u64(zxid: i64) -> u64 {
+    u64::try_from(zxid).expect("zxids are never negative")
+}
+
+fn zxid_from_u64(zxid: u64) -> i64 {
+    i64::try_from(zxid).expect("zxids fit in i64")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_records_round_trip() {
+        let mut record = 42i64.to_le_bytes().to_vec();
+        encode_log_entry(&mut record, "/a/b", Some(b"node"));
+        encode_log_entry(&mut record, "/gone", None);
+        let (zxid, changes) = decode_log_record(&record).unwrap();
+        assert_eq!(zxid, 42);
+        assert_eq!(
+            changes,
+            [
+                ("/a/b".to_string(), Some(b"node".to_vec())),
+                ("/gone".to_string(), None)
+            ]
+        );
+        assert!(
+            decode_log_record(&record[..record.len() - 1]).is_none(),
+            "truncated"
+        );
+    }
+
+    #[test]
+    fn nodes_round_trip() {
+        let node = Node {
+            data: b"{}".to_vec(),
+            stat: NodeStat {
+                czxid: 1,
+                mzxid: 2,
+                pzxid: 3,
+                ctime: 4,
+                mtime: 5,
+                version: 6,
+                cversion: 7,
+                ephemeral_owner: 8,
+            },
+            children: Default::default(),
+        };
+        let mut bytes = Vec::new();
+        encode_node(&node, &mut bytes);
+        assert_eq!(decode_node(&bytes), Some((node.stat, node.data.clone())));
+    }
+}
