@@ -34,6 +34,9 @@ use crate::event::ControllerEvent;
 use crate::partition_state_machine::PartitionState;
 use crate::{lifecycle, topic_deletion, ControllerConfig};
 
+/// How long a broker whose failover failed waits before giving up `/controller`.
+const FAILOVER_RETRY_BACKOFF: Duration = Duration::from_millis(200);
+
 /// Whether the loop goes on after an event.
 enum Flow {
     Continue,
@@ -231,7 +234,25 @@ impl EventLoop {
             ElectionOutcome::Elected {
                 epoch,
                 epoch_zk_version,
-            } => self.on_controller_failover(epoch, epoch_zk_version).await,
+            } => {
+                let result = self.on_controller_failover(epoch, epoch_zk_version).await;
+                if let Err(err) = &result {
+                    if !matches!(err, ZkClientError::ControllerMoved { .. }) {
+                        // Holding /controller without acting as controller would stall the
+                        // cluster: give it up so that an election (maybe ours) runs again.
+                        error!(error = %err, "controller failover failed; giving up /controller");
+                        tokio::time::sleep(FAILOVER_RETRY_BACKOFF).await;
+                        self.resign().await;
+                        self.channels.clear();
+                        self.ctx = ControllerContext::default();
+                        if let Err(err) = self.zk.delete_controller_if_owned().await {
+                            warn!(error = %err, "could not delete /controller");
+                        }
+                        return Ok(());
+                    }
+                }
+                result
+            }
             ElectionOutcome::NotElected { .. } => Ok(()),
         }
     }
