@@ -53,8 +53,26 @@
 //!
 //! The broker also calls [`GroupCoordinator::set_topics`] whenever its metadata cache changes
 //! (KIP-848 assigns by topic id, and OffsetCommit answers `UNKNOWN_TOPIC_OR_PARTITION` for
-//! partitions that do not exist), and [`GroupCoordinator::on_topic_deleted`] when a topic is
-//! deleted.
+//! partitions that do not exist; before the first call no existence check is made), and
+//! [`GroupCoordinator::on_topic_deleted`] when a topic is deleted.
+//!
+//! # What the broker provides
+//!
+//! | piece | what it does |
+//! | --- | --- |
+//! | [`OffsetStore`] | `/consumers/<group>/offsets/<topic>/<partition>`, one `multi` per call |
+//! | [`MembershipSink`] | `/consumers/<group>/ids/<member>` and `/consumers/<group>/owners/<t>/<p>` |
+//! | FindCoordinator | which broker coordinates which group; that broker calls [`GroupCoordinator::reload_offsets`] when it takes groups over |
+//! | one request at a time per connection | a parked JoinGroup holds back the connection's next request, as Kafka's muted channels do |
+//!
+//! # Versions handled
+//!
+//! JoinGroup 0-9 (MEMBER_ID_REQUIRED from v4 for dynamic members), SyncGroup 0-5,
+//! Heartbeat 0-4, LeaveGroup 0-5 (batches from v3), OffsetCommit 0-9 (`STALE_MEMBER_EPOCH`
+//! for KIP-848 members from v9), OffsetFetch 0-9 (several groups from v8), OffsetDelete 0,
+//! DescribeGroups 0-5, ListGroups 0-5 (state filter v4, type filter v5), DeleteGroups 0-2,
+//! ConsumerGroupHeartbeat 0, ConsumerGroupDescribe 0. Which of these the broker advertises is
+//! `protocol::SUPPORTED_APIS`' decision.
 
 mod admin;
 mod assignor;
