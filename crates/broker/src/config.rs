@@ -103,6 +103,8 @@ pub struct BrokerConfig {
     pub min_insync_replicas: i32,
     /// `socket.request.max.bytes`.
     pub socket_request_max_bytes: usize,
+    /// `connections.max.idle.ms`: a connection with no request for this long is closed.
+    pub connections_max_idle: Duration,
     /// `request.timeout.ms`, used for controller requests.
     pub request_timeout: Duration,
     /// `placement.strategy`: `balanced` (default) or `kafka`.
@@ -143,6 +145,7 @@ const KNOWN_KEYS: &[&str] = &[
     "min.insync.replicas",
     "socket.request.max.bytes",
     "request.timeout.ms",
+    "connections.max.idle.ms",
     "placement.strategy",
     "create.topic.policy.min.partitions",
     "create.topic.policy.min.replication.factor",
@@ -257,6 +260,12 @@ impl BrokerConfig {
                 protocol::DEFAULT_MAX_REQUEST_BYTES,
                 1,
             )?,
+            connections_max_idle: Duration::from_millis(parse_num(
+                &props,
+                "connections.max.idle.ms",
+                600_000,
+                1,
+            )?),
             request_timeout: Duration::from_millis(parse_num(
                 &props,
                 "request.timeout.ms",

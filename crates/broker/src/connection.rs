@@ -29,13 +29,20 @@ pub(crate) async fn serve(
     ctx.metrics.connection_opened();
     let _ = stream.set_nodelay(true);
     let max_bytes = ctx.config.socket_request_max_bytes;
+    let idle = ctx.config.connections_max_idle;
     let mut buf = BytesMut::with_capacity(4096);
     loop {
         let frame = match decode_frame(&mut buf, max_bytes) {
             Ok(Some(frame)) => frame,
             Ok(None) => {
                 let read = tokio::select! {
-                    read = stream.read_buf(&mut buf) => read,
+                    read = tokio::time::timeout(idle, stream.read_buf(&mut buf)) => match read {
+                        Ok(read) => read,
+                        Err(_) => {
+                            debug!(%peer, idle_ms = idle.as_millis() as u64, "closing idle connection");
+                            break;
+                        }
+                    },
                     _ = shutdown.wait_for(|stop| *stop) => break,
                 };
                 match read {

@@ -243,3 +243,28 @@ async fn crafted_array_counts_close_the_connection_without_harming_the_broker() 
     assert_eq!(response.error_code, 0);
     broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn idle_connections_are_closed_after_connections_max_idle_ms() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &["connections.max.idle.ms=200"]).await;
+    let mut stream = TcpStream::connect(broker.local_addr()).await.unwrap();
+    let response: ApiVersionsResponse = roundtrip(
+        &mut stream,
+        ApiKey::ApiVersions,
+        3,
+        1,
+        &RequestKind::ApiVersions(ApiVersionsRequest::default()),
+    )
+    .await;
+    assert_eq!(response.error_code, 0);
+    let mut buf = [0u8; 4];
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        tokio::io::AsyncReadExt::read(&mut stream, &mut buf),
+    )
+    .await
+    .expect("closed well before 5 s");
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    broker.shutdown().await;
+}
