@@ -914,3 +914,34 @@ async fn zookeeper_backend_create_add_delete_and_failover() {
     second.controller.shutdown().await;
     second.zk.close().await;
 }
+
+/// A figure, not a check: how long a 1000-partition topic takes to come online on a durable
+/// (on-disk) store. Run with `cargo test -p controller --release -- --ignored --nocapture`.
+#[tokio::test]
+#[ignore]
+async fn measure_1000_partition_topic_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = EmbeddedStore::open(dir.path()).unwrap();
+    let n = node(&store, 0, ControllerConfig::default()).await;
+    let handle = n.controller.clone();
+    eventually("the controller is active", async || handle.is_active()).await;
+    let started = std::time::Instant::now();
+    let response = n
+        .controller
+        .create_topics(create_request("big", 1000, 1, &[]), 5)
+        .await;
+    assert_eq!(
+        response.topics[0].error_code, 0,
+        "{:?}",
+        response.topics[0].error_message
+    );
+    eprintln!("1000 partitions online in {:?}", started.elapsed());
+    let started = std::time::Instant::now();
+    let response = n.controller.delete_topics(delete_request("big"), 4).await;
+    assert_eq!(
+        response.responses[0].error_code, 0,
+        "{:?}",
+        response.responses[0].error_message
+    );
+    eprintln!("1000 partitions deleted in {:?}", started.elapsed());
+}

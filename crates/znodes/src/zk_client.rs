@@ -516,28 +516,37 @@ impl KafkaZkClient {
         state: &PartitionStateZNode,
         epoch_zk_version: i32,
     ) -> Result<()> {
-        for parent in [
-            paths::topic_partitions(&tp.topic),
-            paths::topic_partition(&tp.topic, tp.partition),
-        ] {
-            let op = Op::Create {
-                path: parent,
-                data: Vec::new(),
+        let state_path = paths::partition_state(&tp.topic, tp.partition);
+        // One fenced multi per partition: the missing empty parents, then the state. A parent
+        // created meanwhile by someone else makes the multi fail; the second attempt sees it.
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let mut ops = Vec::with_capacity(3);
+            for parent in [
+                paths::topic_partitions(&tp.topic),
+                paths::topic_partition(&tp.topic, tp.partition),
+            ] {
+                if self.client.exists(&parent, false).await?.is_none() {
+                    ops.push(Op::Create {
+                        path: parent,
+                        data: Vec::new(),
+                        mode: CreateMode::Persistent,
+                    });
+                }
+            }
+            ops.push(Op::Create {
+                path: state_path.clone(),
+                data: state.to_json_bytes(),
                 mode: CreateMode::Persistent,
-            };
-            match self.fenced_multi(Some(epoch_zk_version), vec![op]).await {
-                Ok(_) | Err(ZkClientError::NodeExists(_)) => {}
-                Err(err) => return Err(err),
+            });
+            match self.fenced_multi(Some(epoch_zk_version), ops).await {
+                Err(ZkClientError::NodeExists(path)) if path != state_path && attempts < 2 => {
+                    continue
+                }
+                other => return other.map(drop),
             }
         }
-        let op = Op::Create {
-            path: paths::partition_state(&tp.topic, tp.partition),
-            data: state.to_json_bytes(),
-            mode: CreateMode::Persistent,
-        };
-        self.fenced_multi(Some(epoch_zk_version), vec![op])
-            .await
-            .map(drop)
     }
 
     /// Overwrites a partition's state at `expected_version`, fenced on the controller epoch;
