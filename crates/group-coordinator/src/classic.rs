@@ -142,6 +142,9 @@ pub(crate) struct ClassicGroup {
     new_member_added: bool,
     join_timer: Option<JoinTimer>,
     pub subscribed_topics: Option<BTreeSet<String>>,
+    /// When the group entered its current state (Kafka's `currentStateTimestamp`); `None` for
+    /// a group loaded from the store.
+    pub state_timestamp_ms: Option<u64>,
 }
 
 impl ClassicGroup {
@@ -158,6 +161,7 @@ impl ClassicGroup {
             new_member_added: false,
             join_timer: None,
             subscribed_topics: None,
+            state_timestamp_ms: None,
         }
     }
 
@@ -267,7 +271,7 @@ impl ClassicGroup {
             .contains(&self.state)
     }
 
-    pub(crate) fn transition_to(&mut self, group_id: &str, target: ClassicGroupState) {
+    pub(crate) fn transition_to(&mut self, group_id: &str, now_ms: u64, target: ClassicGroupState) {
         if !target.valid_previous().contains(&self.state) {
             tracing::error!(target: "state_change", group_id, from = self.state.name(), to = target.name(), "illegal group state change");
             debug_assert!(
@@ -278,6 +282,7 @@ impl ClassicGroup {
         }
         tracing::debug!(target: "state_change", group_id, from = self.state.name(), to = target.name(), "group state change");
         self.state = target;
+        self.state_timestamp_ms = Some(now_ms);
     }
 
     fn owners(&self) -> BTreeMap<TopicPartition, String> {
@@ -467,7 +472,11 @@ impl ClassicGroup {
             reason,
             "preparing to rebalance group"
         );
-        self.transition_to(env.group_id, ClassicGroupState::PreparingRebalance);
+        self.transition_to(
+            env.group_id,
+            env.now_ms,
+            ClassicGroupState::PreparingRebalance,
+        );
         self.try_complete_join(env);
     }
 
@@ -532,7 +541,7 @@ impl ClassicGroup {
             });
             return;
         }
-        self.init_next_generation(env.group_id);
+        self.init_next_generation(env.group_id, env.now_ms);
         if self.state == ClassicGroupState::Empty {
             tracing::info!(
                 group_id = env.group_id,
@@ -601,16 +610,16 @@ impl ClassicGroup {
         }
     }
 
-    fn init_next_generation(&mut self, group_id: &str) {
+    fn init_next_generation(&mut self, group_id: &str, now_ms: u64) {
         self.generation_id += 1;
         if self.members.is_empty() {
             self.protocol_name = None;
             self.subscribed_topics = None;
-            self.transition_to(group_id, ClassicGroupState::Empty);
+            self.transition_to(group_id, now_ms, ClassicGroupState::Empty);
         } else {
             self.protocol_name = self.select_protocol();
             self.subscribed_topics = self.compute_subscribed_topics();
-            self.transition_to(group_id, ClassicGroupState::CompletingRebalance);
+            self.transition_to(group_id, now_ms, ClassicGroupState::CompletingRebalance);
         }
     }
 
@@ -866,7 +875,7 @@ impl CoordinatorCore {
                         "assignment received from leader"
                     );
                     group.set_and_propagate_assignment(&mut env, assignment);
-                    group.transition_to(env.group_id, ClassicGroupState::Stable);
+                    group.transition_to(env.group_id, now_ms, ClassicGroupState::Stable);
                     let owners = group.owners();
                     group.emit_owners(&mut env, owners);
                 }

@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use kafka_protocol::messages::{JoinGroupResponse, SyncGroupResponse};
-use model::TopicName;
+use model::{TopicName, TopicPartition};
 use uuid::Uuid;
 
 use crate::assignor::ServerAssignor;
@@ -51,6 +51,9 @@ pub struct GroupConfig {
     pub consumer_assignors: Vec<ServerAssignor>,
     /// `group.consumer.max.size` (unbounded).
     pub consumer_max_size: usize,
+    /// `offsets.retention.minutes` in ms (7 days): how long offsets outlive an empty group,
+    /// or a commit to a topic the group no longer subscribes to.
+    pub offsets_retention_ms: u64,
 }
 
 impl Default for GroupConfig {
@@ -65,6 +68,7 @@ impl Default for GroupConfig {
             consumer_heartbeat_interval_ms: 5_000,
             consumer_assignors: vec![ServerAssignor::Uniform, ServerAssignor::Range],
             consumer_max_size: i32::MAX as usize,
+            offsets_retention_ms: 7 * 24 * 60 * 60 * 1000,
         }
     }
 }
@@ -109,6 +113,14 @@ pub enum Output {
     },
     /// A change for the [`crate::MembershipSink`].
     Membership(MembershipEvent),
+    /// Offsets that outlived `offsets.retention.minutes`: already gone from the cache, to be
+    /// deleted from the [`crate::OffsetStore`].
+    OffsetsExpired {
+        /// The group.
+        group_id: String,
+        /// The expired partitions.
+        partitions: Vec<TopicPartition>,
+    },
 }
 
 /// A group of either protocol. One id names at most one group.
@@ -225,11 +237,70 @@ impl CoordinatorCore {
         match self.next_cleanup_ms {
             None => self.next_cleanup_ms = Some(now_ms + GROUP_CLEANUP_INTERVAL_MS),
             Some(due) if due <= now_ms => {
+                self.expire_offsets(now_ms);
                 self.forget_empty_groups();
                 self.next_cleanup_ms = Some(now_ms + GROUP_CLEANUP_INTERVAL_MS);
             }
             Some(_) => {}
         }
+    }
+
+    /// Kafka's offset expiration (KIP-211): an empty group's offsets expire `retention` after
+    /// the group became empty (or after their commit, for a group loaded from the store); a
+    /// group with members loses only the offsets of topics it no longer subscribes to,
+    /// `retention` after their commit.
+    fn expire_offsets(&mut self, now_ms: u64) {
+        let retention = self.config.offsets_retention_ms;
+        for (group_id, offsets) in self.offsets.iter_mut() {
+            let (empty_since, subscribed) = match self.groups.get(group_id) {
+                Some(Group::Classic(g)) if g.state == crate::classic::ClassicGroupState::Empty => {
+                    (Some(g.state_timestamp_ms), None)
+                }
+                Some(Group::Classic(g))
+                    if g.state == crate::classic::ClassicGroupState::Stable
+                        && g.protocol_type.as_deref()
+                            == Some(crate::consumer_protocol::CONSUMER_PROTOCOL_TYPE) =>
+                {
+                    match &g.subscribed_topics {
+                        Some(topics) => (None, Some(topics.clone())),
+                        None => continue,
+                    }
+                }
+                Some(Group::Consumer(g)) if g.is_empty() => (Some(None), None),
+                Some(Group::Consumer(g)) => (None, Some(g.subscribed_topic_names())),
+                Some(Group::Classic(_)) => continue,
+                None => (Some(None), None),
+            };
+            let expired: Vec<TopicPartition> = offsets
+                .iter()
+                .filter(|(tp, offset)| {
+                    let committed = offset.commit_timestamp_ms.max(0) as u64;
+                    match (&empty_since, &subscribed) {
+                        (Some(since), _) => {
+                            now_ms.saturating_sub(since.unwrap_or(committed)) >= retention
+                        }
+                        (None, Some(topics)) => {
+                            !topics.contains(tp.topic.as_str())
+                                && now_ms.saturating_sub(committed) >= retention
+                        }
+                        (None, None) => false,
+                    }
+                })
+                .map(|(tp, _)| tp.clone())
+                .collect();
+            if expired.is_empty() {
+                continue;
+            }
+            for tp in &expired {
+                offsets.remove(tp);
+            }
+            tracing::info!(group_id, expired = expired.len(), "removed expired offsets");
+            self.outbox.push(Output::OffsetsExpired {
+                group_id: group_id.clone(),
+                partitions: expired,
+            });
+        }
+        self.offsets.retain(|_, offsets| !offsets.is_empty());
     }
 
     /// Drops empty groups that have no committed offsets, as Kafka's periodic cleanup does, so

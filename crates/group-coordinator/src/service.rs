@@ -387,6 +387,17 @@ impl<S: OffsetStore> Inner<S> {
                         let _ = tx.send(response);
                     }
                 }
+                Output::OffsetsExpired {
+                    group_id,
+                    partitions,
+                } => {
+                    let store = Arc::clone(&self.store);
+                    tokio::spawn(async move {
+                        if let Err(err) = store.delete_offsets(&group_id, &partitions).await {
+                            tracing::warn!(group_id, %err, "could not delete expired offsets from the store");
+                        }
+                    });
+                }
                 Output::Membership(event) => {
                     if self.events.try_send(event).is_err() {
                         tracing::warn!("membership event queue full or closed; dropping an event");

@@ -313,3 +313,45 @@ fn deleted_topics_lose_their_offsets_and_offsets_survive_a_reload() {
     assert_eq!(fetch(&restarted, None), "u-0=4");
     assert_eq!(restarted.group_states()[GROUP].1, "Empty");
 }
+
+#[test]
+fn offsets_expire_after_the_retention_period() {
+    const RETENTION: u64 = 60_000;
+    let mut h = Harness::new(GroupConfig {
+        offsets_retention_ms: RETENTION,
+        ..config()
+    });
+    h.advance(0); // arms the periodic check
+                  // A simple-consumer group (always empty) and a live group subscribed to t only.
+    let mut simple = commit_request(-1, "", &[("t", 0, 1)]);
+    simple.group_id = GroupId(s("simple"));
+    let plan = h.core.prepare_offset_commit(h.now, 8, &simple);
+    h.core.complete_offset_commit(plan, Ok(()));
+    let (member, token) = h.new_member(&["t"]);
+    h.advance(0);
+    h.join_answer(token).unwrap();
+    let t = h.sync(&member, 1, &[(&member, parts("t", &[0]))]);
+    h.sync_answer(t).unwrap();
+    let plan = h.core.prepare_offset_commit(
+        h.now,
+        8,
+        &commit_request(1, &member, &[("t", 0, 5), ("old", 0, 6)]),
+    );
+    h.core.complete_offset_commit(plan, Ok(()));
+    // The check runs every 10 minutes; heartbeats keep the member alive meanwhile.
+    for _ in 0..125 {
+        h.advance(5_000);
+        assert_eq!(h.heartbeat(&member, 1), NONE);
+    }
+    assert!(
+        !h.core.group_states().contains_key("simple"),
+        "expired and forgotten"
+    );
+    assert_eq!(
+        fetch(&h.core, None),
+        "t-0=5",
+        "the subscribed topic's offset stays"
+    );
+    h.expired.sort();
+    assert_eq!(h.expired, ["g/old-0", "simple/t-0"]);
+}

@@ -47,6 +47,8 @@ pub struct Harness {
     pub joins: BTreeMap<Token, JoinGroupResponse>,
     pub syncs: BTreeMap<Token, SyncGroupResponse>,
     pub events: Vec<MembershipEvent>,
+    /// `group/topic-partition` of every expired offset.
+    pub expired: Vec<String>,
 }
 
 impl Harness {
@@ -58,6 +60,7 @@ impl Harness {
             joins: BTreeMap::new(),
             syncs: BTreeMap::new(),
             events: Vec::new(),
+            expired: Vec::new(),
         }
     }
 
@@ -85,6 +88,13 @@ impl Harness {
                     );
                 }
                 Output::Membership(event) => self.events.push(event),
+                Output::OffsetsExpired {
+                    group_id,
+                    partitions,
+                } => {
+                    self.expired
+                        .extend(partitions.into_iter().map(|tp| format!("{group_id}/{tp}")));
+                }
             }
         }
     }
