@@ -2,7 +2,7 @@
 //! call for (always v0 for `ApiVersions`, which never carries tagged fields), then the body.
 
 use bytes::{BufMut, BytesMut};
-use kafka_protocol::messages::{ApiKey, ResponseHeader, ResponseKind};
+use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::Encodable;
 
 use crate::api_versions::api_versions_response;
@@ -51,9 +51,17 @@ pub fn encode_response(
 }
 
 /// Kafka's answer to an `ApiVersions` request at a version it does not know: the v0 format
-/// (error code and the supported ranges, no throttle time) with `UNSUPPORTED_VERSION`.
+/// (no throttle time) with `UNSUPPORTED_VERSION` and, as Kafka does since KIP-511, only the
+/// `ApiVersions` row, so the client can retry at a version both sides know.
 pub fn encode_unsupported_api_versions(correlation_id: i32) -> BytesMut {
-    let body = api_versions_response().with_error_code(ResponseError::UnsupportedVersion.code());
+    let own = api_versions_response()
+        .api_keys
+        .into_iter()
+        .filter(|row| row.api_key == ApiKey::ApiVersions as i16)
+        .collect();
+    let body = ApiVersionsResponse::default()
+        .with_error_code(ResponseError::UnsupportedVersion.code())
+        .with_api_keys(own);
     encode_response(
         ApiKey::ApiVersions,
         0,

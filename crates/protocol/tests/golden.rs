@@ -67,9 +67,11 @@ fn unsupported_api_versions_is_v0_format() {
     let frame = encode_unsupported_api_versions(9);
     let mut wire = frame.clone();
     let payload = decode_frame(&mut wire, 1 << 20).unwrap().unwrap();
-    let expected_len = 4 + 2 + 4 + SUPPORTED_APIS.len() * 6;
-    assert_eq!(payload.len(), expected_len);
-    assert_eq!(&payload[..6], b"\x00\x00\x00\x09\x00\x23");
+    // Correlation id, UNSUPPORTED_VERSION, one row: ApiVersions 0..=3.
+    assert_eq!(
+        payload.as_ref(),
+        b"\x00\x00\x00\x09\x00\x23\x00\x00\x00\x01\x00\x12\x00\x00\x00\x03"
+    );
 }
 
 #[test]
