@@ -632,6 +632,9 @@ fn validate_heartbeat(
             if request.member_id.is_empty() {
                 return invalid("MemberId can't be empty.");
             }
+            if epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH && request.instance_id.is_none() {
+                return invalid("InstanceId can't be null.");
+            }
         }
         _ => return invalid("MemberEpoch is invalid."),
     }

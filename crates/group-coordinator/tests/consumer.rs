@@ -348,6 +348,8 @@ fn invalid_requests_are_refused() {
             first.clone().with_member_epoch(3).with_member_id(s("")),
             INVALID_REQUEST,
         ),
+        (first.clone().with_member_epoch(-2), INVALID_REQUEST),
+        (first.clone().with_member_epoch(-3), INVALID_REQUEST),
         (
             first
                 .clone()
