@@ -1064,6 +1064,15 @@ fn accept_joining_member(group: &ClassicGroup, member_id: &str, max_size: usize)
     }
 }
 
+/// JoinGroup v0 has no rebalance timeout: Kafka uses the session timeout.
+fn rebalance_timeout_of(request: &JoinGroupRequest, version: i16) -> i32 {
+    if version == 0 || request.rebalance_timeout_ms < 0 {
+        request.session_timeout_ms
+    } else {
+        request.rebalance_timeout_ms
+    }
+}
+
 fn protocols_of(request: &JoinGroupRequest) -> Vec<(String, Bytes)> {
     request
         .protocols
@@ -1157,7 +1166,7 @@ fn add_member_and_rebalance(
         member_id: member_id.clone(),
         group_instance_id,
         client: client.clone(),
-        rebalance_timeout_ms: request.rebalance_timeout_ms,
+        rebalance_timeout_ms: rebalance_timeout_of(request, reply.version),
         session_timeout_ms: request.session_timeout_ms,
         protocols,
         assignment: Bytes::new(),
@@ -1208,7 +1217,7 @@ fn static_member_rejoin(
             .map(|(_, m)| m.clone())
             .unwrap_or_default();
     member.member_id = new_member_id.clone();
-    member.rebalance_timeout_ms = request.rebalance_timeout_ms;
+    member.rebalance_timeout_ms = rebalance_timeout_of(request, reply.version);
     member.session_timeout_ms = request.session_timeout_ms;
     ClassicGroup::schedule_heartbeat(&mut member, env.now_ms);
     if let Some(instance_id) = &member.group_instance_id {

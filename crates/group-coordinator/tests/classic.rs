@@ -458,3 +458,22 @@ fn empty_groups_without_offsets_are_forgotten_by_the_periodic_cleanup() {
     h.advance(group_coordinator::GROUP_CLEANUP_INTERVAL_MS);
     assert_eq!(h.state(), "none");
 }
+
+#[test]
+fn join_group_v0_uses_the_session_timeout_as_rebalance_timeout() {
+    let mut h = Harness::new(config());
+    let ta = h.join_with(Harness::join_request("", None, &["t"]), 0);
+    h.advance(0);
+    let a = h.join_answer(ta).unwrap().member_id.as_str().to_owned();
+    let t = h.sync(&a, 1, &[(&a, parts("t", &[0, 1, 2, 3]))]);
+    h.sync_answer(t).unwrap();
+    let tb = h.join_with(Harness::join_request("", None, &["t"]), 0);
+    h.advance(5_000);
+    assert!(
+        h.join_answer(tb).is_none(),
+        "waits up to the 10 s session timeout for a"
+    );
+    let ta = h.join_with(Harness::join_request(&a, None, &["t"]), 0);
+    let (a_answer, b_answer) = (h.join_answer(ta).unwrap(), h.join_answer(tb).unwrap());
+    assert_eq!((a_answer.generation_id, b_answer.generation_id), (2, 2));
+}
