@@ -279,3 +279,30 @@ async fn shutdown_answers_parked_joins() {
         "COORDINATOR_NOT_AVAILABLE"
     );
 }
+
+/// Broker connections run on spawned tasks: every handler future must be `Send`.
+#[tokio::test]
+async fn handler_futures_are_send() {
+    fn assert_send<T: Send>(_: &T) {}
+    let coordinator: Coordinator = GroupCoordinator::start(
+        GroupConfig::default(),
+        Arc::new(InMemoryOffsetStore::new()),
+        Arc::new(RecordingMembershipSink::new()),
+    )
+    .await
+    .unwrap();
+    let join = coordinator.join_group(Harness::join_request("", None, &["t"]), 5, client());
+    assert_send(&join);
+    let sync = coordinator.sync_group(SyncGroupRequest::default(), 3);
+    assert_send(&sync);
+    let request = commit("", -1, 1);
+    let commit_future = coordinator.offset_commit(&request, 8);
+    assert_send(&commit_future);
+    let delete = kafka_protocol::messages::DeleteGroupsRequest::default();
+    let delete_future = coordinator.delete_groups(&delete);
+    assert_send(&delete_future);
+    let topic: model::TopicName = "t".parse().unwrap();
+    let deleted = coordinator.on_topic_deleted(&topic);
+    assert_send(&deleted);
+    coordinator.shutdown();
+}
