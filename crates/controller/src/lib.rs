@@ -26,6 +26,8 @@ pub mod topic_deletion;
 
 mod handle;
 #[cfg(test)]
+mod simulation_tests;
+#[cfg(test)]
 mod test_support;
 
 use std::fmt;
