@@ -7,10 +7,10 @@ use kafka_protocol::messages::{
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
     DeleteTopicsRequest, DeleteTopicsResponse,
 };
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tracing::debug;
 
-use metastore::SessionState;
+use metastore::{SessionState, WatchedEvent};
 use znodes::zk_client::{KafkaWatch, KafkaZkClient};
 
 use crate::admin;
@@ -30,8 +30,12 @@ pub struct ControllerHandle {
 pub async fn start(zk: KafkaZkClient, config: ControllerConfig) -> ControllerHandle {
     let (events, queue) = mpsc::channel(CONTROLLER_QUEUE_CAPACITY);
     let active = Arc::new(AtomicBool::new(false));
-    tokio::spawn(forward_watches(zk.clone(), events.clone()));
-    tokio::spawn(forward_session_end(zk.clone(), events.clone()));
+    // Subscribe before anything reads with a watch, so no event is missed.
+    tokio::spawn(forward_watches(zk.subscribe_watches(), events.clone()));
+    tokio::spawn(forward_session_end(
+        zk.subscribe_session_state(),
+        events.clone(),
+    ));
     // The queue is empty: this cannot fail.
     let _ = events.try_send(ControllerEvent::Startup);
     let event_loop = EventLoop::new(zk, config, events.clone(), Arc::clone(&active));
@@ -124,8 +128,10 @@ impl ControllerHandle {
 }
 
 /// Turns the session's watch events into controller events.
-async fn forward_watches(zk: KafkaZkClient, events: mpsc::Sender<ControllerEvent>) {
-    let mut watches = zk.subscribe_watches();
+async fn forward_watches(
+    mut watches: mpsc::Receiver<WatchedEvent>,
+    events: mpsc::Sender<ControllerEvent>,
+) {
     while let Some(watched) = watches.recv().await {
         let event = match KafkaWatch::classify(&watched) {
             KafkaWatch::Controller => ControllerEvent::ControllerChange,
@@ -143,8 +149,10 @@ async fn forward_watches(zk: KafkaZkClient, events: mpsc::Sender<ControllerEvent
 }
 
 /// Sends [`ControllerEvent::SessionExpired`] once the session ends.
-async fn forward_session_end(zk: KafkaZkClient, events: mpsc::Sender<ControllerEvent>) {
-    let mut state = zk.subscribe_session_state();
+async fn forward_session_end(
+    mut state: watch::Receiver<SessionState>,
+    events: mpsc::Sender<ControllerEvent>,
+) {
     loop {
         if matches!(
             *state.borrow_and_update(),
