@@ -266,3 +266,179 @@ fn incremental_alter_configs(
             .collect(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::BytesMut;
+    use kafka_protocol::protocol::StrBytes;
+
+    fn topic() -> TopicName {
+        TopicName(StrBytes::from_static_str("t"))
+    }
+
+    /// One request of each API with an entry, holding one item where it has item lists.
+    fn samples() -> Vec<(ApiKey, RequestKind)> {
+        vec![
+            (
+                ApiKey::Produce,
+                RequestKind::Produce(ProduceRequest::default().with_topic_data(vec![
+                        produce_request::TopicProduceData::default()
+                            .with_name(topic())
+                            .with_partition_data(vec![
+                                produce_request::PartitionProduceData::default().with_index(1),
+                            ]),
+                    ])),
+            ),
+            (
+                ApiKey::Fetch,
+                RequestKind::Fetch(FetchRequest::default().with_topics(
+                    vec![fetch_request::FetchTopic::default()
+                        .with_topic(topic())
+                        .with_partitions(vec![
+                            fetch_request::FetchPartition::default().with_partition(1)
+                        ])],
+                )),
+            ),
+            (
+                ApiKey::ListOffsets,
+                RequestKind::ListOffsets(ListOffsetsRequest::default().with_topics(vec![
+                        list_offsets_request::ListOffsetsTopic::default()
+                            .with_name(topic())
+                            .with_partitions(vec![
+                                list_offsets_request::ListOffsetsPartition::default()
+                                    .with_partition_index(1),
+                            ]),
+                    ])),
+            ),
+            (
+                ApiKey::FindCoordinator,
+                RequestKind::FindCoordinator(
+                    FindCoordinatorRequest::default()
+                        .with_key(StrBytes::from_static_str("g"))
+                        .with_coordinator_keys(vec![StrBytes::from_static_str("g")]),
+                ),
+            ),
+            (
+                ApiKey::JoinGroup,
+                RequestKind::JoinGroup(JoinGroupRequest::default()),
+            ),
+            (
+                ApiKey::SyncGroup,
+                RequestKind::SyncGroup(SyncGroupRequest::default()),
+            ),
+            (
+                ApiKey::Heartbeat,
+                RequestKind::Heartbeat(HeartbeatRequest::default()),
+            ),
+            (
+                ApiKey::LeaveGroup,
+                RequestKind::LeaveGroup(LeaveGroupRequest::default()),
+            ),
+            (
+                ApiKey::ListGroups,
+                RequestKind::ListGroups(ListGroupsRequest::default()),
+            ),
+            (
+                ApiKey::SaslHandshake,
+                RequestKind::SaslHandshake(SaslHandshakeRequest::default()),
+            ),
+            (
+                ApiKey::InitProducerId,
+                RequestKind::InitProducerId(InitProducerIdRequest::default()),
+            ),
+            (
+                ApiKey::Metadata,
+                RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![
+                    metadata_request::MetadataRequestTopic::default().with_name(Some(topic())),
+                ]))),
+            ),
+            (
+                ApiKey::CreateTopics,
+                RequestKind::CreateTopics(CreateTopicsRequest::default().with_topics(vec![
+                    create_topics_request::CreatableTopic::default().with_name(topic()),
+                ])),
+            ),
+            (
+                ApiKey::DeleteTopics,
+                RequestKind::DeleteTopics(
+                    DeleteTopicsRequest::default().with_topic_names(vec![topic()]),
+                ),
+            ),
+            (
+                ApiKey::CreatePartitions,
+                RequestKind::CreatePartitions(CreatePartitionsRequest::default().with_topics(
+                    vec![
+                    create_partitions_request::CreatePartitionsTopic::default().with_name(topic()),
+                ],
+                )),
+            ),
+            (
+                ApiKey::DescribeConfigs,
+                RequestKind::DescribeConfigs(DescribeConfigsRequest::default().with_resources(
+                    vec![
+                        describe_configs_request::DescribeConfigsResource::default()
+                            .with_resource_type(2),
+                    ],
+                )),
+            ),
+            (
+                ApiKey::AlterConfigs,
+                RequestKind::AlterConfigs(AlterConfigsRequest::default().with_resources(vec![
+                    alter_configs_request::AlterConfigsResource::default().with_resource_type(2),
+                ])),
+            ),
+            (
+                ApiKey::IncrementalAlterConfigs,
+                RequestKind::IncrementalAlterConfigs(
+                    IncrementalAlterConfigsRequest::default().with_resources(vec![
+                        incremental_alter_configs_request::AlterConfigsResource::default()
+                            .with_resource_type(2),
+                    ]),
+                ),
+            ),
+            (
+                ApiKey::DescribeCluster,
+                RequestKind::DescribeCluster(DescribeClusterRequest::default()),
+            ),
+            (
+                ApiKey::DescribeAcls,
+                RequestKind::DescribeAcls(DescribeAclsRequest::default()),
+            ),
+            (
+                ApiKey::LeaderAndIsr,
+                RequestKind::LeaderAndIsr(LeaderAndIsrRequest::default()),
+            ),
+            (
+                ApiKey::StopReplica,
+                RequestKind::StopReplica(StopReplicaRequest::default()),
+            ),
+            (
+                ApiKey::UpdateMetadata,
+                RequestKind::UpdateMetadata(UpdateMetadataRequest::default()),
+            ),
+        ]
+    }
+
+    #[test]
+    fn every_error_response_encodes_at_every_version_and_says_unsupported() {
+        for (api_key, request) in samples() {
+            let versions = api_key.valid_versions();
+            for version in versions.min..=versions.max {
+                let response = error_response(&request, version).unwrap();
+                let mut buf = BytesMut::new();
+                response
+                    .encode(&mut buf, version)
+                    .unwrap_or_else(|e| panic!("{api_key:?} v{version}: {e}"));
+                let mut bytes = buf.freeze();
+                let decoded = ResponseKind::decode(api_key, &mut bytes, version)
+                    .unwrap_or_else(|e| panic!("{api_key:?} v{version}: {e}"));
+                let text = format!("{decoded:?}");
+                assert!(
+                    text.contains("error_code: 35"),
+                    "{api_key:?} v{version}: {text}"
+                );
+            }
+        }
+    }
+}
