@@ -271,10 +271,11 @@ fn entry(
         .with_documentation(None)
 }
 
+/// Whether the request asks for `key`: a null or empty key list asks for every config.
 fn wanted(resource: &DescribeConfigsResource, key: &str) -> bool {
     match &resource.configuration_keys {
-        None => true,
-        Some(keys) => keys.iter().any(|k| k.as_str() == key),
+        Some(keys) if !keys.is_empty() => keys.iter().any(|k| k.as_str() == key),
+        _ => true,
     }
 }
 
