@@ -1,7 +1,7 @@
 //! `BrokerContext`: what every handler can reach. One per broker, shared by its connections.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use controller::ControllerHandle;
@@ -45,6 +45,8 @@ pub(crate) struct BrokerContext {
     pub metrics: Arc<Metrics>,
     /// The highest controller epoch seen in a control request.
     pub controller_epoch: AtomicI32,
+    /// This broker's epoch: the zxid that created its current registration.
+    pub broker_epoch: AtomicI64,
 }
 
 impl BrokerContext {
@@ -74,6 +76,13 @@ impl BrokerContext {
     /// already seen, else records it.
     pub fn accept_controller_epoch(&self, epoch: i32) -> bool {
         self.controller_epoch.fetch_max(epoch, Ordering::SeqCst) <= epoch
+    }
+
+    /// Kafka's `isBrokerEpochStale`: a control request addressed to an older registration of
+    /// this broker (before a session expiry) must not act on the new one. `-1` means the
+    /// sender does not know the epoch.
+    pub fn is_broker_epoch_stale(&self, request_epoch: i64) -> bool {
+        request_epoch != -1 && request_epoch < self.broker_epoch.load(Ordering::SeqCst)
     }
 
     pub fn replicas(&self) -> std::sync::MutexGuard<'_, BTreeMap<TopicPartition, ReplicaRole>> {

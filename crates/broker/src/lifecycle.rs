@@ -19,12 +19,13 @@ use crate::server::{session_options, MetadataStore};
 /// Wait between attempts to re-register after a session expiry.
 const REREGISTER_BACKOFF: Duration = Duration::from_millis(500);
 
-/// Writes this broker's ephemeral registration with its advertised endpoint.
+/// Writes this broker's ephemeral registration with its advertised endpoint; returns the
+/// broker epoch.
 pub(crate) async fn register(
     zk: &KafkaZkClient,
     config: &BrokerConfig,
     advertised: &(String, u16),
-) -> Result<(), BrokerError> {
+) -> Result<i64, BrokerError> {
     let now_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
@@ -37,7 +38,7 @@ pub(crate) async fn register(
                 broker_id = config.broker_id,
                 epoch, "registered in /brokers/ids"
             );
-            Ok(())
+            Ok(epoch)
         }
         Err(ZkClientError::NodeExists(_)) => Err(BrokerError::DuplicateBrokerId(config.broker_id)),
         Err(err) => Err(err.into()),
@@ -69,7 +70,8 @@ pub(crate) async fn keep_registered(
         ctx.controller().shutdown().await;
         loop {
             match reconnect(&ctx, &store).await {
-                Ok(session) => {
+                Ok((session, broker_epoch)) => {
+                    ctx.broker_epoch.store(broker_epoch, std::sync::atomic::Ordering::SeqCst);
                     ctx.set_session(session);
                     break;
                 }
@@ -85,13 +87,16 @@ pub(crate) async fn keep_registered(
     }
 }
 
-async fn reconnect(ctx: &BrokerContext, store: &MetadataStore) -> Result<Session, BrokerError> {
+async fn reconnect(ctx: &BrokerContext, store: &MetadataStore) -> Result<(Session, i64), BrokerError> {
     let (client, events) = store.connect(session_options(&ctx.config)).await?;
     let zk = KafkaZkClient::new(client, events);
-    if let Err(err) = register(&zk, &ctx.config, &ctx.advertised).await {
-        zk.close().await;
-        return Err(err);
-    }
+    let broker_epoch = match register(&zk, &ctx.config, &ctx.advertised).await {
+        Ok(epoch) => epoch,
+        Err(err) => {
+            zk.close().await;
+            return Err(err);
+        }
+    };
     let controller = controller::start(zk.clone(), ctx.config.controller_config()).await;
-    Ok(Session { zk, controller })
+    Ok((Session { zk, controller }, broker_epoch))
 }

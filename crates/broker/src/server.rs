@@ -3,7 +3,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicI32;
+use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use metastore::{Client, EmbeddedStore, Events, SessionOptions};
@@ -139,7 +139,7 @@ impl Broker {
             source,
         })?;
         let advertised = config.advertised_endpoint(local_addr.port());
-        lifecycle::register(&zk, &config, &advertised).await?;
+        let broker_epoch = lifecycle::register(&zk, &config, &advertised).await?;
         let controller = controller::start(zk.clone(), config.controller_config()).await;
         info!(broker_id, %cluster_id, listener = %local_addr, advertised = %format!("{}:{}", advertised.0, advertised.1),
             "broker started");
@@ -154,6 +154,7 @@ impl Broker {
             replicas: Mutex::new(Default::default()),
             metrics: Arc::new(Metrics::default()),
             controller_epoch: AtomicI32::new(0),
+            broker_epoch: AtomicI64::new(broker_epoch),
         });
         let (shutdown, shutdown_rx) = watch::channel(false);
         let socket_server = tokio::spawn(socket_server::serve(
@@ -193,6 +194,11 @@ impl Broker {
     /// The id of the broker's current store session (it changes after an expiry).
     pub fn session_id(&self) -> i64 {
         self.ctx.zk().session_id()
+    }
+
+    /// The broker epoch of the current registration (the zxid that created `/brokers/ids/<id>`).
+    pub fn broker_epoch(&self) -> i64 {
+        self.ctx.broker_epoch.load(Ordering::SeqCst)
     }
 
     /// Whether this broker is the active controller.

@@ -172,9 +172,24 @@ async fn broker_registers_again_after_session_expiry() {
         unreachable!("the tests use the embedded store")
     };
     let first_session = broker.session_id();
+    let first_epoch = broker.broker_epoch();
     embedded.expire_session(first_session);
     eventually("a new session", || broker.session_id() != first_session).await;
     eventually("controller again", || broker.is_controller()).await;
+    eventually("a new broker epoch", || broker.broker_epoch() > first_epoch).await;
+
+    // A control request addressed to the old registration is refused.
+    let mut raw = tokio::net::TcpStream::connect(broker.local_addr())
+        .await
+        .unwrap();
+    let stale = RequestKind::UpdateMetadata(
+        UpdateMetadataRequest::default()
+            .with_controller_epoch(i32::MAX)
+            .with_broker_epoch(first_epoch),
+    );
+    let response: UpdateMetadataResponse =
+        roundtrip(&mut raw, ApiKey::UpdateMetadata, 7, 1, &stale).await;
+    assert_eq!(response.error_code, 77, "STALE_BROKER_EPOCH");
     let admin = AdminServer::bind("127.0.0.1:0".parse().unwrap(), vec![broker.admin_view()])
         .await
         .unwrap();

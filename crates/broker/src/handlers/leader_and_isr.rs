@@ -19,6 +19,10 @@ pub(super) fn handle(
     request: LeaderAndIsrRequest,
     version: i16,
 ) -> LeaderAndIsrResponse {
+    if ctx.is_broker_epoch_stale(request.broker_epoch) {
+        warn!(request_epoch = request.broker_epoch, "LeaderAndIsr addressed to an older registration of this broker");
+        return LeaderAndIsrResponse::default().with_error_code(ResponseError::StaleBrokerEpoch.code());
+    }
     if !ctx.accept_controller_epoch(request.controller_epoch) {
         warn!(
             controller = request.controller_id.0,
