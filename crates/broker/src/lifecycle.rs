@@ -71,7 +71,8 @@ pub(crate) async fn keep_registered(
         loop {
             match reconnect(&ctx, &store).await {
                 Ok((session, broker_epoch)) => {
-                    ctx.broker_epoch.store(broker_epoch, std::sync::atomic::Ordering::SeqCst);
+                    ctx.broker_epoch
+                        .store(broker_epoch, std::sync::atomic::Ordering::SeqCst);
                     ctx.set_session(session);
                     break;
                 }
@@ -87,7 +88,10 @@ pub(crate) async fn keep_registered(
     }
 }
 
-async fn reconnect(ctx: &BrokerContext, store: &MetadataStore) -> Result<(Session, i64), BrokerError> {
+async fn reconnect(
+    ctx: &BrokerContext,
+    store: &MetadataStore,
+) -> Result<(Session, i64), BrokerError> {
     let (client, events) = store.connect(session_options(&ctx.config)).await?;
     let zk = KafkaZkClient::new(client, events);
     let broker_epoch = match register(&zk, &ctx.config, &ctx.advertised).await {

@@ -20,8 +20,12 @@ pub(super) fn handle(
     version: i16,
 ) -> LeaderAndIsrResponse {
     if ctx.is_broker_epoch_stale(request.broker_epoch) {
-        warn!(request_epoch = request.broker_epoch, "LeaderAndIsr addressed to an older registration of this broker");
-        return LeaderAndIsrResponse::default().with_error_code(ResponseError::StaleBrokerEpoch.code());
+        warn!(
+            request_epoch = request.broker_epoch,
+            "LeaderAndIsr addressed to an older registration of this broker"
+        );
+        return LeaderAndIsrResponse::default()
+            .with_error_code(ResponseError::StaleBrokerEpoch.code());
     }
     if !ctx.accept_controller_epoch(request.controller_epoch) {
         warn!(

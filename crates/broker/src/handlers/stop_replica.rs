@@ -11,8 +11,12 @@ use crate::context::BrokerContext;
 
 pub(super) fn handle(ctx: &BrokerContext, request: StopReplicaRequest) -> StopReplicaResponse {
     if ctx.is_broker_epoch_stale(request.broker_epoch) {
-        warn!(request_epoch = request.broker_epoch, "StopReplica addressed to an older registration of this broker");
-        return StopReplicaResponse::default().with_error_code(ResponseError::StaleBrokerEpoch.code());
+        warn!(
+            request_epoch = request.broker_epoch,
+            "StopReplica addressed to an older registration of this broker"
+        );
+        return StopReplicaResponse::default()
+            .with_error_code(ResponseError::StaleBrokerEpoch.code());
     }
     if !ctx.accept_controller_epoch(request.controller_epoch) {
         warn!(

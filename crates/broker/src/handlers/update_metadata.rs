@@ -11,8 +11,12 @@ pub(super) fn handle(
     request: UpdateMetadataRequest,
 ) -> UpdateMetadataResponse {
     if ctx.is_broker_epoch_stale(request.broker_epoch) {
-        warn!(request_epoch = request.broker_epoch, "UpdateMetadata addressed to an older registration of this broker");
-        return UpdateMetadataResponse::default().with_error_code(ResponseError::StaleBrokerEpoch.code());
+        warn!(
+            request_epoch = request.broker_epoch,
+            "UpdateMetadata addressed to an older registration of this broker"
+        );
+        return UpdateMetadataResponse::default()
+            .with_error_code(ResponseError::StaleBrokerEpoch.code());
     }
     if !ctx.accept_controller_epoch(request.controller_epoch) {
         warn!(
