@@ -12,7 +12,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "gregor", version, about = "A Kafka-compatible streaming broker")]
+#[command(
+    name = "gregor",
+    version,
+    about = "A Kafka-compatible streaming broker"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
