@@ -39,6 +39,9 @@ cargo fmt --all -- --check
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
+step "cargo run -p xtask -- tidy (architecture invariants)"
+cargo run --quiet -p xtask -- tidy
+
 step "start a throwaway ZooKeeper"
 zk_dir=$(mktemp -d /tmp/gregor-zk.XXXXXX)
 zk_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

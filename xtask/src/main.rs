@@ -1,0 +1,223 @@
+//! `cargo run -p xtask -- tidy`: checks the architecture's invariants (ARCHITECTURE.md) that
+//! the compiler cannot, by reading the workspace as text. Exits non-zero naming each violation.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Crate layers (ARCHITECTURE.md): a crate may depend only on crates of lower layers, except
+/// that layer-2 crates may use `znodes`, and the same-layer edges listed below.
+const LAYERS: &[(&str, u8)] = &[
+    ("model", 0),
+    ("assignment", 0),
+    ("protocol", 0),
+    ("records", 0),
+    ("metastore", 1),
+    ("storage", 1),
+    ("client", 1),
+    ("znodes", 2),
+    ("replication", 2),
+    ("group-coordinator", 2),
+    ("controller", 2),
+    ("broker", 3),
+    ("cli", 3),
+];
+
+/// Same-layer edges the architecture allows (beyond layer 2's use of `znodes`).
+const SAME_LAYER_EDGES: &[(&str, &str)] = &[
+    ("assignment", "model"),
+    ("protocol", "records"),
+    ("cli", "broker"),
+];
+
+/// Words a layer-0 crate must not use: it does no I/O and is deterministic.
+const IO_WORDS: &[&str] = &[
+    "tokio",
+    "std::fs",
+    "std::net",
+    "std::thread::sleep",
+    "SystemTime::now",
+];
+
+/// Znode path literals: only `znodes` spells them.
+const ZNODE_PREFIXES: &[&str] = &[
+    "\"/brokers",
+    "\"/controller",
+    "\"/admin/",
+    "\"/config/",
+    "\"/consumers",
+    "\"/cluster/",
+];
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) != Some("tidy") {
+        eprintln!("usage: cargo run -p xtask -- tidy");
+        return ExitCode::from(2);
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace root")
+        .to_owned();
+    let problems = tidy(&root);
+    if problems.is_empty() {
+        println!("tidy: ok ({} crates checked)", LAYERS.len());
+        ExitCode::SUCCESS
+    } else {
+        for p in &problems {
+            eprintln!("tidy: {p}");
+        }
+        eprintln!("tidy: {} problem(s)", problems.len());
+        ExitCode::FAILURE
+    }
+}
+
+fn tidy(root: &Path) -> Vec<String> {
+    let layers: BTreeMap<&str, u8> = LAYERS.iter().copied().collect();
+    let mut problems = Vec::new();
+    let crates_dir = root.join("crates");
+    let Ok(entries) = fs::read_dir(&crates_dir) else {
+        return vec![format!("cannot read {}", crates_dir.display())];
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let dir = entry.path();
+        let Some(&layer) = layers.get(name.as_str()) else {
+            problems.push(format!(
+                "crates/{name} has no layer: add it to ARCHITECTURE.md and xtask's LAYERS"
+            ));
+            continue;
+        };
+        let manifest = fs::read_to_string(dir.join("Cargo.toml")).unwrap_or_default();
+        for dep in normal_dependencies(&manifest) {
+            if let Some(&dep_layer) = layers.get(dep.as_str()) {
+                let allowed = (dep == "znodes" && layer == 2 && name != "znodes")
+                    || SAME_LAYER_EDGES.contains(&(name.as_str(), dep.as_str()));
+                if dep_layer > layer || (dep_layer == layer && !allowed) {
+                    problems.push(format!(
+                        "{name} (layer {layer}) depends on {dep} (layer {dep_layer})"
+                    ));
+                }
+                if dep == "broker" && name != "cli" {
+                    problems.push(format!("{name} depends on broker: only the binary may"));
+                }
+            }
+            if layer == 0 && dep == "tokio" {
+                problems.push(format!("{name} is layer 0 but depends on tokio"));
+            }
+        }
+        for file in rust_files(&dir.join("src")) {
+            let text = fs::read_to_string(&file).unwrap_or_default();
+            // Unit tests at the bottom of a file may spell anything.
+            let code = text.split("#[cfg(test)]").next().unwrap_or("");
+            let shown = file
+                .strip_prefix(root)
+                .unwrap_or(&file)
+                .display()
+                .to_string();
+            for (n, line) in code.lines().enumerate() {
+                let trimmed = line.trim_start();
+                if trimmed.starts_with("//") {
+                    continue;
+                }
+                if layer == 0 {
+                    if let Some(word) = IO_WORDS.iter().find(|w| line.contains(*w)) {
+                        problems.push(format!("{shown}:{}: layer-0 crate uses {word}", n + 1));
+                    }
+                }
+                if name != "znodes" {
+                    if let Some(prefix) = ZNODE_PREFIXES.iter().find(|p| line.contains(*p)) {
+                        problems.push(format!(
+                            "{shown}:{}: znode path {prefix}…\" outside znodes",
+                            n + 1
+                        ));
+                    }
+                }
+                for stub in ["todo!(", "unimplemented!(", "dbg!("] {
+                    if line.contains(stub) {
+                        problems.push(format!("{shown}:{}: {stub}) in product code", n + 1));
+                    }
+                }
+            }
+        }
+    }
+    problems
+}
+
+/// Names under `[dependencies]` (not dev- or build-dependencies).
+fn normal_dependencies(manifest: &str) -> Vec<String> {
+    let mut deps = Vec::new();
+    let mut in_deps = false;
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_deps = line == "[dependencies]";
+            continue;
+        }
+        if in_deps {
+            if let Some(name) = line
+                .split(['.', '=', ' '])
+                .next()
+                .filter(|n| !n.is_empty() && !n.starts_with('#'))
+            {
+                deps.push(name.to_owned());
+            }
+        }
+    }
+    deps
+}
+
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let Ok(entries) = fs::read_dir(dir) else {
+        return files;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(rust_files(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            files.push(path);
+        }
+    }
+    files
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dependencies_are_read_from_the_dependencies_table_only() {
+        let manifest = "[package]\nname = \"x\"\n[dependencies]\nmodel.workspace = true\ntokio = { workspace = true }\n\n[dev-dependencies]\nbroker.workspace = true\n";
+        assert_eq!(normal_dependencies(manifest), vec!["model", "tokio"]);
+    }
+
+    #[test]
+    fn a_violating_tree_is_reported() {
+        let dir = std::env::temp_dir().join(format!("xtask-tidy-{}", std::process::id()));
+        let model = dir.join("crates/model");
+        fs::create_dir_all(model.join("src")).unwrap();
+        fs::write(
+            model.join("Cargo.toml"),
+            "[dependencies]\ntokio.workspace = true\nbroker.workspace = true\n",
+        )
+        .unwrap();
+        fs::write(model.join("src/lib.rs"), "use std::fs;\nconst P: &str = \"/brokers/ids\";\n#[cfg(test)]\nmod t { const Q: &str = \"/brokers\"; }\n").unwrap();
+        let problems = tidy(&dir);
+        fs::remove_dir_all(&dir).unwrap();
+        let text = problems.join("\n");
+        assert!(text.contains("depends on broker"), "{text}");
+        assert!(text.contains("layer 0 but depends on tokio"), "{text}");
+        assert!(
+            text.contains("lib.rs:1: layer-0 crate uses std::fs"),
+            "{text}"
+        );
+        assert!(text.contains("lib.rs:2: znode path"), "{text}");
+        assert!(
+            !text.contains("lib.rs:4"),
+            "test modules are exempt: {text}"
+        );
+    }
+}
