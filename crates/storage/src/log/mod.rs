@@ -187,6 +187,10 @@ impl Log {
     pub fn recovery_point(&self) -> i64 {
         self.recovery_point
     }
+    /// Whether appended data has not been fsynced yet (the recovery point is behind the end).
+    pub fn has_unflushed(&self) -> bool {
+        self.recovery_point < self.log_end_offset()
+    }
     pub fn size_in_bytes(&self) -> u64 {
         self.segments.values().map(Segment::size).sum()
     }
@@ -203,6 +207,19 @@ impl Log {
         now_ms: i64,
     ) -> Result<AppendInfo, LogError> {
         let batches = records::validate_record_set(records)?;
+        self.append_validated(records, &batches, leader_epoch, now_ms)
+    }
+
+    /// [`Log::append`] for a record set the caller already validated with
+    /// `records::validate_record_set` (`batches` is its result), so the CRCs are not checked
+    /// twice when the caller needs the batch headers first (producer-state checks).
+    pub fn append_validated(
+        &mut self,
+        records: &mut [u8],
+        batches: &[records::BatchRef],
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
         if let Some(big) = batches
             .iter()
             .find(|b| b.header.size_in_bytes() > self.config.max_message_bytes)
@@ -215,11 +232,11 @@ impl Log {
         let first_offset = self.log_end_offset();
         let append_time = self.config.log_append_time.then_some(now_ms);
         let next =
-            records::assign_offsets(records, &batches, first_offset, leader_epoch, append_time);
+            records::assign_offsets(records, batches, first_offset, leader_epoch, append_time);
         self.maybe_roll(records.len(), next - first_offset, now_ms)?;
         let index_interval_bytes = self.config.index_interval_bytes;
         self.active_mut()
-            .append(records, &batches, index_interval_bytes, now_ms)?;
+            .append(records, batches, index_interval_bytes, now_ms)?;
         self.unflushed_messages += (next - first_offset) as u64;
         if self
             .config

@@ -1,0 +1,339 @@
+//! The partitions this broker hosts (Kafka's `ReplicaManager` and `Partition`): the open
+//! [`storage::log::Log`] of each, this broker's role (leader or follower, with the leader
+//! epoch and `leader-epoch-checkpoint`), per-partition idempotent-producer state, the high
+//! watermark, and the append notification that wakes long-polling fetches.
+//!
+//! It also owns the per-log-dir `recovery-point-offset-checkpoint` and
+//! `log-start-offset-checkpoint` files (read when a partition opens, written by
+//! [`ReplicaManager::checkpoint`] on a schedule and at clean shutdown), and the `flush.ms`
+//! and retention passes the broker runs on a schedule.
+//!
+//! # Replication status
+//!
+//! There is no follower fetcher yet: followers do not copy the leader's log. The leader
+//! therefore keeps its high watermark at its own log end offset, so `acks=1` and `acks=-1`
+//! are both answered once the leader has appended (with RF 1 this is exactly Kafka's
+//! behaviour; with RF > 1 `acks=-1` does not yet wait for the followers, which is weaker than
+//! Kafka's guarantee). Only the leader serves Fetch, ListOffsets and DeleteRecords; a
+//! follower answers NOT_LEADER_OR_FOLLOWER.
+//!
+//! Not owned here: the wire protocol (the broker's handlers translate requests and errors),
+//! the partition directories' creation and deletion (`storage::LogManager`), and leadership
+//! decisions (the controller, through LeaderAndIsr).
+
+mod partition;
+pub mod producer_state;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use kafka_protocol::error::ResponseError;
+use model::TopicPartition;
+use storage::checkpoint::{
+    read_offsets, write_offsets, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
+};
+use storage::log::LogError;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+pub use partition::{AppendResult, Partition, PartitionConfig, ReadResult, Role};
+pub use producer_state::SequenceError;
+
+/// Why a data-plane operation on a partition failed. [`ReplicationError::code`] gives the
+/// Kafka error code to answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplicationError {
+    /// This broker does not host the partition.
+    #[error("this broker does not host {0}")]
+    UnknownTopicOrPartition(TopicPartition),
+    /// This broker hosts the partition but does not lead it.
+    #[error("this broker is not the leader of {0}")]
+    NotLeader(TopicPartition),
+    /// The record set is malformed, corrupt or of an old message format.
+    #[error(transparent)]
+    Records(#[from] records::RecordsError),
+    /// The log refused the operation or failed on disk.
+    #[error(transparent)]
+    Log(#[from] LogError),
+    /// An idempotent producer's batch is out of sequence or from a stale epoch.
+    #[error(transparent)]
+    Sequence(#[from] SequenceError),
+    /// A checkpoint file could not be read or written.
+    #[error(transparent)]
+    Storage(#[from] storage::StorageError),
+}
+
+impl ReplicationError {
+    /// The Kafka error to answer, as Kafka 2.8's `ReplicaManager` maps its exceptions.
+    pub fn response_error(&self) -> ResponseError {
+        use records::RecordsError as R;
+        match self {
+            ReplicationError::UnknownTopicOrPartition(_) => ResponseError::UnknownTopicOrPartition,
+            ReplicationError::NotLeader(_) => ResponseError::NotLeaderOrFollower,
+            ReplicationError::Records(R::UnsupportedMagic { .. }) => {
+                ResponseError::UnsupportedForMessageFormat
+            }
+            ReplicationError::Records(_) => ResponseError::CorruptMessage,
+            ReplicationError::Log(LogError::InvalidRecords(R::UnsupportedMagic { .. })) => {
+                ResponseError::UnsupportedForMessageFormat
+            }
+            ReplicationError::Log(LogError::InvalidRecords(_)) => ResponseError::CorruptMessage,
+            ReplicationError::Log(LogError::RecordTooLarge { .. }) => {
+                ResponseError::MessageTooLarge
+            }
+            ReplicationError::Log(LogError::OffsetOutOfRange { .. }) => {
+                ResponseError::OffsetOutOfRange
+            }
+            ReplicationError::Log(_) | ReplicationError::Storage(_) => {
+                ResponseError::KafkaStorageError
+            }
+            ReplicationError::Sequence(SequenceError::InvalidProducerEpoch { .. }) => {
+                ResponseError::InvalidProducerEpoch
+            }
+            ReplicationError::Sequence(SequenceError::OutOfOrderSequence { .. }) => {
+                ResponseError::OutOfOrderSequenceNumber
+            }
+        }
+    }
+
+    /// The Kafka error code to answer.
+    pub fn code(&self) -> i16 {
+        self.response_error().code()
+    }
+}
+
+/// The partitions hosted by one broker. Cheap to clone; clones share state.
+#[derive(Debug, Clone)]
+pub struct ReplicaManager {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
+    /// Checkpointed (recovery point, log start offset) found at startup, by partition.
+    checkpointed: RwLock<HashMap<TopicPartition, (i64, i64)>>,
+    /// Bumped after every append; long-polling fetches wait on it.
+    appended: watch::Sender<u64>,
+}
+
+impl ReplicaManager {
+    /// Reads the recovery-point and log-start-offset checkpoints of every log directory;
+    /// partitions open later with these values.
+    pub fn new(log_dirs: &[PathBuf]) -> Result<ReplicaManager, ReplicationError> {
+        let mut checkpointed = HashMap::new();
+        for dir in log_dirs {
+            let recovery = read_offsets(&dir.join(RECOVERY_POINT_CHECKPOINT))?;
+            let starts = read_offsets(&dir.join(LOG_START_OFFSET_CHECKPOINT))?;
+            for (tp, rp) in recovery {
+                let start = starts.get(&tp).copied().unwrap_or(0);
+                checkpointed.insert(tp, (rp, start));
+            }
+        }
+        Ok(ReplicaManager {
+            inner: Arc::new(Inner {
+                partitions: RwLock::new(HashMap::new()),
+                checkpointed: RwLock::new(checkpointed),
+                appended: watch::channel(0).0,
+            }),
+        })
+    }
+
+    /// Opens the partition's log in `dir` if it is not open yet, and records `role`
+    /// (LeaderAndIsr). Returns the partition.
+    pub fn become_replica(
+        &self,
+        tp: &TopicPartition,
+        dir: &Path,
+        config: PartitionConfig,
+        role: Role,
+        now_ms: i64,
+    ) -> Result<Arc<Partition>, ReplicationError> {
+        if let Some(p) = self.get(tp) {
+            p.set_config(config);
+            p.set_role(role)?;
+            return Ok(p);
+        }
+        let (recovery_point, log_start) = self
+            .inner
+            .checkpointed
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(tp)
+            .unwrap_or((0, 0));
+        let partition = Arc::new(Partition::open(
+            tp.clone(),
+            dir,
+            config,
+            recovery_point,
+            log_start,
+            role,
+            now_ms,
+        )?);
+        let mut partitions = self.write();
+        let entry = partitions
+            .entry(tp.clone())
+            .or_insert_with(|| Arc::clone(&partition));
+        Ok(Arc::clone(entry))
+    }
+
+    /// Closes the partition's log (StopReplica), fsyncing unflushed data unless the log is
+    /// about to be deleted. Returns whether it was open.
+    pub fn stop_replica(&self, tp: &TopicPartition, deleting: bool) -> bool {
+        let removed = self.write().remove(tp);
+        if let Some(partition) = &removed {
+            if !deleting {
+                if let Err(err) = partition.flush() {
+                    warn!(%tp, error = %err, "could not flush a closing log");
+                }
+            }
+        }
+        removed.is_some()
+    }
+
+    /// The hosted partition, if open.
+    pub fn get(&self, tp: &TopicPartition) -> Option<Arc<Partition>> {
+        self.inner
+            .partitions
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(tp)
+            .cloned()
+    }
+
+    /// The hosted partition, or UNKNOWN_TOPIC_OR_PARTITION.
+    pub fn partition(&self, tp: &TopicPartition) -> Result<Arc<Partition>, ReplicationError> {
+        self.get(tp)
+            .ok_or_else(|| ReplicationError::UnknownTopicOrPartition(tp.clone()))
+    }
+
+    /// Every hosted partition.
+    pub fn partitions(&self) -> Vec<Arc<Partition>> {
+        self.inner
+            .partitions
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Applies changed topic settings to every hosted partition of `topic`.
+    pub fn set_topic_config(&self, topic: &model::TopicName, config: &PartitionConfig) {
+        for p in self.partitions() {
+            if &p.topic_partition().topic == topic {
+                p.set_config(config.clone());
+            }
+        }
+    }
+
+    /// Appends to a partition this broker leads and wakes waiting fetches.
+    pub fn append(
+        &self,
+        tp: &TopicPartition,
+        records: &mut [u8],
+        now_ms: i64,
+    ) -> Result<AppendResult, ReplicationError> {
+        let result = self.partition(tp)?.append(records, now_ms)?;
+        if !result.duplicate {
+            self.notify_appended();
+        }
+        Ok(result)
+    }
+
+    /// Tells waiting fetches that data was appended somewhere.
+    pub fn notify_appended(&self) {
+        self.inner.appended.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// A receiver that changes after every append (long polling waits on it).
+    pub fn subscribe_appends(&self) -> watch::Receiver<u64> {
+        self.inner.appended.subscribe()
+    }
+
+    /// Writes each log directory's recovery-point and log-start-offset checkpoints.
+    pub fn checkpoint(&self, log_dirs: &[PathBuf]) -> Result<(), ReplicationError> {
+        let mut per_dir: BTreeMap<PathBuf, (BTreeMap<TopicPartition, i64>, BTreeMap<_, i64>)> =
+            log_dirs
+                .iter()
+                .map(|d| (d.clone(), Default::default()))
+                .collect();
+        for p in self.partitions() {
+            let (dir, recovery_point, log_start) = p.checkpoint_entry();
+            let (rp, ls) = per_dir.entry(dir).or_default();
+            rp.insert(p.topic_partition().clone(), recovery_point);
+            ls.insert(p.topic_partition().clone(), log_start);
+        }
+        // Partitions not opened since startup keep their checkpointed values.
+        for (tp, (rp, ls)) in self
+            .inner
+            .checkpointed
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            for (dir, (rps, lss)) in per_dir.iter_mut() {
+                if dir.join(format!("{}-{}", tp.topic, tp.partition)).is_dir() {
+                    rps.entry(tp.clone()).or_insert(*rp);
+                    lss.entry(tp.clone()).or_insert(*ls);
+                }
+            }
+        }
+        for (dir, (rp, ls)) in per_dir {
+            if !dir.is_dir() {
+                continue;
+            }
+            write_offsets(&dir.join(RECOVERY_POINT_CHECKPOINT), &rp)?;
+            write_offsets(&dir.join(LOG_START_OFFSET_CHECKPOINT), &ls)?;
+        }
+        Ok(())
+    }
+
+    /// One `flush.ms` pass over every partition.
+    pub fn flush_due(&self, now_ms: i64) {
+        for p in self.partitions() {
+            if let Err(err) = p.flush_if_due(now_ms) {
+                warn!(tp = %p.topic_partition(), error = %err, "scheduled flush failed");
+            }
+        }
+    }
+
+    /// One retention pass over every partition. Returns how many segments were removed.
+    pub fn apply_retention(&self, now_ms: i64) -> usize {
+        let mut removed = 0;
+        for p in self.partitions() {
+            match p.apply_retention(now_ms) {
+                Ok(n) => removed += n,
+                Err(err) => {
+                    warn!(tp = %p.topic_partition(), error = %err, "retention pass failed")
+                }
+            }
+        }
+        removed
+    }
+
+    /// Clean shutdown: fsyncs every log and writes the checkpoints, so the next start does not
+    /// rescan flushed segments.
+    pub fn shutdown(&self, log_dirs: &[PathBuf]) -> Result<(), ReplicationError> {
+        for p in self.partitions() {
+            p.flush()?;
+        }
+        self.checkpoint(log_dirs)?;
+        info!(
+            partitions = self.partitions().len(),
+            "flushed logs and wrote checkpoints"
+        );
+        Ok(())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<TopicPartition, Arc<Partition>>> {
+        self.inner
+            .partitions
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests;

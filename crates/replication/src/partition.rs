@@ -1,0 +1,370 @@
+//! One hosted partition: its open [`Log`], its producer state, and this broker's role.
+
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+
+use model::TopicPartition;
+use records::BatchHeader;
+use storage::checkpoint::{read_leader_epochs, write_leader_epochs, LEADER_EPOCH_CHECKPOINT};
+use storage::log::{Log, LogConfig};
+use tracing::{info, warn};
+
+use crate::producer_state::{ProducerStateMap, SequenceCheck};
+use crate::ReplicationError;
+
+/// Chunk size used when scanning batch headers at open.
+const SCAN_CHUNK_BYTES: usize = 1024 * 1024;
+
+/// The topic settings a hosted partition follows: the log's own plus `flush.ms`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PartitionConfig {
+    /// Segment, index, retention, flush.messages and timestamp settings.
+    pub log: LogConfig,
+    /// `flush.ms`: fsync data older than this; `None` leaves it to the OS (Kafka's default).
+    pub flush_ms: Option<i64>,
+}
+
+/// Where a produce request's records landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendResult {
+    /// Offset of the first record (of the original batch for a duplicate).
+    pub base_offset: i64,
+    /// The LogAppendTime stamped on the batches, or -1 under CreateTime.
+    pub log_append_time_ms: i64,
+    /// The log start offset after the append.
+    pub log_start_offset: i64,
+    /// Whether the request repeated batches already written (nothing was appended).
+    pub duplicate: bool,
+}
+
+/// What a fetch read from one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadResult {
+    /// Whole record batches as stored.
+    pub records: Vec<u8>,
+    /// The high watermark.
+    pub high_watermark: i64,
+    /// The last stable offset (the high watermark: there are no transactions).
+    pub last_stable_offset: i64,
+    /// The log start offset.
+    pub log_start_offset: i64,
+}
+
+/// This broker's role for a partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// This broker leads the partition at `leader_epoch`.
+    Leader { leader_epoch: i32 },
+    /// This broker follows another broker at `leader_epoch`.
+    Follower { leader_epoch: i32 },
+}
+
+impl Role {
+    /// The leader epoch of this role.
+    pub fn leader_epoch(self) -> i32 {
+        match self {
+            Role::Leader { leader_epoch } | Role::Follower { leader_epoch } => leader_epoch,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct PartitionState {
+    pub(crate) log: Log,
+    pub(crate) config: PartitionConfig,
+    pub(crate) producers: ProducerStateMap,
+    pub(crate) role: Role,
+    /// (epoch, start offset) pairs, as in `leader-epoch-checkpoint`.
+    leader_epochs: Vec<(i32, i64)>,
+    pub(crate) last_flush_ms: i64,
+}
+
+/// One hosted partition.
+#[derive(Debug)]
+pub struct Partition {
+    tp: TopicPartition,
+    state: Mutex<PartitionState>,
+}
+
+impl Partition {
+    /// Opens (or creates) the log in `dir` and rebuilds the producer state from its batches.
+    pub(crate) fn open(
+        tp: TopicPartition,
+        dir: &Path,
+        config: PartitionConfig,
+        recovery_point: i64,
+        log_start_offset: i64,
+        role: Role,
+        now_ms: i64,
+    ) -> Result<Partition, ReplicationError> {
+        let log = Log::open(dir, config.log.clone(), recovery_point, log_start_offset)?;
+        let producers = rebuild_producer_state(&log)?;
+        let leader_epochs = read_leader_epochs(&dir.join(LEADER_EPOCH_CHECKPOINT))?;
+        let partition = Partition {
+            tp,
+            state: Mutex::new(PartitionState {
+                log,
+                config,
+                producers,
+                role,
+                leader_epochs,
+                last_flush_ms: now_ms,
+            }),
+        };
+        partition.set_role(role)?;
+        Ok(partition)
+    }
+
+    /// The partition.
+    pub fn topic_partition(&self) -> &TopicPartition {
+        &self.tp
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, PartitionState> {
+        // Every update leaves the state consistent before it can panic (the log writes its
+        // files first, then moves its offsets), so a poisoned lock is still usable.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The current role.
+    pub fn role(&self) -> Role {
+        self.lock().role
+    }
+
+    /// Records a new role; a new leader epoch is appended to `leader-epoch-checkpoint` with
+    /// the log end offset as its start.
+    pub(crate) fn set_role(&self, role: Role) -> Result<(), ReplicationError> {
+        let mut state = self.lock();
+        state.role = role;
+        let epoch = role.leader_epoch();
+        if state.leader_epochs.last().is_none_or(|&(e, _)| e < epoch) {
+            let start = state.log.log_end_offset();
+            state.leader_epochs.push((epoch, start));
+            let path = state.log.dir().join(LEADER_EPOCH_CHECKPOINT);
+            write_leader_epochs(&path, &state.leader_epochs)?;
+        }
+        Ok(())
+    }
+
+    /// Applies changed topic settings.
+    pub(crate) fn set_config(&self, config: PartitionConfig) {
+        let mut state = self.lock();
+        if state.config != config {
+            info!(tp = %self.tp, "topic config changed");
+            state.log.set_config(config.log.clone());
+            state.config = config;
+        }
+    }
+
+    /// Appends a produce request's record set as the leader, with Kafka's idempotent-producer
+    /// checks; the whole request is refused when any batch is.
+    pub fn append(
+        &self,
+        records: &mut [u8],
+        now_ms: i64,
+    ) -> Result<AppendResult, ReplicationError> {
+        let batches = records::validate_record_set(records)?;
+        let mut state = self.lock();
+        let Role::Leader { leader_epoch } = state.role else {
+            return Err(ReplicationError::NotLeader(self.tp.clone()));
+        };
+        // Check every batch against the state as it will be after the batches before it.
+        let mut staged = state.producers.clone();
+        let has_producer = batches.iter().any(|b| b.header.has_producer_id());
+        if has_producer {
+            let mut next = state.log.log_end_offset();
+            for batch in &batches {
+                match staged.check(&batch.header)? {
+                    SequenceCheck::Duplicate { first_offset, .. } => {
+                        return Ok(AppendResult {
+                            base_offset: first_offset,
+                            log_append_time_ms: -1,
+                            log_start_offset: state.log.log_start_offset(),
+                            duplicate: true,
+                        });
+                    }
+                    SequenceCheck::Append => {
+                        let last = next + i64::from(batch.header.last_offset_delta);
+                        staged.record(&batch.header, next, last);
+                        next = last + 1;
+                    }
+                }
+            }
+        }
+        let info = state
+            .log
+            .append_validated(records, &batches, leader_epoch, now_ms)?;
+        if has_producer {
+            state.producers = staged;
+        }
+        Ok(AppendResult {
+            base_offset: info.first_offset,
+            log_append_time_ms: info.log_append_time_ms.unwrap_or(-1),
+            log_start_offset: state.log.log_start_offset(),
+            duplicate: false,
+        })
+    }
+
+    /// Reads whole batches from `offset`, at most `max_bytes` (unless the first batch is
+    /// larger), up to the high watermark. Only the leader serves reads.
+    pub fn read(&self, offset: i64, max_bytes: usize) -> Result<ReadResult, ReplicationError> {
+        let state = self.lock();
+        if !matches!(state.role, Role::Leader { .. }) {
+            return Err(ReplicationError::NotLeader(self.tp.clone()));
+        }
+        let high_watermark = state.log.log_end_offset();
+        let records = if offset == high_watermark {
+            Vec::new()
+        } else {
+            state.log.read(offset, max_bytes)?
+        };
+        if offset > high_watermark || offset < state.log.log_start_offset() {
+            // Log::read already refused it; keep the check explicit for clarity.
+            return Err(ReplicationError::Log(
+                storage::log::LogError::OffsetOutOfRange {
+                    offset,
+                    log_start_offset: state.log.log_start_offset(),
+                    log_end_offset: high_watermark,
+                },
+            ));
+        }
+        Ok(ReadResult {
+            records,
+            high_watermark,
+            last_stable_offset: high_watermark,
+            log_start_offset: state.log.log_start_offset(),
+        })
+    }
+
+    /// The high watermark (the log end: see the crate doc on replication).
+    pub fn high_watermark(&self) -> i64 {
+        self.lock().log.log_end_offset()
+    }
+
+    /// The log start offset.
+    pub fn log_start_offset(&self) -> i64 {
+        self.lock().log.log_start_offset()
+    }
+
+    /// ListOffsets: -2 earliest, -1 latest, else the first offset whose timestamp is at or
+    /// after `timestamp`. Returns (timestamp, offset); (-1, -1) when no record is that late.
+    pub fn offset_for(&self, timestamp: i64) -> Result<(i64, i64), ReplicationError> {
+        let state = self.lock();
+        if !matches!(state.role, Role::Leader { .. }) {
+            return Err(ReplicationError::NotLeader(self.tp.clone()));
+        }
+        Ok(match timestamp {
+            -2 => (-1, state.log.log_start_offset()),
+            -1 => (-1, state.log.log_end_offset()),
+            t => match state.log.offset_for_timestamp(t)? {
+                Some((offset, ts)) => (ts, offset),
+                None => (-1, -1),
+            },
+        })
+    }
+
+    /// DeleteRecords: moves the log start offset to `offset` (-1 means the high watermark).
+    /// Returns the new log start offset.
+    pub fn delete_records_before(&self, offset: i64) -> Result<i64, ReplicationError> {
+        let mut state = self.lock();
+        if !matches!(state.role, Role::Leader { .. }) {
+            return Err(ReplicationError::NotLeader(self.tp.clone()));
+        }
+        let target = if offset == -1 {
+            state.log.log_end_offset()
+        } else {
+            offset
+        };
+        let start = state.log.delete_records_before(target)?;
+        state.producers.truncate_head(start);
+        Ok(start)
+    }
+
+    /// Retention pass; returns how many segments were removed.
+    pub(crate) fn apply_retention(&self, now_ms: i64) -> Result<usize, ReplicationError> {
+        let mut state = self.lock();
+        let removed = state.log.apply_retention(now_ms)?;
+        if removed > 0 {
+            let start = state.log.log_start_offset();
+            state.producers.truncate_head(start);
+            info!(tp = %self.tp, removed, log_start_offset = start, "retention removed segments");
+        }
+        Ok(removed)
+    }
+
+    /// fsyncs when `flush.ms` has passed since the last flush and data is unflushed.
+    pub(crate) fn flush_if_due(&self, now_ms: i64) -> Result<(), ReplicationError> {
+        let mut state = self.lock();
+        let due = state
+            .config
+            .flush_ms
+            .is_some_and(|ms| now_ms - state.last_flush_ms >= ms);
+        if due {
+            if state.log.has_unflushed() {
+                state.log.flush()?;
+            }
+            state.last_flush_ms = now_ms;
+        }
+        Ok(())
+    }
+
+    /// fsyncs everything (clean shutdown).
+    pub(crate) fn flush(&self) -> Result<(), ReplicationError> {
+        let mut state = self.lock();
+        if state.log.has_unflushed() {
+            state.log.flush()?;
+        }
+        Ok(())
+    }
+
+    /// (log directory, recovery point, log start offset) for the checkpoint files.
+    pub(crate) fn checkpoint_entry(&self) -> (std::path::PathBuf, i64, i64) {
+        let state = self.lock();
+        let parent = state
+            .log
+            .dir()
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        (
+            parent,
+            state.log.recovery_point(),
+            state.log.log_start_offset(),
+        )
+    }
+}
+
+/// Rebuilds the producer state by scanning the batch headers of the whole log (there are no
+/// producer-state snapshots yet).
+fn rebuild_producer_state(log: &Log) -> Result<ProducerStateMap, ReplicationError> {
+    let mut state = ProducerStateMap::default();
+    let mut offset = log.log_start_offset();
+    let end = log.log_end_offset();
+    while offset < end {
+        let chunk = log.read(offset, SCAN_CHUNK_BYTES)?;
+        if chunk.is_empty() {
+            break;
+        }
+        let mut position = 0;
+        let mut advanced = false;
+        while position + records::HEADER_SIZE <= chunk.len() {
+            let Some(header) = BatchHeader::read(&chunk[position..]) else {
+                break;
+            };
+            let size = header.size_in_bytes();
+            if position + size > chunk.len() {
+                break;
+            }
+            state.record(&header, header.base_offset, header.last_offset());
+            offset = header.next_offset();
+            position += size;
+            advanced = true;
+        }
+        if !advanced {
+            warn!(dir = %log.dir().display(), offset, "could not scan a batch header; producer state is partial");
+            break;
+        }
+    }
+    state.truncate_head(log.log_start_offset());
+    Ok(state)
+}

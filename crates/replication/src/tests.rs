@@ -1,0 +1,229 @@
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+
+use super::*;
+
+/// A batch of `n` records; with `producer` = (id, epoch, base sequence) an idempotent one.
+fn batch(n: usize, tag: &str, producer: Option<(i64, i16, i32)>) -> Vec<u8> {
+    let (pid, epoch, seq) = producer.unwrap_or((-1, -1, -1));
+    let records: Vec<Record> = (0..n)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            partition_leader_epoch: -1,
+            producer_id: pid,
+            producer_epoch: epoch,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: if seq < 0 { -1 } else { seq + i as i32 },
+            timestamp: 1_000 + i as i64,
+            key: None,
+            value: Some(Bytes::from(format!("{tag}-{i}"))),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        records.iter(),
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .unwrap();
+    buf.to_vec()
+}
+
+fn values(bytes: &[u8]) -> Vec<(i64, String)> {
+    let mut buf = Bytes::copy_from_slice(bytes);
+    let mut out = Vec::new();
+    while !buf.is_empty() {
+        for r in RecordBatchDecoder::decode(&mut buf).unwrap().records {
+            out.push((
+                r.offset,
+                String::from_utf8(r.value.unwrap().to_vec()).unwrap(),
+            ));
+        }
+    }
+    out
+}
+
+fn tp() -> TopicPartition {
+    TopicPartition::new("t".parse().unwrap(), 0)
+}
+
+fn leader(rm: &ReplicaManager, dir: &Path) -> Arc<Partition> {
+    rm.become_replica(
+        &tp(),
+        &dir.join("t-0"),
+        PartitionConfig::default(),
+        Role::Leader { leader_epoch: 1 },
+        0,
+    )
+    .unwrap()
+}
+
+#[test]
+fn append_then_read_moves_the_high_watermark() {
+    let dir = tempfile::tempdir().unwrap();
+    let rm = ReplicaManager::new(&[dir.path().to_owned()]).unwrap();
+    let p = leader(&rm, dir.path());
+    assert_eq!(p.high_watermark(), 0);
+    let r = rm.append(&tp(), &mut batch(3, "a", None), 5).unwrap();
+    assert_eq!(r.base_offset, 0);
+    assert_eq!(r.log_append_time_ms, -1);
+    let r = rm.append(&tp(), &mut batch(2, "b", None), 5).unwrap();
+    assert_eq!(r.base_offset, 3);
+    assert_eq!(p.high_watermark(), 5);
+    let read = p.read(0, 1 << 20).unwrap();
+    assert_eq!(read.high_watermark, 5);
+    assert_eq!(read.last_stable_offset, 5);
+    let got = values(&read.records);
+    assert_eq!(got.len(), 5);
+    assert_eq!(got[3], (3, "b-0".to_owned()));
+    assert!(p.read(5, 100).unwrap().records.is_empty());
+    let err = p.read(6, 100).unwrap_err();
+    assert_eq!(err.response_error(), ResponseError::OffsetOutOfRange);
+    assert_eq!(p.offset_for(-2).unwrap(), (-1, 0));
+    assert_eq!(p.offset_for(-1).unwrap(), (-1, 5));
+    assert_eq!(p.offset_for(1_001).unwrap().1, 1);
+    assert_eq!(p.offset_for(99_999).unwrap(), (-1, -1));
+    assert_eq!(p.delete_records_before(2).unwrap(), 2);
+    assert_eq!(p.offset_for(-2).unwrap(), (-1, 2));
+    assert_eq!(
+        p.read(1, 100).unwrap_err().response_error(),
+        ResponseError::OffsetOutOfRange
+    );
+}
+
+#[test]
+fn errors_map_to_kafka_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let rm = ReplicaManager::new(&[dir.path().to_owned()]).unwrap();
+    let mut bad = batch(1, "x", None);
+    let last = bad.len() - 1;
+    bad[last] ^= 0xff;
+    assert_eq!(
+        rm.append(&tp(), &mut bad.clone(), 0)
+            .unwrap_err()
+            .response_error(),
+        ResponseError::UnknownTopicOrPartition
+    );
+    leader(&rm, dir.path());
+    assert_eq!(
+        rm.append(&tp(), &mut bad, 0).unwrap_err().response_error(),
+        ResponseError::CorruptMessage
+    );
+    let mut old = batch(1, "x", None);
+    old[16] = 1; // magic
+    assert_eq!(
+        rm.append(&tp(), &mut old, 0).unwrap_err().response_error(),
+        ResponseError::UnsupportedForMessageFormat
+    );
+    let small = PartitionConfig {
+        log: storage::log::LogConfig {
+            max_message_bytes: 10,
+            ..Default::default()
+        },
+        flush_ms: None,
+    };
+    rm.set_topic_config(&tp().topic, &small);
+    assert_eq!(
+        rm.append(&tp(), &mut batch(1, "x", None), 0)
+            .unwrap_err()
+            .response_error(),
+        ResponseError::MessageTooLarge
+    );
+    rm.become_replica(
+        &tp(),
+        &dir.path().join("t-0"),
+        PartitionConfig::default(),
+        Role::Follower { leader_epoch: 2 },
+        0,
+    )
+    .unwrap();
+    assert_eq!(
+        rm.append(&tp(), &mut batch(1, "x", None), 0)
+            .unwrap_err()
+            .response_error(),
+        ResponseError::NotLeaderOrFollower
+    );
+}
+
+#[test]
+fn idempotent_retries_are_not_appended_twice_even_after_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let dirs = [dir.path().to_owned()];
+    {
+        let rm = ReplicaManager::new(&dirs).unwrap();
+        leader(&rm, dir.path());
+        let first = batch(2, "a", Some((42, 0, 0)));
+        assert_eq!(
+            rm.append(&tp(), &mut first.clone(), 0).unwrap().base_offset,
+            0
+        );
+        let second = batch(2, "b", Some((42, 0, 2)));
+        assert_eq!(
+            rm.append(&tp(), &mut second.clone(), 0)
+                .unwrap()
+                .base_offset,
+            2
+        );
+        let dup = rm.append(&tp(), &mut first.clone(), 0).unwrap();
+        assert!(dup.duplicate);
+        assert_eq!(dup.base_offset, 0);
+        assert_eq!(
+            rm.append(&tp(), &mut batch(1, "gap", Some((42, 0, 9))), 0)
+                .unwrap_err()
+                .response_error(),
+            ResponseError::OutOfOrderSequenceNumber
+        );
+        rm.shutdown(&dirs).unwrap();
+    }
+    // A new manager (a restart) rebuilds the producer state from the log.
+    let rm = ReplicaManager::new(&dirs).unwrap();
+    let p = leader(&rm, dir.path());
+    assert_eq!(p.high_watermark(), 4);
+    let dup = rm
+        .append(&tp(), &mut batch(2, "b", Some((42, 0, 2))), 0)
+        .unwrap();
+    assert!(dup.duplicate);
+    assert_eq!(dup.base_offset, 2);
+    assert_eq!(p.high_watermark(), 4);
+    assert_eq!(
+        rm.append(&tp(), &mut batch(1, "c", Some((42, 0, 4))), 0)
+            .unwrap()
+            .base_offset,
+        4
+    );
+    let epochs = std::fs::read_to_string(dir.path().join("t-0/leader-epoch-checkpoint")).unwrap();
+    assert_eq!(epochs, "0\n1\n1 0\n");
+    let rp = std::fs::read_to_string(dir.path().join("recovery-point-offset-checkpoint")).unwrap();
+    assert_eq!(rp, "0\n1\nt 0 4\n");
+}
+
+#[tokio::test]
+async fn appends_wake_subscribers() {
+    let dir = tempfile::tempdir().unwrap();
+    let rm = ReplicaManager::new(&[dir.path().to_owned()]).unwrap();
+    leader(&rm, dir.path());
+    let mut rx = rm.subscribe_appends();
+    rx.borrow_and_update();
+    let rm2 = rm.clone();
+    let writer = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        rm2.append(&tp(), &mut batch(1, "x", None), 0).unwrap();
+    });
+    tokio::time::timeout(Duration::from_secs(5), rx.changed())
+        .await
+        .expect("woken by the append")
+        .unwrap();
+    writer.await.unwrap();
+    // A duplicate or a failed append does not wake anyone.
+    assert!(!rx.has_changed().unwrap());
+}
