@@ -21,8 +21,8 @@ use std::fmt;
 use std::path::Path;
 
 use redb::{
-    Database, DatabaseError, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata,
-    TableDefinition, TableError,
+    Database, DatabaseError, Durability, ReadableDatabase, ReadableTable, TableDefinition,
+    TableError,
 };
 
 use crate::tree::{Node, NodeStat, Tree};
@@ -256,7 +256,7 @@ fn read_meta(
 }
 
 fn load_nodes(
-    nodes: &(impl ReadableTable<&'static str, &'static [u8]> + ReadableTableMetadata),
+    nodes: &impl ReadableTable<&'static str, &'static [u8]>,
     zxid: u64,
     backend: &BackendError<'_>,
 ) -> Result<Tree> {

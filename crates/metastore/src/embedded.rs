@@ -120,18 +120,20 @@ impl EmbeddedStore {
         let id =
             (self.shared.epoch << 32) | self.shared.next_session.fetch_add(1, Ordering::Relaxed);
         let (events_tx, events_rx) = mpsc::unbounded_channel();
+        // Decided under the sessions lock, which the writer's shutdown also takes, so a
+        // session is either seen (and ended) by the shutdown or starts closed.
+        let mut sessions = lock(&self.shared.sessions);
+        let closed = self.is_closed();
         let session = Arc::new(Session {
             id,
-            state: AtomicU8::new(if self.is_closed() {
-                STATE_CLOSED
-            } else {
-                STATE_ALIVE
-            }),
-            events: Mutex::new(Some(events_tx)),
+            state: AtomicU8::new(if closed { STATE_CLOSED } else { STATE_ALIVE }),
+            // A session of a closed store has nothing to say: its stream ends at once.
+            events: Mutex::new((!closed).then_some(events_tx)),
         });
-        if session.state.load(Ordering::Acquire) == STATE_ALIVE {
-            lock(&self.shared.sessions).insert(id, session.clone());
+        if !closed {
+            sessions.insert(id, session.clone());
         }
+        drop(sessions);
         let client = EmbeddedClient {
             shared: self.shared.clone(),
             requests: self.requests.clone(),
@@ -191,6 +193,7 @@ impl EmbeddedStore {
             commits: stats.commits.load(Ordering::Relaxed),
             requests: stats.requests.load(Ordering::Relaxed),
             commit_micros: stats.commit_micros.load(Ordering::Relaxed),
+            checkpoints: stats.checkpoints.load(Ordering::Relaxed),
         }
     }
 
@@ -200,7 +203,7 @@ impl EmbeddedStore {
     }
 
     fn is_closed(&self) -> bool {
-        self.requests.is_closed()
+        self.shared.closed.load(Ordering::Acquire) || self.requests.is_closed()
     }
 
     fn start(tree: Tree, epoch: i64, durable: Option<Durable>, location: String) -> EmbeddedStore {
@@ -214,6 +217,7 @@ impl EmbeddedStore {
             location,
             stats: StatsCounters::default(),
             read_only: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
         });
         let (requests, rx) = mpsc::channel(WRITE_QUEUE_CAPACITY);
         let writer_shared = shared.clone();
@@ -240,6 +244,8 @@ pub struct CommitStats {
     pub requests: u64,
     /// Time spent in redb commits (writing and fsync), in microseconds.
     pub commit_micros: u64,
+    /// Checkpoints that folded the commit log into the node table.
+    pub checkpoints: u64,
 }
 
 #[derive(Debug, Default)]
@@ -247,6 +253,7 @@ struct StatsCounters {
     commits: AtomicU64,
     requests: AtomicU64,
     commit_micros: AtomicU64,
+    checkpoints: AtomicU64,
 }
 
 /// A client session of the embedded store.
@@ -440,6 +447,8 @@ struct Shared {
     stats: StatsCounters,
     /// A snapshot from [`EmbeddedStore::open_read_only`]: every write is refused.
     read_only: AtomicBool,
+    /// Set by the writer when the store shuts down: new sessions start closed.
+    closed: AtomicBool,
 }
 
 enum Request {
@@ -573,7 +582,11 @@ impl Writer {
                     end_sessions,
                     reply,
                 } => {
-                    let ids: Vec<i64> = lock(&self.shared.sessions).keys().copied().collect();
+                    let ids: Vec<i64> = {
+                        let sessions = lock(&self.shared.sessions);
+                        self.shared.closed.store(true, Ordering::Release);
+                        sessions.keys().copied().collect()
+                    };
                     for session in ids {
                         if end_sessions {
                             let d = &mut deliveries;
@@ -704,6 +717,10 @@ impl Writer {
         if !durable.wants_checkpoint() {
             return;
         }
+        self.shared
+            .stats
+            .checkpoints
+            .fetch_add(1, Ordering::Relaxed);
         if let Err(err) = durable.checkpoint(Durability::None) {
             tracing::error!(location = %self.shared.location, error = %err, "metastore checkpoint failed; store poisoned");
             *lock(&self.shared.failure) = Some(err);

@@ -2,6 +2,8 @@
 //! an environment variable) writes and prints every acknowledged write; the parent kills it
 //! with SIGKILL mid-write, reopens the store and checks that every acknowledged write is
 //! there, that the tree is consistent and that the dead process's ephemeral node is gone.
+//! The values are large so that the run crosses checkpoints of the commit log (the kill may
+//! land in one).
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -13,6 +15,8 @@ use metastore::{Client, CreateMode, EmbeddedStore, Error, SessionOptions};
 /// Set (to the store directory) only in the child process.
 const CHILD_ENV: &str = "GREGOR_METASTORE_CRASH_CHILD_DIR";
 const WRITERS: usize = 8;
+/// Bytes of padding per node: about 1,000 writes pass the 32 MiB checkpoint threshold.
+const NODE_PAD: usize = 48 * 1024;
 
 /// The child: never returns when run as the child; a no-op in a normal test run.
 #[test]
@@ -40,21 +44,24 @@ fn crash_child_writer() {
         let mut tasks = Vec::new();
         for w in 0..WRITERS {
             let client = client.clone();
+            let store = store.clone();
             tasks.push(tokio::spawn(async move {
                 for i in 0.. {
                     let path = format!("/acked/w{w}-{i:08}");
-                    let data = format!("{{\"writer\":{w},\"i\":{i}}}");
+                    // Big values fill the commit log fast, so the run crosses checkpoints.
+                    let data = format!(
+                        "{{\"writer\":{w},\"i\":{i},\"pad\":\"{}\"}}",
+                        "x".repeat(NODE_PAD)
+                    );
                     client
                         .create(&path, data.as_bytes(), CreateMode::Persistent)
                         .await
                         .unwrap();
                     println!("ACK {path}");
                     if w == 0 {
-                        let stat = client
-                            .set_data("/acked", data.as_bytes(), None)
-                            .await
-                            .unwrap();
+                        let stat = client.set_data("/acked", b"{}", None).await.unwrap();
                         println!("SET {}", stat.version);
+                        println!("CHECKPOINTS {}", store.commit_stats().checkpoints);
                     }
                 }
             }));
@@ -72,7 +79,7 @@ async fn acknowledged_writes_survive_sigkill() {
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .subsec_nanos();
-    let kill_after = 300 + (nanos % 700) as usize;
+    let kill_after = 900 + (nanos % 900) as usize;
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "crash_child_writer",
@@ -87,6 +94,7 @@ async fn acknowledged_writes_survive_sigkill() {
     let stdout = BufReader::new(child.stdout.take().unwrap());
     let mut acked = Vec::new();
     let mut last_version = -1;
+    let mut checkpoints = 0;
     let mut ready = false;
     let mut killed = false;
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -97,6 +105,8 @@ async fn acknowledged_writes_survive_sigkill() {
             acked.push(path.to_string());
         } else if let Some(version) = line.strip_prefix("SET ") {
             last_version = last_version.max(version.parse::<i32>().unwrap());
+        } else if let Some(count) = line.strip_prefix("CHECKPOINTS ") {
+            checkpoints = count.parse::<u64>().unwrap();
         } else if line.ends_with("READY") {
             ready = true;
         }
@@ -111,6 +121,11 @@ async fn acknowledged_writes_survive_sigkill() {
         acked.len() >= kill_after,
         "only {} acknowledged writes",
         acked.len()
+    );
+
+    assert!(
+        checkpoints >= 1,
+        "the run should cross a checkpoint of the commit log"
     );
 
     let store = EmbeddedStore::open(dir.path()).unwrap();
@@ -139,7 +154,7 @@ async fn acknowledged_writes_survive_sigkill() {
         "every stored node is reachable from the root"
     );
     eprintln!(
-        "{} acknowledged writes survived SIGKILL; {nodes} nodes",
+        "{} acknowledged writes survived SIGKILL after {checkpoints} checkpoints; {nodes} nodes",
         acked.len()
     );
 }
