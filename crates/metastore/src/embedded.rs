@@ -4,12 +4,13 @@
 //! # Design
 //! - The in-memory [`Tree`] is the truth for reads. Reads take a shared lock on it.
 //! - One writer thread owns every mutation. It drains queued requests (group commit: up to
-//!   [`MAX_BATCH`] at a time), applies them in order to the tree, writes the changed nodes to
-//!   one `redb` write transaction and commits it with `Durability::Immediate` (fsync). Only
-//!   then does it queue the fired watch events on each session's stream and acknowledge each
-//!   caller. The writer holds the tree's exclusive lock from the first apply until the events
-//!   are queued, so a read never sees a change that is not yet durable, and a client that
-//!   sees new data has its watch event for that change already queued (ZooKeeper's rule).
+//!   [`MAX_BATCH`] at a time), applies them in order to the tree, appends the new state of
+//!   every changed node to the store file as ONE log entry and commits it with
+//!   `Durability::Immediate` (fsync; see `durable.rs` for the file layout and checkpoints).
+//!   Only then does it queue the fired watch events on each session's stream and acknowledge
+//!   each caller. The writer holds the tree's exclusive lock from the first apply until the
+//!   events are queued, so a read never sees a change that is not yet durable, and a client
+//!   that sees new data has its watch event for that change already queued (ZooKeeper's rule).
 //! - If a commit fails (disk error), the store is poisoned: every later call fails with
 //!   [`Error::Backend`], because memory is then ahead of the disk.
 //! - Ephemeral nodes are stored with their owner session id. Session ids are
