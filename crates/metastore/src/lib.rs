@@ -168,15 +168,9 @@ pub enum Op {
         version: Option<i32>,
     },
     /// Like [`Client::delete`].
-    Delete {
-        path: String,
-        version: Option<i32>,
-    },
+    Delete { path: String, version: Option<i32> },
     /// Succeeds only if the node exists with this version (ZooKeeper's check op).
-    Check {
-        path: String,
-        version: i32,
-    },
+    Check { path: String, version: i32 },
 }
 
 /// The result of one op of a successful multi, in op order.
