@@ -75,9 +75,15 @@ pub(crate) async fn serve(
         };
         let span = info_span!("request", api = ?request.api_key, version = request.api_version(),
             correlation_id = request.correlation_id(), client_id = request.header.client_id.as_deref().unwrap_or(""));
+        // A Produce with acks=0 is never answered (the client does not read a response).
+        let no_response = matches!(&request.body,
+            RequestBody::Supported(kafka_protocol::messages::RequestKind::Produce(p)) if p.acks == 0);
         let Some(response) = respond(&ctx, request, peer).instrument(span).await else {
             break;
         };
+        if no_response {
+            continue;
+        }
         if let Err(err) = stream.write_all(&response).await {
             debug!(%peer, error = %err, "write failed");
             break;

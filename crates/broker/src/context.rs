@@ -41,6 +41,10 @@ pub(crate) struct BrokerContext {
     pub session: RwLock<Session>,
     pub metadata_cache: MetadataCache,
     pub log_manager: LogManager,
+    /// The open partition logs and their leader state (the data plane).
+    pub replica_manager: replication::ReplicaManager,
+    /// The producer-id block InitProducerId hands ids out of.
+    pub producer_ids: tokio::sync::Mutex<crate::handlers::init_producer_id::ProducerIdBlock>,
     pub replicas: Mutex<BTreeMap<TopicPartition, ReplicaRole>>,
     pub metrics: Arc<Metrics>,
     /// The highest controller epoch seen in a control request.

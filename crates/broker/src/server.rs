@@ -120,6 +120,12 @@ impl Broker {
             log_dirs: config.log_dirs.clone(),
             file_delete_delay: config.file_delete_delay,
         })?;
+        let replica_manager = replication::ReplicaManager::new(&config.log_dirs)
+            .unwrap_or_else(|err| {
+                // Without the checkpoints every log is recovered from its start: slower, safe.
+                warn!(error = %err, "cannot read log checkpoints; logs will be fully recovered");
+                replication::ReplicaManager::new(&[]).expect("no checkpoint files to read")
+            });
         let listener = match listener {
             Some(listener) => listener,
             None => {
@@ -151,12 +157,18 @@ impl Broker {
             session: RwLock::new(Session { zk, controller }),
             metadata_cache: MetadataCache::default(),
             log_manager,
+            replica_manager,
+            producer_ids: Default::default(),
             replicas: Mutex::new(Default::default()),
             metrics: Arc::new(Metrics::default()),
             controller_epoch: AtomicI32::new(0),
             broker_epoch: AtomicI64::new(broker_epoch),
         });
         let (shutdown, shutdown_rx) = watch::channel(false);
+        tokio::spawn(crate::data_plane::background(
+            Arc::clone(&ctx),
+            shutdown_rx.clone(),
+        ));
         let socket_server = tokio::spawn(socket_server::serve(
             Arc::clone(&ctx),
             listener,
@@ -221,6 +233,15 @@ impl Broker {
         self.ctx.controller().shutdown().await;
         if let Err(err) = self.socket_server.await {
             warn!(error = %err, "listener task failed");
+        }
+        let (rm, dirs) = (
+            self.ctx.replica_manager.clone(),
+            self.ctx.config.log_dirs.clone(),
+        );
+        match tokio::task::spawn_blocking(move || rm.shutdown(&dirs)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => warn!(error = %err, "cannot flush logs at shutdown"),
+            Err(err) => warn!(error = %err, "log flush task failed"),
         }
         self.ctx.zk().close().await;
         info!(broker_id = self.ctx.broker_id, "shut down");

@@ -40,6 +40,9 @@ const fn row(api_key: ApiKey, min_version: i16, max_version: i16) -> ApiVersionR
 /// The broker's request router has one handler per row, and the `client` crate never sends
 /// a version outside these ranges.
 pub const SUPPORTED_APIS: &[ApiVersionRange] = &[
+    row(ApiKey::Produce, 0, 8),
+    row(ApiKey::Fetch, 0, 12),
+    row(ApiKey::ListOffsets, 0, 6),
     row(ApiKey::Metadata, 0, 11),
     row(ApiKey::LeaderAndIsr, 0, 5),
     row(ApiKey::StopReplica, 0, 3),
@@ -47,6 +50,8 @@ pub const SUPPORTED_APIS: &[ApiVersionRange] = &[
     row(ApiKey::ApiVersions, 0, 3),
     row(ApiKey::CreateTopics, 0, 7),
     row(ApiKey::DeleteTopics, 0, 6),
+    row(ApiKey::DeleteRecords, 0, 2),
+    row(ApiKey::InitProducerId, 0, 4),
     row(ApiKey::DescribeAcls, 0, 2),
     row(ApiKey::DescribeConfigs, 0, 4),
     row(ApiKey::AlterConfigs, 0, 2),
@@ -122,7 +127,10 @@ mod tests {
             Some(11)
         );
         assert!(is_supported(ApiKey::DescribeAcls, 2));
-        assert!(!is_supported(ApiKey::Produce, 0));
+        assert!(is_supported(ApiKey::Produce, 8));
+        assert!(!is_supported(ApiKey::Produce, 9));
+        assert!(is_supported(ApiKey::Fetch, 12));
+        assert!(!is_supported(ApiKey::Fetch, 13));
         assert!(!is_supported(ApiKey::ApiVersions, 4));
     }
 }

@@ -1,5 +1,7 @@
-//! LeaderAndIsr: create the partition's log (with `partition.metadata`) if this broker has
-//! none, and remember whether it leads or follows. Answers an error per partition.
+//! LeaderAndIsr: create the partition's directory (with `partition.metadata`) if this broker
+//! has none, open its log with the topic's effective config (broker `log.*` defaults under
+//! `/config/topics/<t>` overrides), record the leader epoch (`leader-epoch-checkpoint`), and
+//! remember whether it leads or follows. Answers an error per partition.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::leader_and_isr_request::LeaderAndIsrPartitionState;
@@ -14,7 +16,7 @@ use uuid::Uuid;
 
 use crate::context::{BrokerContext, ReplicaRole};
 
-pub(super) fn handle(
+pub(super) async fn handle(
     ctx: &BrokerContext,
     request: LeaderAndIsrRequest,
     version: i16,
@@ -50,10 +52,14 @@ pub(super) fn handle(
     }
     let mut response = LeaderAndIsrResponse::default();
     for (topic, topic_id, states) in groups {
+        let config = match topic.parse::<model::TopicName>() {
+            Ok(name) => crate::data_plane::topic_partition_config(ctx, &name).await,
+            Err(_) => replication::PartitionConfig::default(),
+        };
         let errors: Vec<LeaderAndIsrPartitionError> = states
             .iter()
             .map(|state| {
-                let code = apply(ctx, &topic, topic_id, state)
+                let code = apply(ctx, &topic, topic_id, state, &config)
                     .err()
                     .map_or(0, |e| e.code());
                 LeaderAndIsrPartitionError::default()
@@ -80,6 +86,7 @@ fn apply(
     topic: &str,
     topic_id: Uuid,
     state: &LeaderAndIsrPartitionState,
+    config: &replication::PartitionConfig,
 ) -> Result<(), ResponseError> {
     let name: model::TopicName = topic
         .parse()
@@ -108,7 +115,8 @@ fn apply(
         }
     }
     let topic_id = (!topic_id.is_nil()).then(|| TopicId::from_bytes(*topic_id.as_bytes()));
-    ctx.log_manager
+    let dir = ctx
+        .log_manager
         .create_partition(&tp, topic_id)
         .map_err(|err| {
             warn!(%tp, error = %err, "cannot create partition log");
@@ -118,6 +126,16 @@ fn apply(
                 }
                 _ => ResponseError::KafkaStorageError,
             }
+        })?;
+    let log_role = match role {
+        ReplicaRole::Leader { leader_epoch } => replication::Role::Leader { leader_epoch },
+        ReplicaRole::Follower { leader_epoch, .. } => replication::Role::Follower { leader_epoch },
+    };
+    ctx.replica_manager
+        .become_replica(&tp, &dir, config.clone(), log_role, crate::data_plane::now_ms())
+        .map_err(|err| {
+            warn!(%tp, error = %err, "cannot open partition log");
+            ResponseError::KafkaStorageError
         })?;
     if replicas.insert(tp.clone(), role) != Some(role) {
         info!(target: "state_change", %tp, ?role, "became {}", match role {

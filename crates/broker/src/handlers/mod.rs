@@ -15,6 +15,12 @@ mod stop_replica;
 pub(crate) mod unsupported;
 mod update_metadata;
 
+mod delete_records;
+mod fetch;
+pub(crate) mod init_producer_id;
+mod list_offsets;
+mod produce;
+
 use kafka_protocol::messages::{RequestHeader, RequestKind, ResponseKind};
 
 use crate::context::BrokerContext;
@@ -54,12 +60,23 @@ pub(crate) async fn handle(
         }
         RequestKind::DescribeAcls(req) => ResponseKind::DescribeAcls(describe_acls::handle(req)),
         RequestKind::LeaderAndIsr(req) => {
-            ResponseKind::LeaderAndIsr(leader_and_isr::handle(ctx, req, version))
+            ResponseKind::LeaderAndIsr(leader_and_isr::handle(ctx, req, version).await)
         }
         RequestKind::UpdateMetadata(req) => {
             ResponseKind::UpdateMetadata(update_metadata::handle(ctx, req))
         }
         RequestKind::StopReplica(req) => ResponseKind::StopReplica(stop_replica::handle(ctx, req)),
+        RequestKind::Produce(req) => ResponseKind::Produce(produce::handle(ctx, req)),
+        RequestKind::Fetch(req) => ResponseKind::Fetch(fetch::handle(ctx, req).await),
+        RequestKind::ListOffsets(req) => {
+            ResponseKind::ListOffsets(list_offsets::handle(ctx, req, version))
+        }
+        RequestKind::DeleteRecords(req) => {
+            ResponseKind::DeleteRecords(delete_records::handle(ctx, req))
+        }
+        RequestKind::InitProducerId(req) => {
+            ResponseKind::InitProducerId(init_producer_id::handle(ctx, req).await)
+        }
         // SUPPORTED_APIS and this match list the same APIs; a request reaching here is one
         // whose row was added without a handler, so answer it as unsupported.
         other => unsupported::error_response(&other, version).unwrap_or_else(|| {

@@ -1,5 +1,6 @@
-//! StopReplica: stop being a replica of a partition; with `delete_partition`, hand its log to
-//! the LogManager for the rename-then-remove deletion.
+//! StopReplica: stop being a replica of a partition and close its log (fsynced unless it is
+//! being deleted); with `delete_partition`, hand its directory to the LogManager for the
+//! rename-then-remove deletion.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::stop_replica_response::StopReplicaPartitionError;
@@ -75,6 +76,7 @@ fn stop(
         .parse()
         .map_err(|_| ResponseError::InvalidTopicException)?;
     let tp = TopicPartition::new(name, partition);
+    ctx.replica_manager.stop_replica(&tp, delete);
     if ctx.replicas().remove(&tp).is_some() {
         info!(target: "state_change", %tp, delete, "stopped replica");
     }

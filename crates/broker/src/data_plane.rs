@@ -1,0 +1,205 @@
+//! Broker glue of the data plane: the effective log settings of a topic (broker `log.*`
+//! defaults under `/config/topics/<t>` overrides), and the background passes over the open
+//! logs: `flush.ms`, the recovery-point / log-start-offset checkpoints
+//! (`log.flush.offset.checkpoint.interval.ms`), retention (`log.retention.check.interval.ms`)
+//! and live topic-config changes (`/config/changes` notifications).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use model::topic_config::TopicConfig;
+use model::TopicName;
+use replication::PartitionConfig;
+use storage::log::LogConfig;
+use tokio::sync::watch;
+use tracing::{debug, warn};
+
+use crate::context::BrokerContext;
+
+/// Kafka's `log.flush.offset.checkpoint.interval.ms` default.
+const DEFAULT_CHECKPOINT_INTERVAL_MS: u64 = 60_000;
+/// Kafka's `log.retention.check.interval.ms` default.
+const DEFAULT_RETENTION_CHECK_INTERVAL_MS: u64 = 300_000;
+/// How often `flush.ms` deadlines are checked (Kafka's `log.flush.scheduler.interval.ms`
+/// defaults to never; topics with `flush.ms` set need a tick).
+const DEFAULT_FLUSH_CHECK_INTERVAL_MS: u64 = 1_000;
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// The settings a topic's partitions follow: its overrides, else the broker's `log.*`
+/// default, else Kafka's default.
+pub(crate) fn partition_config(
+    ctx: &BrokerContext,
+    overrides: &BTreeMap<String, String>,
+) -> PartitionConfig {
+    let mut config = TopicConfig::new();
+    for def in model::topic_config::TOPIC_CONFIGS {
+        let value = overrides
+            .get(def.name)
+            .map(String::as_str)
+            .or_else(|| ctx.config.topic_default(def.name).map(|(_, v)| v));
+        if let Some(value) = value {
+            if let Err(err) = config.set(def.name, value) {
+                warn!(key = def.name, value, error = %err, "ignoring an invalid topic config value");
+            }
+        }
+    }
+    let flush_messages = config.flush_messages();
+    let flush_ms = config.flush_ms();
+    PartitionConfig {
+        log: LogConfig {
+            segment_bytes: config.segment_bytes().max(1) as u64,
+            segment_ms: config.segment_ms(),
+            index_interval_bytes: config.index_interval_bytes().max(0) as usize,
+            max_message_bytes: config.max_message_bytes().max(0) as usize,
+            // Kafka's default (Long.MaxValue) means "leave it to the OS".
+            flush_messages: (flush_messages > 0 && flush_messages < i64::MAX)
+                .then_some(flush_messages as u64),
+            retention_ms: config.retention_ms(),
+            retention_bytes: config.retention_bytes(),
+            log_append_time: config.message_timestamp_type() == "LogAppendTime",
+        },
+        flush_ms: (flush_ms >= 0 && flush_ms < i64::MAX).then_some(flush_ms),
+    }
+}
+
+/// Reads `/config/topics/<topic>` and resolves the topic's settings.
+pub(crate) async fn topic_partition_config(
+    ctx: &BrokerContext,
+    topic: &TopicName,
+) -> PartitionConfig {
+    let overrides = match ctx.zk().get_topic_config(topic).await {
+        Ok(overrides) => overrides,
+        Err(err) => {
+            warn!(%topic, error = %err, "cannot read topic config; using broker defaults");
+            BTreeMap::new()
+        }
+    };
+    partition_config(ctx, &overrides)
+}
+
+fn interval(ctx: &BrokerContext, key: &str, default_ms: u64) -> Duration {
+    let ms = ctx
+        .config
+        .originals
+        .get(key)
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|&ms| ms > 0)
+        .unwrap_or(default_ms);
+    Duration::from_millis(ms)
+}
+
+/// Runs the scheduled passes until shutdown.
+pub(crate) async fn background(ctx: Arc<BrokerContext>, mut shutdown: watch::Receiver<bool>) {
+    let mut checkpoint = tokio::time::interval(interval(
+        &ctx,
+        "log.flush.offset.checkpoint.interval.ms",
+        DEFAULT_CHECKPOINT_INTERVAL_MS,
+    ));
+    let mut retention = tokio::time::interval(interval(
+        &ctx,
+        "log.retention.check.interval.ms",
+        DEFAULT_RETENTION_CHECK_INTERVAL_MS,
+    ));
+    let mut flush = tokio::time::interval(interval(
+        &ctx,
+        "log.flush.scheduler.interval.ms",
+        DEFAULT_FLUSH_CHECK_INTERVAL_MS,
+    ));
+    let mut config_changes = tokio::time::interval(Duration::from_secs(1));
+    for timer in [&mut checkpoint, &mut retention, &mut flush, &mut config_changes] {
+        timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    }
+    // The first tick of an interval fires at once; skip it for the checkpoint and retention.
+    checkpoint.tick().await;
+    retention.tick().await;
+    let mut last_change: Option<String> = None;
+    loop {
+        tokio::select! {
+            _ = async { drop(shutdown.wait_for(|stop| *stop).await) } => return,
+            _ = checkpoint.tick() => {
+                let rm = ctx.replica_manager.clone();
+                let dirs = ctx.config.log_dirs.clone();
+                let result = tokio::task::spawn_blocking(move || rm.checkpoint(&dirs)).await;
+                if let Ok(Err(err)) = result {
+                    warn!(error = %err, "cannot write log checkpoints");
+                }
+            }
+            _ = retention.tick() => {
+                let rm = ctx.replica_manager.clone();
+                let _ = tokio::task::spawn_blocking(move || rm.apply_retention(now_ms())).await;
+            }
+            _ = flush.tick() => {
+                let rm = ctx.replica_manager.clone();
+                let _ = tokio::task::spawn_blocking(move || rm.flush_due(now_ms())).await;
+            }
+            _ = config_changes.tick() => {
+                last_change = apply_config_changes(&ctx, last_change).await;
+            }
+        }
+    }
+}
+
+/// Looks at `/config/changes` and, when a notification newer than `seen` exists, re-reads
+/// the configs of every topic it names that this broker hosts. Returns the newest
+/// notification seen.
+async fn apply_config_changes(ctx: &BrokerContext, seen: Option<String>) -> Option<String> {
+    let zk = ctx.zk();
+    let children = match zk
+        .client()
+        .get_children(znodes::paths::config_changes(), false)
+        .await
+    {
+        Ok(children) => children,
+        Err(err) => {
+            debug!(error = %err, "cannot list config change notifications");
+            return seen;
+        }
+    };
+    let mut children: Vec<String> = children
+        .into_iter()
+        .filter(|c| znodes::paths::config_change_sequence(c).is_some())
+        .collect();
+    children.sort_by_key(|c| znodes::paths::config_change_sequence(c));
+    let newest = children.last().cloned();
+    let Some(seen) = seen else {
+        // At start the logs open with the current configs; only later changes matter.
+        return newest;
+    };
+    let seen_seq = znodes::paths::config_change_sequence(&seen);
+    let hosted: BTreeSet<TopicName> = ctx
+        .replica_manager
+        .partitions()
+        .iter()
+        .map(|p| p.topic_partition().topic.clone())
+        .collect();
+    let mut topics = BTreeSet::new();
+    for child in children
+        .iter()
+        .filter(|c| znodes::paths::config_change_sequence(c) > seen_seq)
+    {
+        let path = format!("{}/{child}", znodes::paths::config_changes());
+        if let Ok((data, _)) = zk.client().get_data(&path, false).await {
+            if let Ok(value) = serde_json::from_slice::<serde_json::Value>(&data) {
+                let entity = value["entity_path"].as_str().unwrap_or_default();
+                let name = entity
+                    .strip_prefix("topics/")
+                    .or_else(|| value["entity_name"].as_str());
+                if let Some(topic) = name.and_then(|n| n.parse::<TopicName>().ok()) {
+                    topics.insert(topic);
+                }
+            }
+        }
+    }
+    for topic in topics.intersection(&hosted) {
+        let config = topic_partition_config(ctx, topic).await;
+        ctx.replica_manager.set_topic_config(topic, &config);
+    }
+    newest.or(Some(seen))
+}

@@ -1,0 +1,55 @@
+//! DeleteRecords (v0–v2): move the log start offset of partitions this broker leads
+//! (offset -1 means the high watermark). Segments wholly below it are removed; the answer's
+//! low watermark is the new log start offset. An offset past the high watermark is
+//! OFFSET_OUT_OF_RANGE, as in Kafka.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
+use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
+use model::TopicPartition;
+use tracing::info;
+
+use crate::context::BrokerContext;
+
+pub(super) fn handle(ctx: &BrokerContext, request: DeleteRecordsRequest) -> DeleteRecordsResponse {
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let name: Option<model::TopicName> = topic.name.0.parse().ok();
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    let mut out = DeleteRecordsPartitionResult::default()
+                        .with_partition_index(p.partition_index)
+                        .with_low_watermark(-1);
+                    let result = name
+                        .as_ref()
+                        .ok_or(ResponseError::UnknownTopicOrPartition)
+                        .and_then(|n| {
+                            let tp = TopicPartition::new(n.clone(), p.partition_index);
+                            let start = ctx
+                                .replica_manager
+                                .partition(&tp)
+                                .and_then(|partition| partition.delete_records_before(p.offset))
+                                .map_err(|e| e.response_error())?;
+                            info!(%tp, log_start_offset = start, "deleted records");
+                            Ok(start)
+                        });
+                    match result {
+                        Ok(start) => out.low_watermark = start,
+                        Err(error) => out.error_code = error.code(),
+                    }
+                    out
+                })
+                .collect();
+            DeleteRecordsTopicResult::default()
+                .with_name(topic.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    DeleteRecordsResponse::default().with_topics(topics)
+}

@@ -1,0 +1,116 @@
+//! Fetch (v0–v12): whole record batches straight from the segment files, with long polling.
+//!
+//! The answer goes out as soon as `min_bytes` are there, any partition has an error, or
+//! `max_wait_ms` has passed; until then the request waits for the next append (a
+//! notification, not polling) and reads again. `max_bytes` (v3+) bounds the response and
+//! `partition_max_bytes` each partition; as in Kafka, the first batch of the first partition
+//! with data is returned whole even when larger. Incremental fetch sessions (v7+) are never
+//! created: every answer is a full response with session id 0, and a request naming a
+//! session gets FETCH_SESSION_ID_NOT_FOUND, which makes clients fall back to full fetches.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
+use model::TopicPartition;
+use tokio::time::Instant;
+
+use crate::context::BrokerContext;
+
+pub(super) async fn handle(ctx: &BrokerContext, request: FetchRequest) -> FetchResponse {
+    if request.session_id != 0 {
+        return FetchResponse::default()
+            .with_error_code(ResponseError::FetchSessionIdNotFound.code())
+            .with_session_id(0);
+    }
+    let max_wait = Duration::from_millis(request.max_wait_ms.max(0) as u64);
+    let deadline = Instant::now() + max_wait;
+    let mut appends = ctx.replica_manager.subscribe_appends();
+    loop {
+        appends.borrow_and_update();
+        let (response, bytes, errors) = read_all(ctx, &request);
+        let enough = bytes >= i64::from(request.min_bytes.max(0)) || errors;
+        if enough || max_wait.is_zero() || Instant::now() >= deadline {
+            return response;
+        }
+        match tokio::time::timeout_at(deadline, appends.changed()).await {
+            Ok(Ok(())) => continue,
+            // Timed out, or the broker is shutting down: answer with what is there.
+            _ => return read_all(ctx, &request).0,
+        }
+    }
+}
+
+/// Reads every requested partition once. Returns the response, the record bytes in it and
+/// whether any partition has an error.
+fn read_all(ctx: &BrokerContext, request: &FetchRequest) -> (FetchResponse, i64, bool) {
+    let mut remaining: i64 = if request.max_bytes > 0 {
+        i64::from(request.max_bytes)
+    } else {
+        i64::from(i32::MAX)
+    };
+    let mut total = 0i64;
+    let mut errors = false;
+    let mut first_with_data = true;
+    let mut responses = Vec::with_capacity(request.topics.len());
+    for topic in &request.topics {
+        let name: Option<model::TopicName> = topic.topic.0.parse().ok();
+        let mut partitions = Vec::with_capacity(topic.partitions.len());
+        for p in &topic.partitions {
+            let mut out = PartitionData::default()
+                .with_partition_index(p.partition)
+                .with_high_watermark(-1)
+                .with_last_stable_offset(-1)
+                .with_log_start_offset(-1)
+                .with_preferred_read_replica(BrokerId(-1))
+                .with_records(Some(Bytes::new()));
+            let partition = name
+                .as_ref()
+                .map(|n| TopicPartition::new(n.clone(), p.partition))
+                .ok_or(ResponseError::UnknownTopicOrPartition)
+                .and_then(|tp| {
+                    ctx.replica_manager
+                        .partition(&tp)
+                        .map_err(|e| e.response_error())
+                });
+            let limit = i64::from(p.partition_max_bytes.max(0)).min(remaining);
+            let result = partition.and_then(|partition| {
+                partition
+                    .read(p.fetch_offset, limit.max(0) as usize)
+                    .map_err(|e| e.response_error())
+            });
+            match result {
+                Ok(read) => {
+                    out.high_watermark = read.high_watermark;
+                    out.last_stable_offset = read.last_stable_offset;
+                    out.log_start_offset = read.log_start_offset;
+                    let len = read.records.len() as i64;
+                    // Only the first partition with data may exceed the limits.
+                    if len > 0 && (first_with_data || len <= limit) {
+                        first_with_data = false;
+                        remaining -= len;
+                        total += len;
+                        out.records = Some(Bytes::from(read.records));
+                    }
+                }
+                Err(error) => {
+                    errors = true;
+                    out.error_code = error.code();
+                }
+            }
+            partitions.push(out);
+        }
+        responses.push(
+            FetchableTopicResponse::default()
+                .with_topic(topic.topic.clone())
+                .with_topic_id(topic.topic_id)
+                .with_partitions(partitions),
+        );
+    }
+    let response = FetchResponse::default()
+        .with_session_id(0)
+        .with_responses(responses);
+    (response, total, errors)
+}

@@ -1,0 +1,113 @@
+//! InitProducerId (v0–v4) for idempotent producers: a fresh producer id, epoch 0, as Kafka
+//! 2.8 answers a request without a transactional id. Ids are handed out from blocks of
+//! [`BLOCK_SIZE`] claimed on `/latest_producer_id_block` with a versioned write, so every
+//! broker's ids are unique cluster-wide (Kafka's `ProducerIdManager`). Transactions are not
+//! supported: a request with a transactional id is refused.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
+use metastore::CreateMode;
+use serde_json::json;
+use tracing::{info, warn};
+use znodes::paths;
+
+use crate::context::BrokerContext;
+
+/// How many ids one broker claims at a time (Kafka's `PidBlockSize`).
+pub(crate) const BLOCK_SIZE: i64 = 1000;
+
+/// The ids this broker may still hand out: `next..=end`.
+#[derive(Debug, Default)]
+pub(crate) struct ProducerIdBlock {
+    next: i64,
+    end: i64,
+    claimed: bool,
+}
+
+pub(super) async fn handle(
+    ctx: &BrokerContext,
+    request: InitProducerIdRequest,
+) -> InitProducerIdResponse {
+    let refuse = |error: ResponseError| {
+        InitProducerIdResponse::default()
+            .with_error_code(error.code())
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1)
+    };
+    if request.transactional_id.is_some() {
+        warn!("InitProducerId with a transactional id: transactions are not supported");
+        return refuse(ResponseError::TransactionalIdAuthorizationFailed);
+    }
+    let mut block = ctx.producer_ids.lock().await;
+    if !block.claimed || block.next > block.end {
+        match claim_block(ctx).await {
+            Ok((start, end)) => {
+                *block = ProducerIdBlock {
+                    next: start,
+                    end,
+                    claimed: true,
+                }
+            }
+            Err(err) => {
+                warn!(error = %err, "cannot claim a producer id block");
+                return refuse(ResponseError::CoordinatorNotAvailable);
+            }
+        }
+    }
+    let id = block.next;
+    block.next += 1;
+    InitProducerIdResponse::default()
+        .with_producer_id(ProducerId(id))
+        .with_producer_epoch(0)
+}
+
+/// Claims the next block after the one recorded in `/latest_producer_id_block`, retrying
+/// when another broker wrote it first.
+async fn claim_block(ctx: &BrokerContext) -> Result<(i64, i64), metastore::Error> {
+    let zk = ctx.zk();
+    let client = zk.client();
+    let path = paths::latest_producer_id_block();
+    loop {
+        let (data, version) = match client.get_data(path, false).await {
+            Ok((data, stat)) => (data, Some(stat.version)),
+            Err(metastore::Error::NoNode(_)) => (Vec::new(), None),
+            Err(err) => return Err(err),
+        };
+        let start = if data.is_empty() {
+            0
+        } else {
+            let parsed: serde_json::Value = serde_json::from_slice(&data)
+                .map_err(|e| metastore::Error::Backend(format!("{path}: {e}")))?;
+            let end = parsed["block_end"]
+                .as_str()
+                .and_then(|s| s.parse::<i64>().ok())
+                .or_else(|| parsed["block_end"].as_i64())
+                .ok_or_else(|| metastore::Error::Backend(format!("{path}: no block_end")))?;
+            end + 1
+        };
+        let end = start + BLOCK_SIZE - 1;
+        let body = json!({
+            "version": 1,
+            "broker": ctx.broker_id,
+            "block_start": start.to_string(),
+            "block_end": end.to_string(),
+        })
+        .to_string()
+        .into_bytes();
+        let written = match version {
+            Some(v) => client.set_data(path, &body, Some(v)).await.map(drop),
+            None => client
+                .create(path, &body, CreateMode::Persistent)
+                .await
+                .map(drop),
+        };
+        match written {
+            Ok(()) => {
+                info!(start, end, "claimed producer id block");
+                return Ok((start, end));
+            }
+            Err(metastore::Error::BadVersion { .. } | metastore::Error::NodeExists(_)) => continue,
+            Err(err) => return Err(err),
+        }
+    }
+}

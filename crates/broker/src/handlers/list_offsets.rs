@@ -1,0 +1,74 @@
+//! ListOffsets (v0–v6): earliest (-2), latest (-1) or the first offset at or after a
+//! timestamp (from the time index), on partitions this broker leads. v0 answers in
+//! `old_style_offsets`; from v4 the leader epoch is returned too. Latest is the high
+//! watermark (equal to the last stable offset: there are no transactions).
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use model::TopicPartition;
+
+use crate::context::BrokerContext;
+
+pub(super) fn handle(
+    ctx: &BrokerContext,
+    request: ListOffsetsRequest,
+    version: i16,
+) -> ListOffsetsResponse {
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let name: Option<model::TopicName> = topic.name.0.parse().ok();
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    let mut out = ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p.partition_index)
+                        .with_timestamp(-1)
+                        .with_offset(-1)
+                        .with_leader_epoch(-1);
+                    let result = name
+                        .as_ref()
+                        .ok_or(ResponseError::UnknownTopicOrPartition)
+                        .and_then(|n| {
+                            let tp = TopicPartition::new(n.clone(), p.partition_index);
+                            let partition = ctx
+                                .replica_manager
+                                .partition(&tp)
+                                .map_err(|e| e.response_error())?;
+                            let epoch = partition.role().leader_epoch();
+                            partition
+                                .offset_for(p.timestamp)
+                                .map(|found| (found, epoch))
+                                .map_err(|e| e.response_error())
+                        });
+                    match result {
+                        Ok(((timestamp, offset), epoch)) => {
+                            if version == 0 {
+                                if offset >= 0 && p.max_num_offsets > 0 {
+                                    out.old_style_offsets = vec![offset];
+                                }
+                            } else {
+                                out.timestamp = timestamp;
+                                out.offset = offset;
+                                if offset >= 0 && version >= 4 {
+                                    out.leader_epoch = epoch;
+                                }
+                            }
+                        }
+                        Err(error) => out.error_code = error.code(),
+                    }
+                    out
+                })
+                .collect();
+            ListOffsetsTopicResponse::default()
+                .with_name(topic.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    ListOffsetsResponse::default().with_topics(topics)
+}

@@ -1,0 +1,101 @@
+//! Produce (v0–v8): append each partition's record set to the local log this broker leads.
+//!
+//! Kafka 2.8's behaviour: record batches of magic < 2 are refused with
+//! UNSUPPORTED_FOR_MESSAGE_FORMAT, a bad CRC with CORRUPT_MESSAGE, a batch over
+//! `max.message.bytes` with MESSAGE_TOO_LARGE; acks other than -1, 0, 1 answer
+//! INVALID_REQUIRED_ACKS for every partition. acks=0 requests get no response at all (the
+//! connection skips it). acks=-1 is answered as soon as the leader appended: see the
+//! `replication` crate doc (no follower fetcher yet).
+
+use bytes::BytesMut;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::protocol::StrBytes;
+use model::TopicPartition;
+use tracing::debug;
+
+use crate::context::BrokerContext;
+use crate::data_plane::now_ms;
+
+pub(super) fn handle(ctx: &BrokerContext, request: ProduceRequest) -> ProduceResponse {
+    let now = now_ms();
+    let acks_valid = matches!(request.acks, -1..=1);
+    let transactional = request.transactional_id.is_some();
+    let mut response = ProduceResponse::default();
+    for topic in request.topic_data {
+        let name: Option<model::TopicName> = topic.name.0.parse().ok();
+        let partition_responses = topic
+            .partition_data
+            .into_iter()
+            .map(|data| {
+                let mut out = PartitionProduceResponse::default()
+                    .with_index(data.index)
+                    .with_base_offset(-1)
+                    .with_log_append_time_ms(-1)
+                    .with_log_start_offset(-1);
+                let result = if !acks_valid {
+                    Err((ResponseError::InvalidRequiredAcks, None))
+                } else if transactional {
+                    Err((
+                        ResponseError::TransactionalIdAuthorizationFailed,
+                        Some("transactions are not supported by this broker".to_owned()),
+                    ))
+                } else if let Some(name) = &name {
+                    append(ctx, TopicPartition::new(name.clone(), data.index), data.records, now)
+                } else {
+                    Err((ResponseError::UnknownTopicOrPartition, None))
+                };
+                match result {
+                    Ok(r) => {
+                        out.base_offset = r.base_offset;
+                        out.log_append_time_ms = r.log_append_time_ms;
+                        out.log_start_offset = r.log_start_offset;
+                    }
+                    Err((error, message)) => {
+                        out.error_code = error.code();
+                        out.error_message = message.map(StrBytes::from_string);
+                    }
+                }
+                out
+            })
+            .collect();
+        response.responses.push(
+            TopicProduceResponse::default()
+                .with_name(topic.name)
+                .with_partition_responses(partition_responses),
+        );
+    }
+    response
+}
+
+fn append(
+    ctx: &BrokerContext,
+    tp: TopicPartition,
+    records: Option<bytes::Bytes>,
+    now: i64,
+) -> Result<replication::AppendResult, (ResponseError, Option<String>)> {
+    let records = records.unwrap_or_default();
+    // The request buffer is shared with the decoder; take it over when we hold the only
+    // reference, else copy once (offsets are written into the batches in place).
+    let mut buf = records
+        .try_into_mut()
+        .unwrap_or_else(|shared| BytesMut::from(&shared[..]));
+    ctx.replica_manager
+        .append(&tp, &mut buf, now)
+        .map_err(|err| {
+            debug!(%tp, error = %err, "produce refused");
+            let error = err.response_error();
+            let message = matches!(
+                error,
+                ResponseError::UnsupportedForMessageFormat
+                    | ResponseError::CorruptMessage
+                    | ResponseError::MessageTooLarge
+                    | ResponseError::OutOfOrderSequenceNumber
+                    | ResponseError::InvalidProducerEpoch
+            )
+            .then(|| err.to_string());
+            (error, message)
+        })
+}
+
