@@ -151,6 +151,9 @@ const KNOWN_KEYS: &[&str] = &[
     "create.topic.policy.min.replication.factor",
     "create.topic.policy.required.configs",
     "admin.listener",
+    "group.initial.rebalance.delay.ms",
+    "group.min.session.timeout.ms",
+    "group.max.session.timeout.ms",
 ];
 
 impl BrokerConfig {

@@ -103,7 +103,11 @@ async fn respond(
     let correlation_id = request.correlation_id();
     ctx.metrics.request(api_name(api_key));
     let body = match request.body {
-        RequestBody::Supported(kind) => handlers::handle(ctx, &request.header, kind).await,
+        RequestBody::Supported(kind) => {
+            crate::groups::PEER
+                .scope(peer, handlers::handle(ctx, &request.header, kind))
+                .await
+        }
         RequestBody::UnsupportedApiVersions => {
             debug!("ApiVersions version unsupported; answering in v0 with UNSUPPORTED_VERSION");
             return Some(encode_unsupported_api_versions(correlation_id));

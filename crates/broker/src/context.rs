@@ -10,6 +10,7 @@ use storage::LogManager;
 use znodes::zk_client::KafkaZkClient;
 
 use crate::config::BrokerConfig;
+use crate::groups::Groups;
 use crate::metadata_cache::MetadataCache;
 use crate::metrics::Metrics;
 
@@ -51,6 +52,8 @@ pub(crate) struct BrokerContext {
     pub controller_epoch: AtomicI32,
     /// This broker's epoch: the zxid that created its current registration.
     pub broker_epoch: AtomicI64,
+    /// Consumer groups (coordinated here while this broker is the controller).
+    pub groups: Arc<Groups>,
 }
 
 impl BrokerContext {

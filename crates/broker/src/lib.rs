@@ -16,6 +16,7 @@ mod context;
 mod data_plane;
 pub mod dev_cluster;
 mod error;
+mod groups;
 mod handlers;
 mod lifecycle;
 pub mod metadata_cache;

@@ -101,6 +101,10 @@ async fn reconnect(
             return Err(err);
         }
     };
-    let controller = controller::start(zk.clone(), ctx.config.controller_config()).await;
+    let controller = controller::start(
+        zk.clone(),
+        crate::groups::controller_config(&ctx.config, &ctx.groups),
+    )
+    .await;
     Ok((Session { zk, controller }, broker_epoch))
 }

@@ -18,6 +18,7 @@ use znodes::zk_client::KafkaZkClient;
 use crate::config::BrokerConfig;
 use crate::context::{BrokerContext, Session};
 use crate::error::BrokerError;
+use crate::groups::{self, Groups};
 use crate::metadata_cache::MetadataCache;
 use crate::metrics::Metrics;
 use crate::{admin_http, lifecycle, socket_server};
@@ -146,7 +147,9 @@ impl Broker {
         })?;
         let advertised = config.advertised_endpoint(local_addr.port());
         let broker_epoch = lifecycle::register(&zk, &config, &advertised).await?;
-        let controller = controller::start(zk.clone(), config.controller_config()).await;
+        let groups = Arc::new(Groups::default());
+        let controller =
+            controller::start(zk.clone(), groups::controller_config(&config, &groups)).await;
         info!(broker_id, %cluster_id, listener = %local_addr, advertised = %format!("{}:{}", advertised.0, advertised.1),
             "broker started");
         let ctx = Arc::new(BrokerContext {
@@ -163,7 +166,12 @@ impl Broker {
             metrics: Arc::new(Metrics::default()),
             controller_epoch: AtomicI32::new(0),
             broker_epoch: AtomicI64::new(broker_epoch),
+            groups,
         });
+        if let Err(err) = Groups::start(&ctx).await {
+            ctx.controller().shutdown().await;
+            return Err(BrokerError::Groups(err));
+        }
         let (shutdown, shutdown_rx) = watch::channel(false);
         tokio::spawn(crate::data_plane::background(
             Arc::clone(&ctx),
@@ -231,6 +239,7 @@ impl Broker {
         self.lifecycle.abort();
         let _ = self.lifecycle.await;
         self.ctx.controller().shutdown().await;
+        self.ctx.groups.shutdown();
         if let Err(err) = self.socket_server.await {
             warn!(error = %err, "listener task failed");
         }

@@ -79,12 +79,15 @@ async fn unsupported_api_or_version_answers_an_error_and_keeps_the_connection() 
     let dir = tempfile::tempdir().unwrap();
     let broker = start_broker(dir.path(), &[]).await;
     let mut stream = TcpStream::connect(broker.local_addr()).await.unwrap();
+    // FindCoordinator v4 (batched keys) is past our v3.
     let find = RequestKind::FindCoordinator(
-        FindCoordinatorRequest::default().with_key(StrBytes::from_static_str("g")),
+        FindCoordinatorRequest::default()
+            .with_coordinator_keys(vec![StrBytes::from_static_str("g")]),
     );
     let response: FindCoordinatorResponse =
-        roundtrip(&mut stream, ApiKey::FindCoordinator, 1, 1, &find).await;
-    assert_eq!(response.error_code, 35);
+        roundtrip(&mut stream, ApiKey::FindCoordinator, 4, 1, &find).await;
+    assert_eq!(response.coordinators.len(), 1);
+    assert_eq!(response.coordinators[0].error_code, 35);
     // Metadata v12 is past our v11.
     let metadata = RequestKind::Metadata(MetadataRequest::default().with_topics(Some(
         vec![metadata_request::MetadataRequestTopic::default(

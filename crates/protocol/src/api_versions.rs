@@ -47,6 +47,15 @@ pub const SUPPORTED_APIS: &[ApiVersionRange] = &[
     row(ApiKey::LeaderAndIsr, 0, 5),
     row(ApiKey::StopReplica, 0, 3),
     row(ApiKey::UpdateMetadata, 0, 7),
+    row(ApiKey::OffsetCommit, 0, 8),
+    row(ApiKey::OffsetFetch, 0, 7),
+    row(ApiKey::FindCoordinator, 0, 3),
+    row(ApiKey::JoinGroup, 0, 7),
+    row(ApiKey::Heartbeat, 0, 4),
+    row(ApiKey::LeaveGroup, 0, 4),
+    row(ApiKey::SyncGroup, 0, 5),
+    row(ApiKey::DescribeGroups, 0, 5),
+    row(ApiKey::ListGroups, 0, 4),
     row(ApiKey::ApiVersions, 0, 3),
     row(ApiKey::CreateTopics, 0, 7),
     row(ApiKey::DeleteTopics, 0, 6),
@@ -56,8 +65,12 @@ pub const SUPPORTED_APIS: &[ApiVersionRange] = &[
     row(ApiKey::DescribeConfigs, 0, 4),
     row(ApiKey::AlterConfigs, 0, 2),
     row(ApiKey::CreatePartitions, 0, 3),
+    row(ApiKey::DeleteGroups, 0, 2),
     row(ApiKey::IncrementalAlterConfigs, 0, 1),
+    row(ApiKey::OffsetDelete, 0, 0),
     row(ApiKey::DescribeCluster, 0, 0),
+    row(ApiKey::ConsumerGroupHeartbeat, 0, 0),
+    row(ApiKey::ConsumerGroupDescribe, 0, 0),
 ];
 
 /// The range we support for `api_key`, or `None` if we do not implement it.

@@ -2,16 +2,29 @@
 
 mod alter_configs;
 mod api_versions;
+mod consumer_group_describe;
+mod consumer_group_heartbeat;
 mod create_partitions;
 mod create_topics;
+mod delete_groups;
 mod delete_topics;
 mod describe_acls;
 mod describe_cluster;
 mod describe_configs;
+mod describe_groups;
+mod find_coordinator;
+mod heartbeat;
 mod incremental_alter_configs;
+mod join_group;
 mod leader_and_isr;
+mod leave_group;
+mod list_groups;
 mod metadata;
+mod offset_commit;
+mod offset_delete;
+mod offset_fetch;
 mod stop_replica;
+mod sync_group;
 pub(crate) mod unsupported;
 mod update_metadata;
 
@@ -76,6 +89,43 @@ pub(crate) async fn handle(
         }
         RequestKind::InitProducerId(req) => {
             ResponseKind::InitProducerId(init_producer_id::handle(ctx, req).await)
+        }
+        RequestKind::FindCoordinator(req) => {
+            ResponseKind::FindCoordinator(find_coordinator::handle(ctx, &req))
+        }
+        RequestKind::JoinGroup(req) => ResponseKind::JoinGroup(
+            join_group::handle(ctx, req, version, header.client_id.as_deref()).await,
+        ),
+        RequestKind::SyncGroup(req) => {
+            ResponseKind::SyncGroup(sync_group::handle(ctx, req, version).await)
+        }
+        RequestKind::Heartbeat(req) => ResponseKind::Heartbeat(heartbeat::handle(ctx, &req).await),
+        RequestKind::LeaveGroup(req) => {
+            ResponseKind::LeaveGroup(leave_group::handle(ctx, &req, version).await)
+        }
+        RequestKind::OffsetCommit(req) => {
+            ResponseKind::OffsetCommit(offset_commit::handle(ctx, &req, version).await)
+        }
+        RequestKind::OffsetFetch(req) => {
+            ResponseKind::OffsetFetch(offset_fetch::handle(ctx, &req, version).await)
+        }
+        RequestKind::OffsetDelete(req) => {
+            ResponseKind::OffsetDelete(offset_delete::handle(ctx, &req).await)
+        }
+        RequestKind::DescribeGroups(req) => {
+            ResponseKind::DescribeGroups(describe_groups::handle(ctx, &req).await)
+        }
+        RequestKind::ListGroups(req) => {
+            ResponseKind::ListGroups(list_groups::handle(ctx, &req).await)
+        }
+        RequestKind::DeleteGroups(req) => {
+            ResponseKind::DeleteGroups(delete_groups::handle(ctx, &req).await)
+        }
+        RequestKind::ConsumerGroupHeartbeat(req) => ResponseKind::ConsumerGroupHeartbeat(
+            consumer_group_heartbeat::handle(ctx, &req, header.client_id.as_deref()).await,
+        ),
+        RequestKind::ConsumerGroupDescribe(req) => {
+            ResponseKind::ConsumerGroupDescribe(consumer_group_describe::handle(ctx, &req).await)
         }
         // SUPPORTED_APIS and this match list the same APIs; a request reaching here is one
         // whose row was added without a handler, so answer it as unsupported.

@@ -28,6 +28,7 @@ pub(super) fn handle(
             .with_error_code(ResponseError::StaleControllerEpoch.code());
     }
     let removed = ctx.metadata_cache.update(&request);
+    crate::groups::on_metadata_update(ctx);
     debug!(
         live_brokers = request.live_brokers.len(),
         removed = removed.len(),

@@ -1,0 +1,16 @@
+//! SyncGroup: followers wait for the leader's assignment.
+
+use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
+
+use crate::context::BrokerContext;
+
+pub(super) async fn handle(
+    ctx: &BrokerContext,
+    request: SyncGroupRequest,
+    version: i16,
+) -> SyncGroupResponse {
+    match ctx.groups.serving(ctx).await {
+        Ok(groups) => groups.sync_group(request, version).await,
+        Err(code) => SyncGroupResponse::default().with_error_code(code),
+    }
+}
