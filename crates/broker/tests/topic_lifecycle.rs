@@ -17,10 +17,14 @@ fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))
 }
 
+/// The partition directories (and `-delete` directories) in `dir`; the per-dir checkpoint
+/// files beside them are left out.
 fn entries(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .map(|it| {
-            it.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            it.map(|e| e.unwrap())
+                .filter(|e| e.path().is_dir())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
                 .collect()
         })
         .unwrap_or_default();
