@@ -11,7 +11,7 @@
 //! `NodeDeleted` also counts as `NodeChildrenChanged` of the parent, exactly as ZooKeeper
 //! fires it. So:
 //!
-//! - Every event on a client's [`Events`](crate::Events) stream is in ZooKeeper's commit order,
+//! - Every event on a client's [`Events`] stream is in ZooKeeper's commit order,
 //!   across all paths and kinds, and session events are in place in that stream.
 //! - A read with `watch: true` registers its watch after the read, then reads the node's
 //!   stat once more (see `ZkClient::arm`): a change between the two reads that the stream
@@ -25,6 +25,11 @@
 //!   not resend persistent-watch events missed while disconnected (ZOOKEEPER-4698), so every
 //!   registered watch is fired once (`NodeDataChanged` for data and exists watches,
 //!   `NodeChildrenChanged` for child watches) to make the owner re-read.
+//!
+//! Connection loss: a request issued while disconnected waits inside the crate until the
+//! session reconnects (or expires); an idempotent read whose connection drops while it is in
+//! flight (`ConnectionLoss`) is retried up to [`READ_ATTEMPTS`] times. Writes are not
+//! retried: the caller gets [`Error::ConnectionLoss`], as a write may or may not have applied.
 //!
 //! The cost: each client receives every change under its chroot. For Kafka's metadata (a few
 //! clients per cluster: brokers and the controller) that traffic is small.
