@@ -65,7 +65,7 @@ pub(crate) fn partition_config(
             retention_bytes: config.retention_bytes(),
             log_append_time: config.message_timestamp_type() == "LogAppendTime",
         },
-        flush_ms: (flush_ms >= 0 && flush_ms < i64::MAX).then_some(flush_ms),
+        flush_ms: (0..i64::MAX).contains(&flush_ms).then_some(flush_ms),
     }
 }
 
@@ -113,7 +113,12 @@ pub(crate) async fn background(ctx: Arc<BrokerContext>, mut shutdown: watch::Rec
         DEFAULT_FLUSH_CHECK_INTERVAL_MS,
     ));
     let mut config_changes = tokio::time::interval(Duration::from_secs(1));
-    for timer in [&mut checkpoint, &mut retention, &mut flush, &mut config_changes] {
+    for timer in [
+        &mut checkpoint,
+        &mut retention,
+        &mut flush,
+        &mut config_changes,
+    ] {
         timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     }
     // The first tick of an interval fires at once; skip it for the checkpoint and retention.

@@ -257,7 +257,10 @@ impl Partition {
             -2 => (-1, state.log.log_start_offset()),
             -1 => (-1, state.log.log_end_offset()),
             t => match state.log.offset_for_timestamp(t)? {
-                Some((offset, ts)) => (ts, offset),
+                Some((offset, ts)) => {
+                    let batch = state.log.read(offset, 1)?;
+                    first_record_at_or_after(&batch, offset, t).unwrap_or((ts, offset))
+                }
                 None => (-1, -1),
             },
         })
@@ -332,6 +335,55 @@ impl Partition {
             state.log.log_start_offset(),
         )
     }
+}
+
+/// Kafka answers ListOffsets by time with the exact record: walks the records of an
+/// uncompressed CreateTime batch (without copying) for the first one at or after
+/// `timestamp` and at or after `min_offset`. Returns (timestamp, offset), or `None` when the
+/// batch is compressed or LogAppendTime (the batch's own answer is then used).
+fn first_record_at_or_after(batch: &[u8], min_offset: i64, timestamp: i64) -> Option<(i64, i64)> {
+    let header = BatchHeader::read(batch)?;
+    if header.compression() != Some(records::Compression::None)
+        || header.timestamp_type() != records::TimestampType::CreateTime
+    {
+        return None;
+    }
+    let end = header.size_in_bytes().min(batch.len());
+    let mut pos = records::HEADER_SIZE;
+    for _ in 0..header.records_count {
+        let length = read_varint(batch, &mut pos)?;
+        let body_start = pos;
+        let _attributes = *batch.get(pos)?;
+        pos += 1;
+        let ts_delta = read_varint(batch, &mut pos)?;
+        let offset_delta = read_varint(batch, &mut pos)?;
+        let (ts, offset) = (
+            header.base_timestamp + ts_delta,
+            header.base_offset + offset_delta,
+        );
+        if ts >= timestamp && offset >= min_offset {
+            return Some((ts, offset));
+        }
+        pos = body_start.checked_add(usize::try_from(length).ok()?)?;
+        if pos > end {
+            return None;
+        }
+    }
+    None
+}
+
+/// A zigzag varint / varlong as in the record format.
+fn read_varint(bytes: &[u8], pos: &mut usize) -> Option<i64> {
+    let mut value: u64 = 0;
+    for shift in (0..70).step_by(7) {
+        let byte = *bytes.get(*pos)?;
+        *pos += 1;
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Some((value >> 1) as i64 ^ -((value & 1) as i64));
+        }
+    }
+    None
 }
 
 /// Rebuilds the producer state by scanning the batch headers of the whole log (there are no

@@ -19,7 +19,7 @@ fn batch(n: usize, tag: &str, producer: Option<(i64, i16, i32)>) -> Vec<u8> {
             producer_epoch: epoch,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            sequence: if seq < 0 { -1 } else { seq + i as i32 },
+            sequence: seq + i as i32,
             timestamp: 1_000 + i as i64,
             key: None,
             value: Some(Bytes::from(format!("{tag}-{i}"))),

@@ -34,6 +34,13 @@ pub(super) async fn handle(
             .with_producer_id(ProducerId(-1))
             .with_producer_epoch(-1)
     };
+    if request
+        .transactional_id
+        .as_ref()
+        .is_some_and(|id| id.0.is_empty())
+    {
+        return refuse(ResponseError::InvalidRequest);
+    }
     if request.transactional_id.is_some() {
         warn!("InitProducerId with a transactional id: transactions are not supported");
         return refuse(ResponseError::TransactionalIdAuthorizationFailed);

@@ -132,7 +132,13 @@ fn apply(
         ReplicaRole::Follower { leader_epoch, .. } => replication::Role::Follower { leader_epoch },
     };
     ctx.replica_manager
-        .become_replica(&tp, &dir, config.clone(), log_role, crate::data_plane::now_ms())
+        .become_replica(
+            &tp,
+            &dir,
+            config.clone(),
+            log_role,
+            crate::data_plane::now_ms(),
+        )
         .map_err(|err| {
             warn!(%tp, error = %err, "cannot open partition log");
             ResponseError::KafkaStorageError

@@ -18,7 +18,11 @@ use tracing::debug;
 use crate::context::BrokerContext;
 use crate::data_plane::now_ms;
 
-pub(super) fn handle(ctx: &BrokerContext, request: ProduceRequest) -> ProduceResponse {
+pub(super) fn handle(
+    ctx: &BrokerContext,
+    request: ProduceRequest,
+    version: i16,
+) -> ProduceResponse {
     let now = now_ms();
     let acks_valid = matches!(request.acks, -1..=1);
     let transactional = request.transactional_id.is_some();
@@ -41,8 +45,15 @@ pub(super) fn handle(ctx: &BrokerContext, request: ProduceRequest) -> ProduceRes
                         ResponseError::TransactionalIdAuthorizationFailed,
                         Some("transactions are not supported by this broker".to_owned()),
                     ))
+                } else if let Err(refused) = validate_records(version, data.records.as_deref()) {
+                    Err(refused)
                 } else if let Some(name) = &name {
-                    append(ctx, TopicPartition::new(name.clone(), data.index), data.records, now)
+                    append(
+                        ctx,
+                        TopicPartition::new(name.clone(), data.index),
+                        data.records,
+                        now,
+                    )
                 } else {
                     Err((ResponseError::UnknownTopicOrPartition, None))
                 };
@@ -67,6 +78,45 @@ pub(super) fn handle(ctx: &BrokerContext, request: ProduceRequest) -> ProduceRes
         );
     }
     response
+}
+
+/// Kafka's `ProduceRequest.validateRecords`: from v3 a partition carries exactly one batch
+/// of magic 2, and zstd needs v7. (Older versions are not checked here, as in Kafka; their
+/// old-format batches are refused by the log with UNSUPPORTED_FOR_MESSAGE_FORMAT.)
+fn validate_records(
+    version: i16,
+    records: Option<&[u8]>,
+) -> Result<(), (ResponseError, Option<String>)> {
+    if version < 3 {
+        return Ok(());
+    }
+    let invalid = |msg: String| Err((ResponseError::InvalidRecord, Some(msg)));
+    let bytes = records.unwrap_or_default();
+    let Some(header) = records::BatchHeader::read(bytes) else {
+        return invalid(format!(
+            "Produce requests with version {version} must have at least one record batch"
+        ));
+    };
+    if header.magic != 2 {
+        return invalid(format!(
+            "Produce requests with version {version} are only allowed to contain record batches with magic version 2"
+        ));
+    }
+    if version < 7 && header.compression() == Some(records::Compression::Zstd) {
+        return Err((
+            ResponseError::UnsupportedCompressionType,
+            Some(format!(
+                "Produce requests with version {version} are not allowed to use ZStandard compression"
+            )),
+        ));
+    }
+    let size = header.size_in_bytes();
+    if size < bytes.len() && header.batch_length > 0 {
+        return invalid(format!(
+            "Produce requests with version {version} are only allowed to contain exactly one record batch"
+        ));
+    }
+    Ok(())
 }
 
 fn append(
@@ -98,4 +148,3 @@ fn append(
             (error, message)
         })
 }
-

@@ -1,0 +1,473 @@
+//! The data plane over the wire: Produce, Fetch, ListOffsets, DeleteRecords and
+//! InitProducerId at every advertised version, their error codes, acks=0, long polling and
+//! idempotent producers.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use client::Connection;
+use common::*;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use protocol::supported_range;
+
+const NONE: i16 = 0;
+const OFFSET_OUT_OF_RANGE: i16 = 1;
+const CORRUPT_MESSAGE: i16 = 2;
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const MESSAGE_TOO_LARGE: i16 = 10;
+const INVALID_REQUIRED_ACKS: i16 = 21;
+const UNSUPPORTED_FOR_MESSAGE_FORMAT: i16 = 43;
+const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+const INVALID_PRODUCER_EPOCH: i16 = 47;
+const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
+const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
+const INVALID_RECORD: i16 = 87;
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_owned()))
+}
+
+fn versions(api_key: ApiKey) -> std::ops::RangeInclusive<i16> {
+    let range = supported_range(api_key).unwrap();
+    range.min_version..=range.max_version
+}
+
+/// A batch of `n` records `tag-i`; with `producer` = (id, epoch, base sequence) idempotent.
+fn batch(n: usize, tag: &str, producer: Option<(i64, i16, i32)>) -> Bytes {
+    let (pid, epoch, seq) = producer.unwrap_or((-1, -1, -1));
+    let records: Vec<Record> = (0..n)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            partition_leader_epoch: -1,
+            producer_id: pid,
+            producer_epoch: epoch,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            // Consecutive sequences keep the records in one batch (base sequence -1 when
+            // the producer is not idempotent).
+            sequence: seq + i as i32,
+            timestamp: 1_700_000_000_000 + i as i64,
+            key: Some(Bytes::from(format!("k{i}"))),
+            value: Some(Bytes::from(format!("{tag}-{i}"))),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        records.iter(),
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .unwrap();
+    buf.freeze()
+}
+
+fn values(records: &Option<Bytes>) -> Vec<(i64, String)> {
+    let mut buf = records.clone().unwrap_or_default();
+    let mut out = Vec::new();
+    while !buf.is_empty() {
+        for r in RecordBatchDecoder::decode(&mut buf).unwrap().records {
+            out.push((
+                r.offset,
+                String::from_utf8(r.value.unwrap().to_vec()).unwrap(),
+            ));
+        }
+    }
+    out
+}
+
+fn produce_request(topic: &str, partition: i32, records: Bytes, acks: i16) -> ProduceRequest {
+    ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(10_000)
+        .with_topic_data(vec![produce_request::TopicProduceData::default()
+            .with_name(name(topic))
+            .with_partition_data(vec![
+                produce_request::PartitionProduceData::default()
+                    .with_index(partition)
+                    .with_records(Some(records)),
+            ])])
+}
+
+async fn produce(
+    conn: &mut Connection,
+    topic: &str,
+    partition: i32,
+    records: Bytes,
+    version: i16,
+) -> produce_response::PartitionProduceResponse {
+    let response = conn
+        .send_version(produce_request(topic, partition, records, -1), version)
+        .await
+        .unwrap();
+    response.responses[0].partition_responses[0].clone()
+}
+
+fn fetch_request(topic: &str, partition: i32, offset: i64) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![fetch_request::FetchTopic::default()
+            .with_topic(name(topic))
+            .with_partitions(vec![fetch_request::FetchPartition::default()
+                .with_partition(partition)
+                .with_fetch_offset(offset)
+                .with_partition_max_bytes(1 << 20)])])
+}
+
+fn list_offsets_request(topic: &str, partition: i32, timestamp: i64) -> ListOffsetsRequest {
+    ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![list_offsets_request::ListOffsetsTopic::default()
+            .with_name(name(topic))
+            .with_partitions(vec![
+                list_offsets_request::ListOffsetsPartition::default()
+                    .with_partition_index(partition)
+                    .with_timestamp(timestamp)
+                    .with_max_num_offsets(1),
+            ])])
+}
+
+async fn create_topic(
+    conn: &mut Connection,
+    topic: &str,
+    partitions: i32,
+    configs: &[(&str, &str)],
+) {
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(name(topic))
+            .with_num_partitions(partitions)
+            .with_replication_factor(1)
+            .with_configs(
+                configs
+                    .iter()
+                    .map(|(k, v)| {
+                        CreatableTopicConfig::default()
+                            .with_name(StrBytes::from_string(k.to_string()))
+                            .with_value(Some(StrBytes::from_string(v.to_string())))
+                    })
+                    .collect(),
+            )]);
+    let response = conn.send(request).await.unwrap();
+    assert_eq!(response.topics[0].error_code, 0);
+    // Wait until every partition's log is open here (ListOffsets answers without error).
+    for partition in 0..partitions {
+        let mut ready = false;
+        for _ in 0..500 {
+            let r = conn
+                .send(list_offsets_request(topic, partition, -1))
+                .await
+                .unwrap();
+            if r.topics[0].partitions[0].error_code == 0 {
+                ready = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(ready, "{topic}-{partition} never got a leader");
+    }
+}
+
+async fn setup(overrides: &[&str]) -> (tempfile::TempDir, broker::Broker, Connection) {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), overrides).await;
+    eventually("controller", || broker.is_controller()).await;
+    let conn = Connection::connect(&broker.local_addr().to_string(), "data-plane")
+        .await
+        .unwrap();
+    (dir, broker, conn)
+}
+
+#[tokio::test]
+async fn every_version_of_produce_fetch_list_offsets_and_delete_records() {
+    let (_dir, broker, mut conn) = setup(&[]).await;
+    create_topic(&mut conn, "dp", 1, &[]).await;
+    let mut next = 0;
+    for version in versions(ApiKey::Produce) {
+        let r = produce(
+            &mut conn,
+            "dp",
+            0,
+            batch(2, &format!("v{version}"), None),
+            version,
+        )
+        .await;
+        assert_eq!(
+            r.error_code, NONE,
+            "Produce v{version}: {:?}",
+            r.error_message
+        );
+        assert_eq!(r.base_offset, next, "Produce v{version}");
+        if version >= 5 {
+            assert_eq!(r.log_start_offset, 0);
+        }
+        next += 2;
+    }
+    for version in versions(ApiKey::Fetch) {
+        let response = conn
+            .send_version(fetch_request("dp", 0, 0), version)
+            .await
+            .unwrap();
+        assert_eq!(response.error_code, NONE);
+        let p = &response.responses[0].partitions[0];
+        assert_eq!(p.error_code, NONE, "Fetch v{version}");
+        assert_eq!(p.high_watermark, next, "Fetch v{version}");
+        let got = values(&p.records);
+        assert_eq!(got.len() as i64, next, "Fetch v{version}");
+        assert_eq!(got[0], (0, "v0-0".to_owned()));
+        assert!(got.iter().enumerate().all(|(i, (o, _))| *o == i as i64));
+    }
+    for version in versions(ApiKey::ListOffsets) {
+        let latest = conn
+            .send_version(list_offsets_request("dp", 0, -1), version)
+            .await
+            .unwrap();
+        let p = &latest.topics[0].partitions[0];
+        assert_eq!(p.error_code, NONE, "ListOffsets v{version}");
+        if version == 0 {
+            assert_eq!(p.old_style_offsets, vec![next]);
+        } else {
+            assert_eq!(p.offset, next, "ListOffsets v{version}");
+            let by_time = conn
+                .send_version(list_offsets_request("dp", 0, 1_700_000_000_001), version)
+                .await
+                .unwrap();
+            assert_eq!(by_time.topics[0].partitions[0].offset, 1);
+        }
+    }
+    for (i, version) in versions(ApiKey::DeleteRecords).enumerate() {
+        let request = DeleteRecordsRequest::default()
+            .with_timeout_ms(10_000)
+            .with_topics(vec![delete_records_request::DeleteRecordsTopic::default()
+                .with_name(name("dp"))
+                .with_partitions(vec![
+                    delete_records_request::DeleteRecordsPartition::default()
+                        .with_partition_index(0)
+                        .with_offset(i as i64 + 1),
+                ])]);
+        let response = conn.send_version(request, version).await.unwrap();
+        let p = &response.topics[0].partitions[0];
+        assert_eq!(p.error_code, NONE, "DeleteRecords v{version}");
+        assert_eq!(p.low_watermark, i as i64 + 1);
+    }
+    let earliest = conn.send(list_offsets_request("dp", 0, -2)).await.unwrap();
+    assert_eq!(earliest.topics[0].partitions[0].offset, 3);
+    let below = conn.send(fetch_request("dp", 0, 0)).await.unwrap();
+    assert_eq!(
+        below.responses[0].partitions[0].error_code,
+        OFFSET_OUT_OF_RANGE
+    );
+    let past = conn.send(fetch_request("dp", 0, next + 1)).await.unwrap();
+    assert_eq!(
+        past.responses[0].partitions[0].error_code,
+        OFFSET_OUT_OF_RANGE
+    );
+    drop(conn);
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn produce_errors_have_kafkas_codes() {
+    let (_dir, broker, mut conn) = setup(&[]).await;
+    create_topic(&mut conn, "small", 1, &[("max.message.bytes", "200")]).await;
+    let good = batch(1, "x", None);
+    assert_eq!(
+        produce(&mut conn, "nope", 0, good.clone(), 8)
+            .await
+            .error_code,
+        UNKNOWN_TOPIC_OR_PARTITION
+    );
+    assert_eq!(
+        produce(&mut conn, "small", 9, good.clone(), 8)
+            .await
+            .error_code,
+        UNKNOWN_TOPIC_OR_PARTITION
+    );
+    let mut corrupt = good.to_vec();
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0xff;
+    assert_eq!(
+        produce(&mut conn, "small", 0, corrupt.into(), 8)
+            .await
+            .error_code,
+        CORRUPT_MESSAGE
+    );
+    let mut old = good.to_vec();
+    old[16] = 1; // magic 1
+    let r = produce(&mut conn, "small", 0, Bytes::from(old.clone()), 2).await;
+    assert_eq!(r.error_code, UNSUPPORTED_FOR_MESSAGE_FORMAT);
+    let r = produce(&mut conn, "small", 0, old.into(), 8).await;
+    assert_eq!(r.error_code, INVALID_RECORD);
+    assert!(r.error_message.is_some());
+    let mut zstd = good.to_vec();
+    zstd[22] |= 4; // attributes: zstd
+    assert_eq!(
+        produce(&mut conn, "small", 0, zstd.into(), 6)
+            .await
+            .error_code,
+        UNSUPPORTED_COMPRESSION_TYPE
+    );
+    let mut two = good.to_vec();
+    two.extend_from_slice(&good);
+    assert_eq!(
+        produce(&mut conn, "small", 0, two.clone().into(), 3)
+            .await
+            .error_code,
+        INVALID_RECORD
+    );
+    assert_eq!(
+        produce(&mut conn, "small", 0, batch(20, "big", None), 8)
+            .await
+            .error_code,
+        MESSAGE_TOO_LARGE
+    );
+    let bad_acks = conn
+        .send_version(produce_request("small", 0, good.clone(), 5), 8)
+        .await
+        .unwrap();
+    assert_eq!(
+        bad_acks.responses[0].partition_responses[0].error_code,
+        INVALID_REQUIRED_ACKS
+    );
+    // Nothing above was appended.
+    let r = produce(&mut conn, "small", 0, good, 8).await;
+    assert_eq!((r.error_code, r.base_offset), (NONE, 0));
+    let session = conn
+        .send_version(fetch_request("small", 0, 0).with_session_id(5), 12)
+        .await
+        .unwrap();
+    assert_eq!(session.error_code, FETCH_SESSION_ID_NOT_FOUND);
+    drop(conn);
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn acks_zero_gets_no_response() {
+    let (_dir, broker, mut conn) = setup(&[]).await;
+    create_topic(&mut conn, "a0", 1, &[]).await;
+    let mut stream = tokio::net::TcpStream::connect(broker.local_addr())
+        .await
+        .unwrap();
+    use tokio::io::AsyncWriteExt;
+    let produce = RequestKind::Produce(produce_request("a0", 0, batch(3, "z", None), 0));
+    stream
+        .write_all(&request_frame(ApiKey::Produce, 8, 1, &produce))
+        .await
+        .unwrap();
+    // The next response on the connection is the ListOffsets one: the produce had none.
+    let list = RequestKind::ListOffsets(list_offsets_request("a0", 0, -1));
+    let response: ListOffsetsResponse =
+        roundtrip(&mut stream, ApiKey::ListOffsets, 6, 2, &list).await;
+    assert_eq!(response.topics[0].partitions[0].offset, 3);
+    drop(conn);
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn fetch_long_polls_until_data_or_max_wait() {
+    let (_dir, broker, mut conn) = setup(&[]).await;
+    create_topic(&mut conn, "lp", 1, &[]).await;
+    // Nothing there: the fetch waits max_wait_ms and answers empty.
+    let start = Instant::now();
+    let empty = conn
+        .send(fetch_request("lp", 0, 0).with_max_wait_ms(300))
+        .await
+        .unwrap();
+    assert!(start.elapsed() >= Duration::from_millis(290));
+    assert!(values(&empty.responses[0].partitions[0].records).is_empty());
+    // A parked fetch is answered as soon as an append lands.
+    let addr = broker.local_addr().to_string();
+    let writer = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut conn = Connection::connect(&addr, "writer").await.unwrap();
+        produce(&mut conn, "lp", 0, batch(1, "wake", None), 8).await
+    });
+    let start = Instant::now();
+    let woken = conn
+        .send(fetch_request("lp", 0, 0).with_max_wait_ms(10_000))
+        .await
+        .unwrap();
+    let elapsed = start.elapsed();
+    assert_eq!(writer.await.unwrap().error_code, NONE);
+    assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
+    assert_eq!(
+        values(&woken.responses[0].partitions[0].records),
+        vec![(0, "wake-0".to_owned())]
+    );
+    // min_bytes larger than what is there: waits for max_wait, then answers what it has.
+    let start = Instant::now();
+    let partial = conn
+        .send(
+            fetch_request("lp", 0, 0)
+                .with_max_wait_ms(300)
+                .with_min_bytes(1 << 20),
+        )
+        .await
+        .unwrap();
+    assert!(start.elapsed() >= Duration::from_millis(290));
+    assert_eq!(values(&partial.responses[0].partitions[0].records).len(), 1);
+    drop(conn);
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn idempotent_producers_are_deduplicated_and_sequence_checked() {
+    let (_dir, broker, mut conn) = setup(&[]).await;
+    create_topic(&mut conn, "idem", 1, &[]).await;
+    let mut ids = Vec::new();
+    for version in versions(ApiKey::InitProducerId) {
+        let r = conn
+            .send_version(
+                InitProducerIdRequest::default()
+                    .with_transactional_id(None)
+                    .with_transaction_timeout_ms(60_000)
+                    .with_producer_id(ProducerId(-1))
+                    .with_producer_epoch(-1),
+                version,
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.error_code, NONE);
+        assert_eq!(r.producer_epoch, 0);
+        ids.push(r.producer_id.0);
+    }
+    let mut unique = ids.clone();
+    unique.dedup();
+    assert_eq!(unique.len(), ids.len(), "{ids:?}");
+    let pid = ids[0];
+    let first = batch(3, "a", Some((pid, 0, 0)));
+    assert_eq!(
+        produce(&mut conn, "idem", 0, first.clone(), 8)
+            .await
+            .base_offset,
+        0
+    );
+    let again = produce(&mut conn, "idem", 0, first, 8).await;
+    assert_eq!((again.error_code, again.base_offset), (NONE, 0));
+    let gap = produce(&mut conn, "idem", 0, batch(1, "g", Some((pid, 0, 7))), 8).await;
+    assert_eq!(gap.error_code, OUT_OF_ORDER_SEQUENCE_NUMBER);
+    let next = produce(&mut conn, "idem", 0, batch(1, "b", Some((pid, 1, 0))), 8).await;
+    assert_eq!((next.error_code, next.base_offset), (NONE, 3));
+    let stale = produce(&mut conn, "idem", 0, batch(1, "s", Some((pid, 0, 3))), 8).await;
+    assert_eq!(stale.error_code, INVALID_PRODUCER_EPOCH);
+    let fetched = conn.send(fetch_request("idem", 0, 0)).await.unwrap();
+    assert_eq!(values(&fetched.responses[0].partitions[0].records).len(), 4);
+    drop(conn);
+    broker.shutdown().await;
+}
