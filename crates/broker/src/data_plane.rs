@@ -124,7 +124,8 @@ pub(crate) async fn background(ctx: Arc<BrokerContext>, mut shutdown: watch::Rec
     // The first tick of an interval fires at once; skip it for the checkpoint and retention.
     checkpoint.tick().await;
     retention.tick().await;
-    let mut last_change: Option<String> = None;
+    // Notifications present at start are already reflected in the configs logs open with.
+    let mut last_change = newest_config_change(&ctx).await.unwrap_or(None);
     loop {
         tokio::select! {
             _ = async { drop(shutdown.wait_for(|stop| *stop).await) } => return,
@@ -151,12 +152,10 @@ pub(crate) async fn background(ctx: Arc<BrokerContext>, mut shutdown: watch::Rec
     }
 }
 
-/// Looks at `/config/changes` and, when a notification newer than `seen` exists, re-reads
-/// the configs of every topic it names that this broker hosts. Returns the newest
-/// notification seen.
-async fn apply_config_changes(ctx: &BrokerContext, seen: Option<String>) -> Option<String> {
-    let zk = ctx.zk();
-    let children = match zk
+/// The notifications under `/config/changes`, sorted by sequence number.
+async fn config_changes(ctx: &BrokerContext) -> Option<Vec<(u64, String)>> {
+    let children = match ctx
+        .zk()
         .client()
         .get_children(znodes::paths::config_changes(), false)
         .await
@@ -164,20 +163,31 @@ async fn apply_config_changes(ctx: &BrokerContext, seen: Option<String>) -> Opti
         Ok(children) => children,
         Err(err) => {
             debug!(error = %err, "cannot list config change notifications");
-            return seen;
+            return None;
         }
     };
-    let mut children: Vec<String> = children
+    let mut changes: Vec<(u64, String)> = children
         .into_iter()
-        .filter(|c| znodes::paths::config_change_sequence(c).is_some())
+        .filter_map(|c| znodes::paths::config_change_sequence(&c).map(|seq| (seq, c)))
         .collect();
-    children.sort_by_key(|c| znodes::paths::config_change_sequence(c));
-    let newest = children.last().cloned();
-    let Some(seen) = seen else {
-        // At start the logs open with the current configs; only later changes matter.
-        return newest;
+    changes.sort();
+    Some(changes)
+}
+
+/// The sequence number of the newest notification (`Some(None)` when there is none).
+async fn newest_config_change(ctx: &BrokerContext) -> Option<Option<u64>> {
+    config_changes(ctx)
+        .await
+        .map(|changes| changes.last().map(|(seq, _)| *seq))
+}
+
+/// Re-reads the configs of every hosted topic named by a notification newer than `seen`.
+/// Returns the newest sequence number handled.
+async fn apply_config_changes(ctx: &BrokerContext, seen: Option<u64>) -> Option<u64> {
+    let Some(changes) = config_changes(ctx).await else {
+        return seen;
     };
-    let seen_seq = znodes::paths::config_change_sequence(&seen);
+    let zk = ctx.zk();
     let hosted: BTreeSet<TopicName> = ctx
         .replica_manager
         .partitions()
@@ -185,10 +195,9 @@ async fn apply_config_changes(ctx: &BrokerContext, seen: Option<String>) -> Opti
         .map(|p| p.topic_partition().topic.clone())
         .collect();
     let mut topics = BTreeSet::new();
-    for child in children
-        .iter()
-        .filter(|c| znodes::paths::config_change_sequence(c) > seen_seq)
-    {
+    let mut newest = seen;
+    for (seq, child) in changes.iter().filter(|(seq, _)| Some(*seq) > seen) {
+        newest = Some(*seq);
         let path = format!("{}/{child}", znodes::paths::config_changes());
         if let Ok((data, _)) = zk.client().get_data(&path, false).await {
             if let Ok(value) = serde_json::from_slice::<serde_json::Value>(&data) {
@@ -206,5 +215,5 @@ async fn apply_config_changes(ctx: &BrokerContext, seen: Option<String>) -> Opti
         let config = topic_partition_config(ctx, topic).await;
         ctx.replica_manager.set_topic_config(topic, &config);
     }
-    newest.or(Some(seen))
+    newest
 }

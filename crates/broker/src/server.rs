@@ -121,8 +121,8 @@ impl Broker {
             log_dirs: config.log_dirs.clone(),
             file_delete_delay: config.file_delete_delay,
         })?;
-        let replica_manager = replication::ReplicaManager::new(&config.log_dirs)
-            .unwrap_or_else(|err| {
+        let replica_manager =
+            replication::ReplicaManager::new(&config.log_dirs).unwrap_or_else(|err| {
                 // Without the checkpoints every log is recovered from its start: slower, safe.
                 warn!(error = %err, "cannot read log checkpoints; logs will be fully recovered");
                 replication::ReplicaManager::new(&[]).expect("no checkpoint files to read")

@@ -471,3 +471,72 @@ async fn idempotent_producers_are_deduplicated_and_sequence_checked() {
     drop(conn);
     broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn topic_config_changes_apply_to_open_logs() {
+    let (_dir, broker, mut conn) = setup(&[]).await;
+    create_topic(&mut conn, "live", 1, &[]).await;
+    let big = batch(30, "big", None);
+    assert_eq!(
+        produce(&mut conn, "live", 0, big.clone(), 8)
+            .await
+            .error_code,
+        NONE
+    );
+    let alter = AlterConfigsRequest::default().with_resources(vec![
+        alter_configs_request::AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(StrBytes::from_static_str("live"))
+            .with_configs(vec![alter_configs_request::AlterableConfig::default()
+                .with_name(StrBytes::from_static_str("max.message.bytes"))
+                .with_value(Some(StrBytes::from_static_str("100")))]),
+    ]);
+    let altered = conn.send(alter).await.unwrap();
+    assert_eq!(altered.responses[0].error_code, NONE);
+    // The broker applies /config/changes notifications within a few seconds.
+    let mut refused = false;
+    for _ in 0..100 {
+        let r = produce(&mut conn, "live", 0, big.clone(), 8).await;
+        if r.error_code == MESSAGE_TOO_LARGE {
+            refused = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        refused,
+        "max.message.bytes=100 never applied to the open log"
+    );
+    drop(conn);
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn retention_runs_on_its_schedule() {
+    let (_dir, broker, mut conn) = setup(&["log.retention.check.interval.ms=100"]).await;
+    create_topic(
+        &mut conn,
+        "ret",
+        1,
+        &[("retention.bytes", "1"), ("segment.bytes", "200")],
+    )
+    .await;
+    for i in 0..10 {
+        let r = produce(&mut conn, "ret", 0, batch(2, &format!("r{i}"), None), 8).await;
+        assert_eq!(r.error_code, NONE);
+    }
+    let mut earliest = 0;
+    for _ in 0..100 {
+        let r = conn.send(list_offsets_request("ret", 0, -2)).await.unwrap();
+        earliest = r.topics[0].partitions[0].offset;
+        if earliest > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(earliest > 0, "retention never removed a segment");
+    let latest = conn.send(list_offsets_request("ret", 0, -1)).await.unwrap();
+    assert_eq!(latest.topics[0].partitions[0].offset, 20);
+    drop(conn);
+    broker.shutdown().await;
+}
