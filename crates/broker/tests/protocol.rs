@@ -88,15 +88,15 @@ async fn unsupported_api_or_version_answers_an_error_and_keeps_the_connection() 
         roundtrip(&mut stream, ApiKey::FindCoordinator, 4, 1, &find).await;
     assert_eq!(response.coordinators.len(), 1);
     assert_eq!(response.coordinators[0].error_code, 35);
-    // Metadata v12 is past our v11.
-    let metadata = RequestKind::Metadata(MetadataRequest::default().with_topics(Some(
-        vec![metadata_request::MetadataRequestTopic::default(
-            )
-            .with_name(Some(TopicName(StrBytes::from_static_str("x"))))],
-    )));
-    let response: MetadataResponse =
-        roundtrip(&mut stream, ApiKey::Metadata, 12, 2, &metadata).await;
-    assert_eq!(response.topics[0].error_code, 35);
+    // ListGroups v5 (type filter) is past our v4.
+    let list = RequestKind::ListGroups(ListGroupsRequest::default());
+    let response: ListGroupsResponse =
+        roundtrip(&mut stream, ApiKey::ListGroups, 5, 2, &list).await;
+    assert_eq!(response.error_code, 35);
+    let metadata = RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![
+        metadata_request::MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_static_str("x")))),
+    ])));
     let response: MetadataResponse =
         roundtrip(&mut stream, ApiKey::Metadata, 1, 3, &metadata).await;
     assert_eq!(response.brokers.len(), 1);

@@ -12,6 +12,7 @@
 pub mod api_versions;
 pub mod error_code;
 pub mod frame;
+mod kip848;
 pub mod request;
 pub mod response;
 

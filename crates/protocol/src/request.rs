@@ -111,7 +111,17 @@ pub fn decode_request(frame: Bytes) -> Result<DecodedRequest, RequestError> {
         correlation_id,
         reason: err.0,
     };
-    let body = if is_supported(api_key, api_version) {
+    let body = if api_key == ApiKey::ConsumerGroupHeartbeat
+        && api_version > crate::kip848::CODEC_VERSION
+        && is_supported(api_key, api_version)
+    {
+        // v1 is v0 plus one field the codec does not know (see `kip848`).
+        let mut v0 = crate::kip848::heartbeat_v1_to_v0(buf).map_err(|e| body_error(e.0.into()))?;
+        RequestBody::Supported(
+            RequestKind::decode(api_key, &mut v0, crate::kip848::CODEC_VERSION)
+                .map_err(|e| body_error(e.into()))?,
+        )
+    } else if is_supported(api_key, api_version) {
         RequestBody::Supported(
             RequestKind::decode(api_key, &mut buf, api_version)
                 .map_err(|e| body_error(e.into()))?,

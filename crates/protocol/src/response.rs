@@ -39,7 +39,13 @@ pub fn encode_response(
     header
         .encode(&mut out, api_key.response_header_version(api_version))
         .map_err(|e| fail(e.into()))?;
-    body.encode(&mut out, api_version)
+    // ConsumerGroupHeartbeat v1 responses are byte for byte v0's (see `kip848`).
+    let body_version = if api_key == ApiKey::ConsumerGroupHeartbeat {
+        api_version.min(crate::kip848::CODEC_VERSION)
+    } else {
+        api_version
+    };
+    body.encode(&mut out, body_version)
         .map_err(|e| fail(e.into()))?;
     let size = i32::try_from(out.len() - 4).map_err(|_| ResponseEncodeError {
         api_key,
