@@ -3,6 +3,7 @@
 //! Each subcommand lives in its own module; this file only parses and routes.
 
 mod assign;
+mod consumer_groups;
 mod meta;
 mod server;
 mod topics;
@@ -30,6 +31,8 @@ enum Command {
     Topics(topics::TopicsArgs),
     /// Inspect the metadata store like zookeeper-shell: ls, get, tree.
     Meta(meta::MetaArgs),
+    /// List, describe, reset offsets of, or delete consumer groups (kafka-consumer-groups.sh).
+    ConsumerGroups(consumer_groups::ConsumerGroupsArgs),
     /// Run one broker (Kafka's kafka-server-start.sh).
     Server(server::ServerArgs),
     /// Run N brokers in one process sharing one embedded metadata store.
@@ -42,6 +45,7 @@ fn main() -> ExitCode {
         Command::Assign(args) => assign::run(args),
         Command::Topics(args) => topics::run(args),
         Command::Meta(args) => meta::run(args),
+        Command::ConsumerGroups(args) => consumer_groups::run(args),
         Command::Server(args) => server::run_server(args),
         Command::DevCluster(args) => server::run_dev_cluster(args),
     };
