@@ -62,6 +62,13 @@ pub enum ReplicationError {
     /// A checkpoint file could not be read or written.
     #[error(transparent)]
     Storage(#[from] storage::StorageError),
+    /// A file of this crate's own (the clean-shutdown marker) could not be written or removed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 impl ReplicationError {
@@ -85,9 +92,9 @@ impl ReplicationError {
             ReplicationError::Log(LogError::OffsetOutOfRange { .. }) => {
                 ResponseError::OffsetOutOfRange
             }
-            ReplicationError::Log(_) | ReplicationError::Storage(_) => {
-                ResponseError::KafkaStorageError
-            }
+            ReplicationError::Log(_)
+            | ReplicationError::Storage(_)
+            | ReplicationError::Io { .. } => ResponseError::KafkaStorageError,
             ReplicationError::Sequence(SequenceError::InvalidProducerEpoch { .. }) => {
                 ResponseError::InvalidProducerEpoch
             }
@@ -103,6 +110,19 @@ impl ReplicationError {
     }
 }
 
+/// Kafka's marker of a clean shutdown, written in each log directory after every log was
+/// flushed and checkpointed; removed at start so that only that one start trusts it.
+pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
+
+/// What the checkpoints of a log directory said about a partition at startup.
+#[derive(Debug, Clone, Copy)]
+struct Checkpointed {
+    recovery_point: i64,
+    log_start_offset: i64,
+    /// The directory was closed cleanly: open without rescanning.
+    clean: bool,
+}
+
 /// The partitions hosted by one broker. Cheap to clone; clones share state.
 #[derive(Debug, Clone)]
 pub struct ReplicaManager {
@@ -112,8 +132,8 @@ pub struct ReplicaManager {
 #[derive(Debug)]
 struct Inner {
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
-    /// Checkpointed (recovery point, log start offset) found at startup, by partition.
-    checkpointed: RwLock<HashMap<TopicPartition, (i64, i64)>>,
+    /// Checkpointed state found at startup, by partition.
+    checkpointed: RwLock<HashMap<TopicPartition, Checkpointed>>,
     /// Bumped after every append; long-polling fetches wait on it.
     appended: watch::Sender<u64>,
 }
@@ -126,9 +146,25 @@ impl ReplicaManager {
         for dir in log_dirs {
             let recovery = read_offsets(&dir.join(RECOVERY_POINT_CHECKPOINT))?;
             let starts = read_offsets(&dir.join(LOG_START_OFFSET_CHECKPOINT))?;
-            for (tp, rp) in recovery {
-                let start = starts.get(&tp).copied().unwrap_or(0);
-                checkpointed.insert(tp, (rp, start));
+            let marker = dir.join(CLEAN_SHUTDOWN_FILE);
+            let clean = marker.exists();
+            if clean {
+                std::fs::remove_file(&marker).map_err(|source| ReplicationError::Io {
+                    op: "remove the clean-shutdown marker",
+                    path: marker.clone(),
+                    source,
+                })?;
+            }
+            for (tp, recovery_point) in recovery {
+                let log_start_offset = starts.get(&tp).copied().unwrap_or(0);
+                checkpointed.insert(
+                    tp,
+                    Checkpointed {
+                        recovery_point,
+                        log_start_offset,
+                        clean,
+                    },
+                );
             }
         }
         Ok(ReplicaManager {
@@ -155,19 +191,27 @@ impl ReplicaManager {
             p.set_role(role)?;
             return Ok(p);
         }
-        let (recovery_point, log_start) = self
+        let checkpointed = self
             .inner
             .checkpointed
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .remove(tp)
-            .unwrap_or((0, 0));
+            .unwrap_or(Checkpointed {
+                recovery_point: 0,
+                log_start_offset: 0,
+                clean: false,
+            });
         let partition = Arc::new(Partition::open(
             tp.clone(),
             dir,
             config,
-            recovery_point,
-            log_start,
+            if checkpointed.clean {
+                None
+            } else {
+                Some(checkpointed.recovery_point)
+            },
+            checkpointed.log_start_offset,
             role,
             now_ms,
         )?);
@@ -266,7 +310,7 @@ impl ReplicaManager {
             ls.insert(p.topic_partition().clone(), log_start);
         }
         // Partitions not opened since startup keep their checkpointed values.
-        for (tp, (rp, ls)) in self
+        for (tp, c) in self
             .inner
             .checkpointed
             .read()
@@ -275,8 +319,8 @@ impl ReplicaManager {
         {
             for (dir, (rps, lss)) in per_dir.iter_mut() {
                 if dir.join(format!("{}-{}", tp.topic, tp.partition)).is_dir() {
-                    rps.entry(tp.clone()).or_insert(*rp);
-                    lss.entry(tp.clone()).or_insert(*ls);
+                    rps.entry(tp.clone()).or_insert(c.recovery_point);
+                    lss.entry(tp.clone()).or_insert(c.log_start_offset);
                 }
             }
         }
@@ -313,13 +357,21 @@ impl ReplicaManager {
         removed
     }
 
-    /// Clean shutdown: fsyncs every log and writes the checkpoints, so the next start does not
-    /// rescan flushed segments.
+    /// Clean shutdown: fsyncs every log, writes the checkpoints and the clean-shutdown marker,
+    /// so the next start opens the logs without rescanning them.
     pub fn shutdown(&self, log_dirs: &[PathBuf]) -> Result<(), ReplicationError> {
         for p in self.partitions() {
             p.flush()?;
         }
         self.checkpoint(log_dirs)?;
+        for dir in log_dirs.iter().filter(|d| d.is_dir()) {
+            let marker = dir.join(CLEAN_SHUTDOWN_FILE);
+            std::fs::write(&marker, b"").map_err(|source| ReplicationError::Io {
+                op: "write the clean-shutdown marker",
+                path: marker.clone(),
+                source,
+            })?;
+        }
         info!(
             partitions = self.partitions().len(),
             "flushed logs and wrote checkpoints"

@@ -88,16 +88,20 @@ pub struct Partition {
 
 impl Partition {
     /// Opens (or creates) the log in `dir` and rebuilds the producer state from its batches.
+    /// `recovery_point` is `None` after a clean shutdown (nothing is rescanned).
     pub(crate) fn open(
         tp: TopicPartition,
         dir: &Path,
         config: PartitionConfig,
-        recovery_point: i64,
+        recovery_point: Option<i64>,
         log_start_offset: i64,
         role: Role,
         now_ms: i64,
     ) -> Result<Partition, ReplicationError> {
-        let log = Log::open(dir, config.log.clone(), recovery_point, log_start_offset)?;
+        let log = match recovery_point {
+            Some(rp) => Log::open(dir, config.log.clone(), rp, log_start_offset)?,
+            None => Log::open_clean(dir, config.log.clone(), log_start_offset)?,
+        };
         let producers = rebuild_producer_state(&log)?;
         let leader_epochs = read_leader_epochs(&dir.join(LEADER_EPOCH_CHECKPOINT))?;
         let partition = Partition {

@@ -227,3 +227,90 @@ async fn appends_wake_subscribers() {
     // A duplicate or a failed append does not wake anyone.
     assert!(!rx.has_changed().unwrap());
 }
+
+#[test]
+fn clean_shutdown_marker_is_written_and_consumed_by_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let dirs = [dir.path().to_owned()];
+    let marker = dir.path().join(CLEAN_SHUTDOWN_FILE);
+    {
+        let rm = ReplicaManager::new(&dirs).unwrap();
+        leader(&rm, dir.path());
+        rm.append(&tp(), &mut batch(3, "a", None), 0).unwrap();
+        rm.shutdown(&dirs).unwrap();
+    }
+    assert!(marker.exists());
+    let rm = ReplicaManager::new(&dirs).unwrap();
+    assert!(
+        !marker.exists(),
+        "only the first start after a clean shutdown trusts it"
+    );
+    let p = leader(&rm, dir.path());
+    assert_eq!(p.high_watermark(), 3);
+    rm.checkpoint(&dirs).unwrap();
+    let rp = std::fs::read_to_string(dir.path().join("recovery-point-offset-checkpoint")).unwrap();
+    assert_eq!(
+        rp, "0\n1\nt 0 3\n",
+        "a clean open starts with everything flushed"
+    );
+}
+
+#[test]
+fn a_start_after_a_crash_truncates_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let dirs = [dir.path().to_owned()];
+    {
+        let rm = ReplicaManager::new(&dirs).unwrap();
+        leader(&rm, dir.path());
+        rm.append(&tp(), &mut batch(3, "a", None), 0).unwrap();
+        // No shutdown: a crash. Half a batch was written after the last append.
+    }
+    let segment = dir.path().join("t-0/00000000000000000000.log");
+    let torn = batch(2, "torn", None);
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&segment)
+        .unwrap();
+    std::io::Write::write_all(&mut file, &torn[..torn.len() / 2]).unwrap();
+    drop(file);
+    let rm = ReplicaManager::new(&dirs).unwrap();
+    let p = leader(&rm, dir.path());
+    assert_eq!(p.high_watermark(), 3);
+    assert_eq!(
+        rm.append(&tp(), &mut batch(1, "b", None), 0)
+            .unwrap()
+            .base_offset,
+        3
+    );
+    let all = p.read(0, 1 << 20).unwrap();
+    records::validate_record_set(&all.records).unwrap();
+    assert_eq!(values(&all.records).len(), 4);
+}
+
+#[test]
+fn flush_ms_fsyncs_on_the_scheduled_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let dirs = [dir.path().to_owned()];
+    let rm = ReplicaManager::new(&dirs).unwrap();
+    let config = PartitionConfig {
+        flush_ms: Some(1_000),
+        ..PartitionConfig::default()
+    };
+    rm.become_replica(
+        &tp(),
+        &dir.path().join("t-0"),
+        config,
+        Role::Leader { leader_epoch: 0 },
+        0,
+    )
+    .unwrap();
+    rm.append(&tp(), &mut batch(2, "a", None), 0).unwrap();
+    let recovery_point = || {
+        rm.checkpoint(&dirs).unwrap();
+        std::fs::read_to_string(dir.path().join("recovery-point-offset-checkpoint")).unwrap()
+    };
+    rm.flush_due(500);
+    assert_eq!(recovery_point(), "0\n1\nt 0 0\n", "not due yet");
+    rm.flush_due(1_000);
+    assert_eq!(recovery_point(), "0\n1\nt 0 2\n");
+}

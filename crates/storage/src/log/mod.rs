@@ -112,6 +112,25 @@ impl Log {
         recovery_point: i64,
         log_start_offset: i64,
     ) -> Result<Log, LogError> {
+        Log::open_with(dir, config, Some(recovery_point), log_start_offset)
+    }
+
+    /// Opens a log that was flushed and closed by a clean shutdown (Kafka's
+    /// `.kafka_cleanshutdown`): no segment is rescanned, and the recovery point is the log end.
+    pub fn open_clean(
+        dir: &Path,
+        config: LogConfig,
+        log_start_offset: i64,
+    ) -> Result<Log, LogError> {
+        Log::open_with(dir, config, None, log_start_offset)
+    }
+
+    fn open_with(
+        dir: &Path,
+        config: LogConfig,
+        recovery_point: Option<i64>,
+        log_start_offset: i64,
+    ) -> Result<Log, LogError> {
         std::fs::create_dir_all(dir).map_err(LogError::io("create", dir))?;
         let mut bases = Vec::new();
         for entry in std::fs::read_dir(dir).map_err(LogError::io("list", dir))? {
@@ -130,7 +149,9 @@ impl Log {
         for (i, &base) in bases.iter().enumerate() {
             let mut segment = Segment::open(dir, base)?;
             let next_base = bases.get(i + 1).copied();
-            if next_base.is_none_or(|next| next > recovery_point) {
+            let needs_recovery =
+                recovery_point.is_some_and(|rp| next_base.is_none_or(|next| next > rp));
+            if needs_recovery {
                 let result = segment.recover(config.index_interval_bytes)?;
                 if result.truncated_bytes > 0 {
                     warn!(dir = %dir.display(), segment = base, valid = result.valid_bytes, truncated = result.truncated_bytes,
@@ -154,14 +175,17 @@ impl Log {
             segments.insert(base, Segment::open(dir, base)?);
         }
         let first_base = *segments.keys().next().expect("at least one segment");
-        let log = Log {
+        let mut log = Log {
             dir: dir.to_owned(),
             config,
             log_start_offset: log_start_offset.max(first_base),
-            recovery_point,
+            recovery_point: recovery_point.unwrap_or(0),
             segments,
             unflushed_messages: 0,
         };
+        if recovery_point.is_none() {
+            log.recovery_point = log.log_end_offset();
+        }
         info!(dir = %dir.display(), log_start_offset = log.log_start_offset, log_end_offset = log.log_end_offset(),
             segments = log.segments.len(), "loaded log");
         Ok(log)
