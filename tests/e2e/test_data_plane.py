@@ -13,9 +13,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import wait_until
 
 
-def create_topic(bootstrap, name, partitions=1, config=None):
+def create_topic(bootstrap, name, partitions=1, config=None, replication_factor=1):
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    topic = NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})
+    topic = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor, config=config or {})
     admin.create_topics([topic])[name].result(timeout=30)
 
     def leaders_known():
@@ -257,3 +257,30 @@ def test_long_poll_answers_when_data_arrives(server):
     assert msg.value == b"wake"
     # Answered on the append, well before the 5 s max wait.
     assert elapsed < 4.0, elapsed
+
+
+def test_dev_cluster_replicates_to_every_follower(make_cluster):
+    g = make_cluster(3)
+    topic = "replicated"
+    create_topic(g.bootstrap, topic, partitions=2, replication_factor=3)
+    messages = [(f"k{i}".encode(), f"v{i}".encode() * 10, None, i % 2) for i in range(400)]
+    delivered = produce_all(g.bootstrap, topic, messages, acks="all")
+    assert len(delivered) == 400
+    for partition in (0, 1):
+        got = consume_assigned(g.bootstrap, topic, partition, 0, 200)
+        assert [m.value() for m in got] == [v for _, v, _, p in messages if p == partition]
+
+    # acks=all answered means every in-sync follower has the records; their segment files
+    # are byte-identical copies of the leader's.
+    def segments(partition):
+        out = []
+        for broker in range(3):
+            path = os.path.join(g.data_dir, f"broker-{broker}", "logs", f"{topic}-{partition}",
+                                "00000000000000000000.log")
+            out.append(open(path, "rb").read() if os.path.exists(path) else None)
+        return out
+
+    for partition in (0, 1):
+        files = wait_until(lambda: (lambda f: f if f[0] and f[0] == f[1] == f[2] else None)(segments(partition)),
+                           what=f"{topic}-{partition} replicated to all three brokers")
+        assert len(files[0]) > 200 * 20

@@ -66,6 +66,7 @@ pub(crate) fn partition_config(
             log_append_time: config.message_timestamp_type() == "LogAppendTime",
         },
         flush_ms: (0..i64::MAX).contains(&flush_ms).then_some(flush_ms),
+        min_insync_replicas: config.min_insync_replicas(),
     }
 }
 

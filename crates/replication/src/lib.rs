@@ -8,19 +8,25 @@
 //! [`ReplicaManager::checkpoint`] on a schedule and at clean shutdown), and the `flush.ms`
 //! and retention passes the broker runs on a schedule.
 //!
-//! # Replication status
+//! # Replication
 //!
-//! There is no follower fetcher yet: followers do not copy the leader's log. The leader
-//! therefore keeps its high watermark at its own log end offset, so `acks=1` and `acks=-1`
-//! are both answered once the leader has appended (with RF 1 this is exactly Kafka's
-//! behaviour; with RF > 1 `acks=-1` does not yet wait for the followers, which is weaker than
-//! Kafka's guarantee). Only the leader serves Fetch, ListOffsets and DeleteRecords; a
-//! follower answers NOT_LEADER_OR_FOLLOWER.
+//! A follower runs one [`fetcher`] task per followed partition: it fetches from the leader
+//! at its log end offset with its broker id as `replica_id` and appends the leader's batches
+//! unchanged (offsets, leader epochs and CRCs kept, so the segment files are identical). The
+//! leader records each follower's log end offset from its fetch offset; the high watermark is
+//! the smallest log end offset among the in-sync replicas the controller set (the leader does
+//! not shrink or expand the ISR itself). Consumers read below the high watermark, ListOffsets
+//! latest answers it, and acks=-1 produces wait for it (`min.insync.replicas` is checked
+//! before appending). With replication factor 1 the high watermark is the log end offset.
+//! Not done: truncating a follower whose log diverged from a new leader's (KIP-101 epochs).
+//! Only the leader serves consumer Fetch, ListOffsets and DeleteRecords; a follower answers
+//! NOT_LEADER_OR_FOLLOWER.
 //!
 //! Not owned here: the wire protocol (the broker's handlers translate requests and errors),
 //! the partition directories' creation and deletion (`storage::LogManager`), and leadership
 //! decisions (the controller, through LeaderAndIsr).
 
+pub mod fetcher;
 mod partition;
 pub mod producer_state;
 
@@ -50,6 +56,9 @@ pub enum ReplicationError {
     /// This broker hosts the partition but does not lead it.
     #[error("this broker is not the leader of {0}")]
     NotLeader(TopicPartition),
+    /// A follower-only operation reached the partition's leader.
+    #[error("this broker leads {0}; it does not fetch it from another broker")]
+    NotFollower(TopicPartition),
     /// The record set is malformed, corrupt or of an old message format.
     #[error(transparent)]
     Records(#[from] records::RecordsError),
@@ -77,7 +86,9 @@ impl ReplicationError {
         use records::RecordsError as R;
         match self {
             ReplicationError::UnknownTopicOrPartition(_) => ResponseError::UnknownTopicOrPartition,
-            ReplicationError::NotLeader(_) => ResponseError::NotLeaderOrFollower,
+            ReplicationError::NotLeader(_) | ReplicationError::NotFollower(_) => {
+                ResponseError::NotLeaderOrFollower
+            }
             ReplicationError::Records(R::UnsupportedMagic { .. }) => {
                 ResponseError::UnsupportedForMessageFormat
             }
@@ -189,6 +200,9 @@ impl ReplicaManager {
         if let Some(p) = self.get(tp) {
             p.set_config(config);
             p.set_role(role)?;
+            if matches!(role, Role::Leader { .. }) {
+                p.stop_fetcher();
+            }
             return Ok(p);
         }
         let checkpointed = self
@@ -227,6 +241,7 @@ impl ReplicaManager {
     pub fn stop_replica(&self, tp: &TopicPartition, deleting: bool) -> bool {
         let removed = self.write().remove(tp);
         if let Some(partition) = &removed {
+            partition.stop_fetcher();
             if !deleting {
                 if let Err(err) = partition.flush() {
                     warn!(%tp, error = %err, "could not flush a closing log");
@@ -284,6 +299,47 @@ impl ReplicaManager {
             self.notify_appended();
         }
         Ok(result)
+    }
+
+    /// A follower's fetch: see [`Partition::read_for_follower`]. Wakes waiting produces and
+    /// fetches when the high watermark moved.
+    pub fn read_for_follower(
+        &self,
+        tp: &TopicPartition,
+        replica_id: i32,
+        offset: i64,
+        max_bytes: usize,
+    ) -> Result<ReadResult, ReplicationError> {
+        let (read, moved) = self
+            .partition(tp)?
+            .read_for_follower(replica_id, offset, max_bytes)?;
+        if moved {
+            self.notify_appended();
+        }
+        Ok(read)
+    }
+
+    /// Waits until `tp`'s high watermark reaches `offset` (acks=-1), at most until
+    /// `deadline`. Returns whether it did.
+    pub async fn wait_for_high_watermark(
+        &self,
+        tp: &TopicPartition,
+        offset: i64,
+        deadline: tokio::time::Instant,
+    ) -> bool {
+        let mut changes = self.subscribe_appends();
+        loop {
+            changes.borrow_and_update();
+            match self.get(tp) {
+                Some(p) if p.high_watermark() >= offset => return true,
+                Some(_) => {}
+                None => return false,
+            }
+            match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Ok(Ok(())) => continue,
+                _ => return self.get(tp).is_some_and(|p| p.high_watermark() >= offset),
+            }
+        }
     }
 
     /// Tells waiting fetches that data was appended somewhere.

@@ -1,12 +1,13 @@
 //! One hosted partition: its open [`Log`], its producer state, and this broker's role.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
 use model::TopicPartition;
 use records::BatchHeader;
 use storage::checkpoint::{read_leader_epochs, write_leader_epochs, LEADER_EPOCH_CHECKPOINT};
-use storage::log::{Log, LogConfig};
+use storage::log::{Log, LogConfig, LogError};
 use tracing::{info, warn};
 
 use crate::producer_state::{ProducerStateMap, SequenceCheck};
@@ -22,6 +23,8 @@ pub struct PartitionConfig {
     pub log: LogConfig,
     /// `flush.ms`: fsync data older than this; `None` leaves it to the OS (Kafka's default).
     pub flush_ms: Option<i64>,
+    /// `min.insync.replicas`: acks=-1 produces need at least this many in-sync replicas.
+    pub min_insync_replicas: i32,
 }
 
 /// Where a produce request's records landed.
@@ -29,6 +32,8 @@ pub struct PartitionConfig {
 pub struct AppendResult {
     /// Offset of the first record (of the original batch for a duplicate).
     pub base_offset: i64,
+    /// Offset of the last record.
+    pub last_offset: i64,
     /// The LogAppendTime stamped on the batches, or -1 under CreateTime.
     pub log_append_time_ms: i64,
     /// The log start offset after the append.
@@ -77,6 +82,36 @@ pub(crate) struct PartitionState {
     /// (epoch, start offset) pairs, as in `leader-epoch-checkpoint`.
     leader_epochs: Vec<(i32, i64)>,
     pub(crate) last_flush_ms: i64,
+    /// This broker's id and the in-sync replicas the controller set (empty until known:
+    /// this broker alone).
+    local_id: i32,
+    isr: Vec<i32>,
+    /// As leader: each follower's log end offset, from its last fetch.
+    replica_leos: HashMap<i32, i64>,
+    high_watermark: i64,
+}
+
+impl PartitionState {
+    /// Moves the leader's high watermark to the smallest log end offset of the in-sync
+    /// replicas (never backwards). Returns whether it moved.
+    fn update_high_watermark(&mut self) -> bool {
+        let leo = self.log.log_end_offset();
+        let mut hw = leo;
+        for replica in self.isr.iter().filter(|r| **r != self.local_id) {
+            hw = hw.min(self.replica_leos.get(replica).copied().unwrap_or(0));
+        }
+        let hw = hw.max(self.high_watermark).min(leo);
+        let moved = hw != self.high_watermark;
+        self.high_watermark = hw;
+        moved
+    }
+
+    fn leader_epoch_if_leader(&self, tp: &TopicPartition) -> Result<i32, ReplicationError> {
+        match self.role {
+            Role::Leader { leader_epoch } => Ok(leader_epoch),
+            Role::Follower { .. } => Err(ReplicationError::NotLeader(tp.clone())),
+        }
+    }
 }
 
 /// One hosted partition.
@@ -84,6 +119,8 @@ pub(crate) struct PartitionState {
 pub struct Partition {
     tp: TopicPartition,
     state: Mutex<PartitionState>,
+    /// The follower fetcher task, while this broker follows.
+    pub(crate) fetcher: Mutex<Option<tokio::task::AbortHandle>>,
 }
 
 impl Partition {
@@ -113,7 +150,12 @@ impl Partition {
                 role,
                 leader_epochs,
                 last_flush_ms: now_ms,
+                local_id: -1,
+                isr: Vec::new(),
+                replica_leos: HashMap::new(),
+                high_watermark: 0,
             }),
+            fetcher: Mutex::new(None),
         };
         partition.set_role(role)?;
         Ok(partition)
@@ -139,7 +181,13 @@ impl Partition {
     /// the log end offset as its start.
     pub(crate) fn set_role(&self, role: Role) -> Result<(), ReplicationError> {
         let mut state = self.lock();
+        if state.role != role {
+            state.replica_leos.clear();
+        }
         state.role = role;
+        if matches!(role, Role::Leader { .. }) {
+            state.update_high_watermark();
+        }
         let epoch = role.leader_epoch();
         if state.leader_epochs.last().is_none_or(|&(e, _)| e < epoch) {
             let start = state.log.log_end_offset();
@@ -169,9 +217,7 @@ impl Partition {
     ) -> Result<AppendResult, ReplicationError> {
         let batches = records::validate_record_set(records)?;
         let mut state = self.lock();
-        let Role::Leader { leader_epoch } = state.role else {
-            return Err(ReplicationError::NotLeader(self.tp.clone()));
-        };
+        let leader_epoch = state.leader_epoch_if_leader(&self.tp)?;
         // Check every batch against the state as it will be after the batches before it.
         let mut staged = state.producers.clone();
         let has_producer = batches.iter().any(|b| b.header.has_producer_id());
@@ -179,9 +225,13 @@ impl Partition {
             let mut next = state.log.log_end_offset();
             for batch in &batches {
                 match staged.check(&batch.header)? {
-                    SequenceCheck::Duplicate { first_offset, .. } => {
+                    SequenceCheck::Duplicate {
+                        first_offset,
+                        last_offset,
+                    } => {
                         return Ok(AppendResult {
                             base_offset: first_offset,
+                            last_offset,
                             log_append_time_ms: -1,
                             log_start_offset: state.log.log_start_offset(),
                             duplicate: true,
@@ -201,8 +251,10 @@ impl Partition {
         if has_producer {
             state.producers = staged;
         }
+        state.update_high_watermark();
         Ok(AppendResult {
             base_offset: info.first_offset,
+            last_offset: info.last_offset,
             log_append_time_ms: info.log_append_time_ms.unwrap_or(-1),
             log_start_offset: state.log.log_start_offset(),
             duplicate: false,
@@ -210,39 +262,113 @@ impl Partition {
     }
 
     /// Reads whole batches from `offset`, at most `max_bytes` (unless the first batch is
-    /// larger), up to the high watermark. Only the leader serves reads.
+    /// larger), below the high watermark: consumers never see what is not yet replicated to
+    /// every in-sync replica. Only the leader serves reads.
     pub fn read(&self, offset: i64, max_bytes: usize) -> Result<ReadResult, ReplicationError> {
         let state = self.lock();
-        if !matches!(state.role, Role::Leader { .. }) {
-            return Err(ReplicationError::NotLeader(self.tp.clone()));
-        }
-        let high_watermark = state.log.log_end_offset();
-        let records = if offset == high_watermark {
+        state.leader_epoch_if_leader(&self.tp)?;
+        let hw = state.high_watermark;
+        let records = if offset >= hw {
+            check_in_range(&state, offset)?;
             Vec::new()
         } else {
-            state.log.read(offset, max_bytes)?
+            let mut records = state.log.read(offset, max_bytes)?;
+            records.truncate(bytes_below(&records, hw));
+            records
         };
-        if offset > high_watermark || offset < state.log.log_start_offset() {
-            // Log::read already refused it; keep the check explicit for clarity.
-            return Err(ReplicationError::Log(
-                storage::log::LogError::OffsetOutOfRange {
-                    offset,
-                    log_start_offset: state.log.log_start_offset(),
-                    log_end_offset: high_watermark,
-                },
-            ));
-        }
         Ok(ReadResult {
             records,
-            high_watermark,
-            last_stable_offset: high_watermark,
+            high_watermark: hw,
+            last_stable_offset: hw,
             log_start_offset: state.log.log_start_offset(),
         })
     }
 
-    /// The high watermark (the log end: see the crate doc on replication).
-    pub fn high_watermark(&self) -> i64 {
+    /// A follower's fetch (`replica_id` >= 0): records the follower's log end offset (its
+    /// fetch offset), moves the high watermark, and reads up to the log end. Returns the read
+    /// and whether the high watermark moved.
+    pub fn read_for_follower(
+        &self,
+        replica_id: i32,
+        offset: i64,
+        max_bytes: usize,
+    ) -> Result<(ReadResult, bool), ReplicationError> {
+        let mut state = self.lock();
+        state.leader_epoch_if_leader(&self.tp)?;
+        check_in_range(&state, offset)?;
+        state.replica_leos.insert(replica_id, offset);
+        let moved = state.update_high_watermark();
+        let records = if offset == state.log.log_end_offset() {
+            Vec::new()
+        } else {
+            state.log.read(offset, max_bytes)?
+        };
+        let hw = state.high_watermark;
+        Ok((
+            ReadResult {
+                records,
+                high_watermark: hw,
+                last_stable_offset: hw,
+                log_start_offset: state.log.log_start_offset(),
+            },
+            moved,
+        ))
+    }
+
+    /// As a follower: appends batches fetched from the leader (offsets kept) and records
+    /// their producers, then takes the leader's high watermark (bounded by the local end).
+    pub fn append_as_follower(
+        &self,
+        records: &[u8],
+        leader_high_watermark: i64,
+        now_ms: i64,
+    ) -> Result<(), ReplicationError> {
+        let mut state = self.lock();
+        if matches!(state.role, Role::Leader { .. }) {
+            return Err(ReplicationError::NotFollower(self.tp.clone()));
+        }
+        if !records.is_empty() {
+            state.log.append_replicated(records, now_ms)?;
+            let mut position = 0;
+            while let Some(header) = records.get(position..).and_then(BatchHeader::read) {
+                state
+                    .producers
+                    .record(&header, header.base_offset, header.last_offset());
+                position += header.size_in_bytes();
+            }
+        }
+        let leo = state.log.log_end_offset();
+        state.high_watermark = leader_high_watermark.min(leo).max(0);
+        Ok(())
+    }
+
+    /// The offset the next record gets (a follower fetches from here).
+    pub fn log_end_offset(&self) -> i64 {
         self.lock().log.log_end_offset()
+    }
+
+    /// Records this broker's id and the in-sync replicas (LeaderAndIsr).
+    pub fn set_isr(&self, local_id: i32, isr: Vec<i32>) -> bool {
+        let mut state = self.lock();
+        state.local_id = local_id;
+        state.isr = isr;
+        matches!(state.role, Role::Leader { .. }) && state.update_high_watermark()
+    }
+
+    /// Whether the in-sync replicas are at least `min.insync.replicas` (acks=-1 needs it).
+    pub fn enough_replicas(&self) -> bool {
+        let state = self.lock();
+        state.isr.len().max(1) as i64 >= i64::from(state.config.min_insync_replicas)
+    }
+
+    /// How many replicas are in sync (1 while the controller has not said).
+    pub fn isr_size(&self) -> usize {
+        self.lock().isr.len().max(1)
+    }
+
+    /// The high watermark: the end of what every in-sync replica has.
+    pub fn high_watermark(&self) -> i64 {
+        self.lock().high_watermark
     }
 
     /// The log start offset.
@@ -254,12 +380,10 @@ impl Partition {
     /// after `timestamp`. Returns (timestamp, offset); (-1, -1) when no record is that late.
     pub fn offset_for(&self, timestamp: i64) -> Result<(i64, i64), ReplicationError> {
         let state = self.lock();
-        if !matches!(state.role, Role::Leader { .. }) {
-            return Err(ReplicationError::NotLeader(self.tp.clone()));
-        }
+        state.leader_epoch_if_leader(&self.tp)?;
         Ok(match timestamp {
             -2 => (-1, state.log.log_start_offset()),
-            -1 => (-1, state.log.log_end_offset()),
+            -1 => (-1, state.high_watermark),
             t => match state.log.offset_for_timestamp(t)? {
                 Some((offset, ts)) => {
                     let batch = state.log.read(offset, 1)?;
@@ -274,11 +398,15 @@ impl Partition {
     /// Returns the new log start offset.
     pub fn delete_records_before(&self, offset: i64) -> Result<i64, ReplicationError> {
         let mut state = self.lock();
-        if !matches!(state.role, Role::Leader { .. }) {
-            return Err(ReplicationError::NotLeader(self.tp.clone()));
-        }
+        state.leader_epoch_if_leader(&self.tp)?;
         let target = if offset == -1 {
-            state.log.log_end_offset()
+            state.high_watermark
+        } else if offset > state.high_watermark {
+            return Err(ReplicationError::Log(LogError::OffsetOutOfRange {
+                offset,
+                log_start_offset: state.log.log_start_offset(),
+                log_end_offset: state.high_watermark,
+            }));
         } else {
             offset
         };
@@ -339,6 +467,32 @@ impl Partition {
             state.log.log_start_offset(),
         )
     }
+}
+
+/// OFFSET_OUT_OF_RANGE unless `offset` lies within the log (its end included).
+fn check_in_range(state: &PartitionState, offset: i64) -> Result<(), ReplicationError> {
+    let (start, end) = (state.log.log_start_offset(), state.log.log_end_offset());
+    if offset < start || offset > end {
+        return Err(ReplicationError::Log(LogError::OffsetOutOfRange {
+            offset,
+            log_start_offset: start,
+            log_end_offset: end,
+        }));
+    }
+    Ok(())
+}
+
+/// The length of the whole batches at the front of `records` that end below `limit` (as
+/// Kafka bounds a consumer's read by the high watermark's position).
+fn bytes_below(records: &[u8], limit: i64) -> usize {
+    let mut position = 0;
+    while let Some(header) = records.get(position..).and_then(BatchHeader::read) {
+        if header.last_offset() >= limit || position + header.size_in_bytes() > records.len() {
+            break;
+        }
+        position += header.size_in_bytes();
+    }
+    position
 }
 
 /// Kafka answers ListOffsets by time with the exact record: walks the records of an

@@ -130,7 +130,7 @@ fn errors_map_to_kafka_codes() {
             max_message_bytes: 10,
             ..Default::default()
         },
-        flush_ms: None,
+        ..PartitionConfig::default()
     };
     rm.set_topic_config(&tp().topic, &small);
     assert_eq!(
@@ -313,4 +313,115 @@ fn flush_ms_fsyncs_on_the_scheduled_pass() {
     assert_eq!(recovery_point(), "0\n1\nt 0 0\n", "not due yet");
     rm.flush_due(1_000);
     assert_eq!(recovery_point(), "0\n1\nt 0 2\n");
+}
+
+#[test]
+fn the_high_watermark_waits_for_every_in_sync_follower() {
+    let dir = tempfile::tempdir().unwrap();
+    let rm = ReplicaManager::new(&[dir.path().to_owned()]).unwrap();
+    let p = leader(&rm, dir.path());
+    p.set_isr(1, vec![1, 2, 3]);
+    rm.append(&tp(), &mut batch(3, "a", None), 0).unwrap();
+    // Nothing is visible to consumers until the followers have it.
+    assert_eq!(p.high_watermark(), 0);
+    assert!(p.read(0, 1 << 20).unwrap().records.is_empty());
+    assert_eq!(p.offset_for(-1).unwrap().1, 0);
+    let (read, moved) = p.read_for_follower(2, 0, 1 << 20).unwrap();
+    assert!(!moved);
+    assert_eq!(
+        values(&read.records).len(),
+        3,
+        "followers read up to the log end"
+    );
+    rm.read_for_follower(&tp(), 2, 3, 1 << 20).unwrap();
+    assert_eq!(p.high_watermark(), 0, "broker 3 has nothing yet");
+    let (_, moved) = p.read_for_follower(3, 2, 1 << 20).unwrap();
+    assert!(moved);
+    assert_eq!(p.high_watermark(), 2);
+    assert_eq!(
+        values(&p.read(0, 1 << 20).unwrap().records).len(),
+        0,
+        "whole batches below the HW only"
+    );
+    p.read_for_follower(3, 3, 1 << 20).unwrap();
+    assert_eq!(p.high_watermark(), 3);
+    assert_eq!(values(&p.read(0, 1 << 20).unwrap().records).len(), 3);
+    // A follower that left the ISR no longer holds the high watermark back.
+    rm.append(&tp(), &mut batch(1, "b", None), 0).unwrap();
+    p.read_for_follower(2, 4, 1 << 20).unwrap();
+    assert_eq!(p.high_watermark(), 3);
+    assert!(p.set_isr(1, vec![1, 2]));
+    assert_eq!(p.high_watermark(), 4);
+}
+
+#[test]
+fn a_follower_appends_the_leaders_batches_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let leader_rm = ReplicaManager::new(&[dir.path().join("a")]).unwrap();
+    let follower_rm = ReplicaManager::new(&[dir.path().join("b")]).unwrap();
+    let l = leader(&leader_rm, &dir.path().join("a"));
+    let f = follower_rm
+        .become_replica(
+            &tp(),
+            &dir.path().join("b/t-0"),
+            PartitionConfig::default(),
+            Role::Follower { leader_epoch: 1 },
+            0,
+        )
+        .unwrap();
+    leader_rm
+        .append(&tp(), &mut batch(2, "a", Some((9, 0, 0))), 0)
+        .unwrap();
+    leader_rm
+        .append(&tp(), &mut batch(3, "b", None), 0)
+        .unwrap();
+    let read = l
+        .read_for_follower(2, f.log_end_offset(), 1 << 20)
+        .unwrap()
+        .0;
+    f.append_as_follower(&read.records, read.high_watermark, 0)
+        .unwrap();
+    assert_eq!(f.log_end_offset(), 5);
+    assert_eq!(f.high_watermark(), 5);
+    // Replicated bytes are identical, so the segment files are too.
+    let a = std::fs::read(dir.path().join("a/t-0/00000000000000000000.log")).unwrap();
+    let b = std::fs::read(dir.path().join("b/t-0/00000000000000000000.log")).unwrap();
+    assert_eq!(a, b);
+    // A batch that does not start at the follower's end is refused; leaders refuse it too.
+    assert!(f.append_as_follower(&read.records, 5, 0).is_err());
+    assert_eq!(
+        l.append_as_follower(&read.records, 5, 0)
+            .unwrap_err()
+            .response_error(),
+        ResponseError::NotLeaderOrFollower
+    );
+    // The follower's producer state came along: it dedups after a failover.
+    f.set_role(Role::Leader { leader_epoch: 2 }).unwrap();
+    let dup = f.append(&mut batch(2, "a", Some((9, 0, 0))), 0).unwrap();
+    assert!(dup.duplicate);
+}
+
+#[tokio::test]
+async fn acks_all_waits_for_the_high_watermark() {
+    let dir = tempfile::tempdir().unwrap();
+    let rm = ReplicaManager::new(&[dir.path().to_owned()]).unwrap();
+    let p = leader(&rm, dir.path());
+    p.set_isr(1, vec![1, 2]);
+    let r = rm.append(&tp(), &mut batch(2, "a", None), 0).unwrap();
+    let soon = tokio::time::Instant::now() + Duration::from_millis(50);
+    assert!(
+        !rm.wait_for_high_watermark(&tp(), r.last_offset + 1, soon)
+            .await
+    );
+    let rm2 = rm.clone();
+    let follower = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        rm2.read_for_follower(&tp(), 2, 2, 1 << 20).unwrap();
+    });
+    let later = tokio::time::Instant::now() + Duration::from_secs(5);
+    assert!(
+        rm.wait_for_high_watermark(&tp(), r.last_offset + 1, later)
+            .await
+    );
+    follower.await.unwrap();
 }

@@ -7,6 +7,8 @@
 //! with data is returned whole even when larger. Incremental fetch sessions (v7+) are never
 //! created: every answer is a full response with session id 0, and a request naming a
 //! session gets FETCH_SESSION_ID_NOT_FOUND, which makes clients fall back to full fetches.
+//! Consumers read below the high watermark; followers (`replica_id` >= 0) read up to the log
+//! end, and their fetch offset tells the leader how far they are.
 
 use std::time::Duration;
 
@@ -77,9 +79,19 @@ fn read_all(ctx: &BrokerContext, request: &FetchRequest) -> (FetchResponse, i64,
                 });
             let limit = i64::from(p.partition_max_bytes.max(0)).min(remaining);
             let result = partition.and_then(|partition| {
-                partition
-                    .read(p.fetch_offset, limit.max(0) as usize)
-                    .map_err(|e| e.response_error())
+                let max = limit.max(0) as usize;
+                if request.replica_id.0 >= 0 {
+                    // A follower: reads up to the log end and reports its own log end.
+                    ctx.replica_manager.read_for_follower(
+                        partition.topic_partition(),
+                        request.replica_id.0,
+                        p.fetch_offset,
+                        max,
+                    )
+                } else {
+                    partition.read(p.fetch_offset, max)
+                }
+                .map_err(|e| e.response_error())
             });
             match result {
                 Ok(read) => {

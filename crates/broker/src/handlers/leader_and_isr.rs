@@ -50,6 +50,14 @@ pub(super) async fn handle(
             topic.partition_states,
         ));
     }
+    let leaders: Vec<replication::fetcher::LeaderEndpoint> = request
+        .live_leaders
+        .iter()
+        .map(|l| replication::fetcher::LeaderEndpoint {
+            broker_id: l.broker_id.0,
+            addr: format!("{}:{}", l.host_name, l.port),
+        })
+        .collect();
     let mut response = LeaderAndIsrResponse::default();
     for (topic, topic_id, states) in groups {
         let config = match topic.parse::<model::TopicName>() {
@@ -59,7 +67,7 @@ pub(super) async fn handle(
         let errors: Vec<LeaderAndIsrPartitionError> = states
             .iter()
             .map(|state| {
-                let code = apply(ctx, &topic, topic_id, state, &config)
+                let code = apply(ctx, &topic, topic_id, state, &config, &leaders)
                     .err()
                     .map_or(0, |e| e.code());
                 LeaderAndIsrPartitionError::default()
@@ -87,6 +95,7 @@ fn apply(
     topic_id: Uuid,
     state: &LeaderAndIsrPartitionState,
     config: &replication::PartitionConfig,
+    leaders: &[replication::fetcher::LeaderEndpoint],
 ) -> Result<(), ResponseError> {
     let name: model::TopicName = topic
         .parse()
@@ -131,7 +140,8 @@ fn apply(
         ReplicaRole::Leader { leader_epoch } => replication::Role::Leader { leader_epoch },
         ReplicaRole::Follower { leader_epoch, .. } => replication::Role::Follower { leader_epoch },
     };
-    ctx.replica_manager
+    let partition = ctx
+        .replica_manager
         .become_replica(
             &tp,
             &dir,
@@ -143,6 +153,19 @@ fn apply(
             warn!(%tp, error = %err, "cannot open partition log");
             ResponseError::KafkaStorageError
         })?;
+    if partition.set_isr(ctx.broker_id, state.isr.iter().map(|r| r.0).collect()) {
+        // A smaller ISR can move the high watermark: wake waiting produces and fetches.
+        ctx.replica_manager.notify_appended();
+    }
+    if let ReplicaRole::Follower { leader, .. } = role {
+        match leaders.iter().find(|l| l.broker_id == leader) {
+            Some(endpoint) => {
+                ctx.replica_manager
+                    .start_fetcher(&tp, ctx.broker_id, endpoint.clone())
+            }
+            None => warn!(%tp, leader, "LeaderAndIsr names no endpoint for the leader"),
+        }
+    }
     if replicas.insert(tp.clone(), role) != Some(role) {
         info!(target: "state_change", %tp, ?role, "became {}", match role {
             ReplicaRole::Leader { .. } => "leader",

@@ -79,7 +79,9 @@ pub(crate) async fn handle(
             ResponseKind::UpdateMetadata(update_metadata::handle(ctx, req))
         }
         RequestKind::StopReplica(req) => ResponseKind::StopReplica(stop_replica::handle(ctx, req)),
-        RequestKind::Produce(req) => ResponseKind::Produce(produce::handle(ctx, req, version)),
+        RequestKind::Produce(req) => {
+            ResponseKind::Produce(produce::handle(ctx, req, version).await)
+        }
         RequestKind::Fetch(req) => ResponseKind::Fetch(fetch::handle(ctx, req).await),
         RequestKind::ListOffsets(req) => {
             ResponseKind::ListOffsets(list_offsets::handle(ctx, req, version))

@@ -4,8 +4,10 @@
 //! UNSUPPORTED_FOR_MESSAGE_FORMAT, a bad CRC with CORRUPT_MESSAGE, a batch over
 //! `max.message.bytes` with MESSAGE_TOO_LARGE; acks other than -1, 0, 1 answer
 //! INVALID_REQUIRED_ACKS for every partition. acks=0 requests get no response at all (the
-//! connection skips it). acks=-1 is answered as soon as the leader appended: see the
-//! `replication` crate doc (no follower fetcher yet).
+//! connection skips it). acks=-1 needs `min.insync.replicas` in-sync replicas
+//! (NOT_ENOUGH_REPLICAS before appending) and is answered once the high watermark passes the
+//! appended records, or with REQUEST_TIMED_OUT after the request's `timeout_ms` (Kafka's
+//! `DelayedProduce`).
 
 use bytes::BytesMut;
 use kafka_protocol::error::ResponseError;
@@ -18,21 +20,27 @@ use tracing::debug;
 use crate::context::BrokerContext;
 use crate::data_plane::now_ms;
 
-pub(super) fn handle(
+pub(super) async fn handle(
     ctx: &BrokerContext,
     request: ProduceRequest,
     version: i16,
 ) -> ProduceResponse {
     let now = now_ms();
+    let acks = request.acks;
+    let deadline = tokio::time::Instant::now()
+        + std::time::Duration::from_millis(request.timeout_ms.max(0) as u64);
+    // (topic index, partition index, partition, offset the high watermark must reach)
+    let mut waits: Vec<(usize, usize, TopicPartition, i64)> = Vec::new();
     let acks_valid = matches!(request.acks, -1..=1);
     let transactional = request.transactional_id.is_some();
     let mut response = ProduceResponse::default();
-    for topic in request.topic_data {
+    for (topic_index, topic) in request.topic_data.into_iter().enumerate() {
         let name: Option<model::TopicName> = topic.name.0.parse().ok();
         let partition_responses = topic
             .partition_data
             .into_iter()
-            .map(|data| {
+            .enumerate()
+            .map(|(partition_index, data)| {
                 let mut out = PartitionProduceResponse::default()
                     .with_index(data.index)
                     .with_base_offset(-1)
@@ -48,12 +56,12 @@ pub(super) fn handle(
                 } else if let Err(refused) = validate_records(version, data.records.as_deref()) {
                     Err(refused)
                 } else if let Some(name) = &name {
-                    append(
-                        ctx,
-                        TopicPartition::new(name.clone(), data.index),
-                        data.records,
-                        now,
-                    )
+                    let tp = TopicPartition::new(name.clone(), data.index);
+                    let result = append(ctx, &tp, acks, data.records, now);
+                    if let (Ok(r), -1) = (&result, acks) {
+                        waits.push((topic_index, partition_index, tp, r.last_offset + 1));
+                    }
+                    result
                 } else {
                     Err((ResponseError::UnknownTopicOrPartition, None))
                 };
@@ -76,6 +84,17 @@ pub(super) fn handle(
                 .with_name(topic.name)
                 .with_partition_responses(partition_responses),
         );
+    }
+    for (topic_index, partition_index, tp, offset) in waits {
+        if !ctx
+            .replica_manager
+            .wait_for_high_watermark(&tp, offset, deadline)
+            .await
+        {
+            debug!(%tp, offset, "acks=-1 produce timed out waiting for the in-sync replicas");
+            response.responses[topic_index].partition_responses[partition_index].error_code =
+                ResponseError::RequestTimedOut.code();
+        }
     }
     response
 }
@@ -121,10 +140,18 @@ fn validate_records(
 
 fn append(
     ctx: &BrokerContext,
-    tp: TopicPartition,
+    tp: &TopicPartition,
+    acks: i16,
     records: Option<bytes::Bytes>,
     now: i64,
 ) -> Result<replication::AppendResult, (ResponseError, Option<String>)> {
+    if acks == -1 {
+        if let Some(partition) = ctx.replica_manager.get(tp) {
+            if !partition.enough_replicas() {
+                return Err((ResponseError::NotEnoughReplicas, None));
+            }
+        }
+    }
     let records = records.unwrap_or_default();
     // The request buffer is shared with the decoder; take it over when we hold the only
     // reference, else copy once (offsets are written into the batches in place).
@@ -132,7 +159,7 @@ fn append(
         .try_into_mut()
         .unwrap_or_else(|shared| BytesMut::from(&shared[..]));
     ctx.replica_manager
-        .append(&tp, &mut buf, now)
+        .append(tp, &mut buf, now)
         .map_err(|err| {
             debug!(%tp, error = %err, "produce refused");
             let error = err.response_error();

@@ -63,6 +63,8 @@ pub enum LogError {
         log_start_offset: i64,
         log_end_offset: i64,
     },
+    #[error("replicated batches start at offset {found}, but the log ends at {expected}")]
+    NotContiguous { expected: i64, found: i64 },
     #[error("corrupt index {path}: entries are not increasing")]
     CorruptIndex { path: PathBuf },
     #[error("corrupt segment {path}: bad batch header at byte {position}")]
@@ -273,6 +275,44 @@ impl Log {
             first_offset,
             last_offset: next - 1,
             log_append_time_ms: append_time,
+            batches: batches.len(),
+        })
+    }
+
+    /// Appends batches copied from the partition's leader (a follower's fetch), keeping their
+    /// offsets and leader epochs: the CRCs are checked and the first batch must start at the
+    /// log end offset.
+    pub fn append_replicated(
+        &mut self,
+        records: &[u8],
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        let batches = records::validate_record_set(records)?;
+        let first_offset = batches[0].header.base_offset;
+        let end = self.log_end_offset();
+        if first_offset != end {
+            return Err(LogError::NotContiguous {
+                expected: end,
+                found: first_offset,
+            });
+        }
+        let next = batches.last().map_or(end, |b| b.header.next_offset());
+        self.maybe_roll(records.len(), next - first_offset, now_ms)?;
+        let index_interval_bytes = self.config.index_interval_bytes;
+        self.active_mut()
+            .append(records, &batches, index_interval_bytes, now_ms)?;
+        self.unflushed_messages += (next - first_offset) as u64;
+        if self
+            .config
+            .flush_messages
+            .is_some_and(|n| self.unflushed_messages >= n)
+        {
+            self.flush()?;
+        }
+        Ok(AppendInfo {
+            first_offset,
+            last_offset: next - 1,
+            log_append_time_ms: None,
             batches: batches.len(),
         })
     }
