@@ -22,6 +22,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("controller", 2),
     ("broker", 3),
     ("cli", 3),
+    ("bench", 3),
 ];
 
 /// Same-layer edges the architecture allows (beyond layer 2's use of `znodes`).
@@ -29,6 +30,7 @@ const SAME_LAYER_EDGES: &[(&str, &str)] = &[
     ("assignment", "model"),
     ("protocol", "records"),
     ("cli", "broker"),
+    ("cli", "bench"),
 ];
 
 /// Words a layer-0 crate must not use: it does no I/O and is deterministic.

@@ -3,6 +3,8 @@
 //! Each subcommand lives in its own module; this file only parses and routes.
 
 mod assign;
+#[cfg(feature = "bench")]
+mod bench;
 mod consumer_groups;
 mod meta;
 mod server;
@@ -37,6 +39,9 @@ enum Command {
     Server(server::ServerArgs),
     /// Run N brokers in one process sharing one embedded metadata store.
     DevCluster(server::DevClusterArgs),
+    /// Measure a Kafka-compatible broker with librdkafka: produce, consume, end-to-end.
+    #[cfg(feature = "bench")]
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +53,8 @@ fn main() -> ExitCode {
         Command::ConsumerGroups(args) => consumer_groups::run(args),
         Command::Server(args) => server::run_server(args),
         Command::DevCluster(args) => server::run_dev_cluster(args),
+        #[cfg(feature = "bench")]
+        Command::Bench(args) => bench::run(args),
     };
     match result {
         Ok(code) => code,

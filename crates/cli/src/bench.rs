@@ -1,0 +1,176 @@
+//! `gregor bench produce|consume|end-to-end`: parses the flags and prints the figures of a
+//! [`bench`] run (librdkafka against any Kafka-compatible broker).
+//!
+//! Only built with `--features bench`, so the server's default build does not link
+//! librdkafka. Figures go to stdout as `key=value` lines; progress lines go to stderr.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use clap::{Args, Subcommand, ValueEnum};
+
+/// `gregor bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    mode: Mode,
+}
+
+#[derive(Debug, Subcommand)]
+enum Mode {
+    /// Send --messages messages; report MB/s, msgs/s and send → delivery-report latency.
+    Produce(CommonArgs),
+    /// Read --messages messages from the beginning of every partition; report MB/s, msgs/s.
+    Consume(CommonArgs),
+    /// Produce (use --rate) while consuming; report produce latency and end-to-end latency
+    /// (the send timestamp written into each message → its receipt).
+    EndToEnd(CommonArgs),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum AcksArg {
+    #[value(name = "0")]
+    Zero,
+    #[value(name = "1")]
+    One,
+    #[value(name = "all", alias = "-1")]
+    All,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum CompressionArg {
+    None,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+}
+
+#[derive(Debug, Args)]
+struct CommonArgs {
+    /// The broker(s) to connect to: host:port[,host:port...].
+    #[arg(long)]
+    bootstrap_server: String,
+    /// The topic to write or read.
+    #[arg(long)]
+    topic: String,
+    /// Bytes per message value.
+    #[arg(long, default_value_t = 1024)]
+    message_size: usize,
+    /// Messages to send (produce, end-to-end) or to read (consume).
+    #[arg(long)]
+    messages: u64,
+    /// Producer acks.
+    #[arg(long, value_enum, default_value = "1")]
+    acks: AcksArg,
+    /// Create the topic with this many partitions if it does not exist.
+    #[arg(long)]
+    partitions: Option<i32>,
+    /// Replication factor when the topic is created.
+    #[arg(long, default_value_t = 1)]
+    replication_factor: i32,
+    /// Producer compression.type.
+    #[arg(long, value_enum, default_value = "none")]
+    compression: CompressionArg,
+    /// Send at this fixed rate (messages per second) instead of as fast as possible.
+    #[arg(long)]
+    rate: Option<u64>,
+    /// A librdkafka producer property, key=value (repeatable), e.g. linger.ms=0.
+    #[arg(long = "producer-property", value_name = "KEY=VALUE")]
+    producer_property: Vec<String>,
+    /// A librdkafka consumer property, key=value (repeatable), e.g. fetch.wait.max.ms=10.
+    #[arg(long = "consumer-property", value_name = "KEY=VALUE")]
+    consumer_property: Vec<String>,
+    /// Pid of the broker process on this machine: report its CPU (per GB and per request)
+    /// and peak RSS over the run.
+    #[arg(long)]
+    broker_pid: Option<u32>,
+    /// Give up when nothing is delivered or received for this many seconds.
+    #[arg(long, default_value_t = 30)]
+    timeout_secs: u64,
+    /// Do not print the progress line every second.
+    #[arg(long)]
+    quiet: bool,
+}
+
+fn parse_properties(raw: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+    raw.iter()
+        .map(|kv| match kv.split_once('=') {
+            Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+            _ => bail!("property {kv:?} is not KEY=VALUE"),
+        })
+        .collect()
+}
+
+fn options(a: CommonArgs) -> anyhow::Result<bench::BenchOptions> {
+    if a.partitions.is_some_and(|p| p < 1) {
+        bail!("--partitions must be at least 1");
+    }
+    Ok(bench::BenchOptions {
+        bootstrap_server: a.bootstrap_server,
+        topic: a.topic,
+        message_size: a.message_size,
+        messages: a.messages,
+        acks: match a.acks {
+            AcksArg::Zero => bench::Acks::None,
+            AcksArg::One => bench::Acks::Leader,
+            AcksArg::All => bench::Acks::All,
+        },
+        partitions: a.partitions,
+        replication_factor: a.replication_factor,
+        compression: match a.compression {
+            CompressionArg::None => bench::Compression::None,
+            CompressionArg::Gzip => bench::Compression::Gzip,
+            CompressionArg::Snappy => bench::Compression::Snappy,
+            CompressionArg::Lz4 => bench::Compression::Lz4,
+            CompressionArg::Zstd => bench::Compression::Zstd,
+        },
+        rate: a.rate,
+        producer_properties: parse_properties(&a.producer_property)
+            .context("--producer-property")?,
+        consumer_properties: parse_properties(&a.consumer_property)
+            .context("--consumer-property")?,
+        broker_pid: a.broker_pid,
+        progress: !a.quiet,
+        timeout: Duration::from_secs(a.timeout_secs.max(1)),
+    })
+}
+
+/// Runs one benchmark and prints its figures.
+pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    match args.mode {
+        Mode::Produce(a) => {
+            let report = bench::produce(&options(a)?)?;
+            print!("{report}");
+        }
+        Mode::Consume(a) => {
+            let report = bench::consume(&options(a)?)?;
+            print!("{report}");
+        }
+        Mode::EndToEnd(a) => {
+            let (produced, consumed) = bench::end_to_end(&options(a)?)?;
+            print!("{produced}{consumed}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn properties_split_at_the_first_equals() {
+        let p = parse_properties(&["linger.ms=0".into(), "a=b=c".into()]).expect("valid");
+        assert_eq!(
+            p,
+            vec![
+                ("linger.ms".to_string(), "0".to_string()),
+                ("a".to_string(), "b=c".to_string())
+            ]
+        );
+        assert!(parse_properties(&["novalue".into()]).is_err());
+        assert!(parse_properties(&["=x".into()]).is_err());
+    }
+}
