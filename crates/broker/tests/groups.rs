@@ -54,6 +54,21 @@ async fn create_topic(conn: &mut Connection, name: &str, partitions: i32) {
             .with_replication_factor(1)]);
     let response = conn.send(request).await.unwrap();
     assert_eq!(response.topics[0].error_code, 0);
+    // Wait for the controller's UpdateMetadata: the coordinator checks partitions against it.
+    for _ in 0..250 {
+        let metadata = conn
+            .send(MetadataRequest::default().with_topics(Some(vec![
+                metadata_request::MetadataRequestTopic::default().with_name(Some(topic(name))),
+            ])))
+            .await
+            .unwrap();
+        let t = &metadata.topics[0];
+        if t.error_code == 0 && t.partitions.len() == partitions as usize {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("topic {name} never appeared in the metadata");
 }
 
 async fn commit(
@@ -305,7 +320,10 @@ async fn a_group_forms_commits_and_its_offsets_survive_a_restart() {
         fetch(&mut conn, "g1", "orders", &[0, 3]).await,
         znode(&store, "/consumers/g1/offsets/orders/0").await,
     );
-    assert!(dropped, "offsets of the deleted topic are still there: {last:?}");
+    assert!(
+        dropped,
+        "offsets of the deleted topic are still there: {last:?}"
+    );
 
     // An empty group with no offsets left can be deleted.
     let deleted = conn
@@ -385,6 +403,66 @@ async fn only_the_controller_coordinates() {
     store.close().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn committed_offsets_survive_a_coordinator_failover() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MetadataStore::from_config(&config(dir.path(), &[])).unwrap();
+    let mut brokers = Vec::new();
+    for id in [1, 2] {
+        let logs = dir.path().join(format!("broker-{id}/logs"));
+        let overrides = [
+            format!("broker.id={id}"),
+            format!("log.dirs={}", logs.display()),
+            "group.initial.rebalance.delay.ms=0".to_owned(),
+        ];
+        let overrides: Vec<&str> = overrides.iter().map(String::as_str).collect();
+        brokers.push(start_on(store.clone(), dir.path(), &overrides).await);
+    }
+    eventually("one controller", || {
+        brokers.iter().filter(|b| b.is_controller()).count() == 1
+    })
+    .await;
+    let index = brokers.iter().position(|b| b.is_controller()).unwrap();
+    let old = brokers.remove(index);
+    let survivor = brokers.pop().unwrap();
+    let mut conn = connect(&old).await;
+    create_topic(&mut conn, "orders", 2).await;
+    // Simple commits (no member), as a standalone consumer or a reset tool makes them.
+    let mut codes = Vec::new();
+    for _ in 0..100 {
+        codes = commit(
+            &mut conn,
+            "g",
+            "",
+            -1,
+            &[("orders", 0, 11), ("orders", 1, 12)],
+        )
+        .await;
+        if codes == vec![0, 0] {
+            break;
+        }
+        // UNKNOWN_TOPIC_OR_PARTITION until the controller's UpdateMetadata lands.
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+    assert_eq!(codes, vec![0, 0]);
+    drop(conn);
+    old.shutdown().await;
+
+    eventually("the survivor takes over", || survivor.is_controller()).await;
+    let mut conn = connect(&survivor).await;
+    let found = conn
+        .send(FindCoordinatorRequest::default().with_key(s("g")))
+        .await
+        .unwrap();
+    assert_eq!(found.node_id.0, survivor.broker_id());
+    assert_eq!(
+        fetch(&mut conn, "g", "orders", &[0, 1]).await,
+        (0, vec![11, 12])
+    );
+    survivor.shutdown().await;
+    store.close().await;
+}
+
 /// Offset commits per second through the coordinator and the metadata store over the wire:
 /// `cargo test --release -p broker --test groups -- --ignored --nocapture commit_throughput`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -407,14 +485,7 @@ async fn commit_throughput() {
             let g = format!("bench-{c}");
             for i in 0..per_client {
                 // Simple (non-member) commits, as a standalone consumer's.
-                let codes = commit(
-                    &mut conn,
-                    &g,
-                    "",
-                    -1,
-                    &[("bench", (i % 4) as i32, i64::from(i))],
-                )
-                .await;
+                let codes = commit(&mut conn, &g, "", -1, &[("bench", i % 4, i64::from(i))]).await;
                 assert_eq!(codes, vec![0]);
             }
         }));
