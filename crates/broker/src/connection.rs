@@ -155,6 +155,11 @@ fn api_name(api_key: kafka_protocol::messages::ApiKey) -> &'static str {
         LeaderAndIsr => "LeaderAndIsr",
         UpdateMetadata => "UpdateMetadata",
         StopReplica => "StopReplica",
+        Produce => "Produce",
+        Fetch => "Fetch",
+        ListOffsets => "ListOffsets",
+        DeleteRecords => "DeleteRecords",
+        InitProducerId => "InitProducerId",
         _ => "other",
     }
 }

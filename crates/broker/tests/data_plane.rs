@@ -22,6 +22,7 @@ const OFFSET_OUT_OF_RANGE: i16 = 1;
 const CORRUPT_MESSAGE: i16 = 2;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const MESSAGE_TOO_LARGE: i16 = 10;
+const NOT_ENOUGH_REPLICAS: i16 = 19;
 const INVALID_REQUIRED_ACKS: i16 = 21;
 const UNSUPPORTED_FOR_MESSAGE_FORMAT: i16 = 43;
 const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
@@ -346,8 +347,21 @@ async fn produce_errors_have_kafkas_codes() {
         INVALID_REQUIRED_ACKS
     );
     // Nothing above was appended.
-    let r = produce(&mut conn, "small", 0, good, 8).await;
+    let r = produce(&mut conn, "small", 0, good.clone(), 8).await;
     assert_eq!((r.error_code, r.base_offset), (NONE, 0));
+    // acks=-1 needs min.insync.replicas in-sync replicas; acks=1 does not.
+    create_topic(&mut conn, "misr", 1, &[("min.insync.replicas", "2")]).await;
+    assert_eq!(
+        produce(&mut conn, "misr", 0, good.clone(), 8)
+            .await
+            .error_code,
+        NOT_ENOUGH_REPLICAS
+    );
+    let acks1 = conn
+        .send_version(produce_request("misr", 0, good.clone(), 1), 8)
+        .await
+        .unwrap();
+    assert_eq!(acks1.responses[0].partition_responses[0].error_code, NONE);
     let session = conn
         .send_version(fetch_request("small", 0, 0).with_session_id(5), 12)
         .await
