@@ -416,6 +416,10 @@ impl ReplicaManager {
     /// Clean shutdown: fsyncs every log, writes the checkpoints and the clean-shutdown marker,
     /// so the next start opens the logs without rescanning them.
     pub fn shutdown(&self, log_dirs: &[PathBuf]) -> Result<(), ReplicationError> {
+        // No follower may append while the logs are flushed for the last time.
+        for p in self.partitions() {
+            p.stop_fetcher();
+        }
         for p in self.partitions() {
             p.flush()?;
         }
