@@ -55,5 +55,8 @@ cargo build --workspace --quiet
 cargo test --workspace
 
 step "end-to-end tests with real Kafka clients (librdkafka, kafka-python, kcat)"
+# The same gregor binary with the `bench` subcommand (librdkafka) for tests/e2e/test_bench.py;
+# built after `cargo test`, which would otherwise replace it with the default-feature build.
+cargo build -p cli --features bench --quiet
 export GREGOR_BIN="$root/target/debug/gregor"
 .venv/bin/python -m pytest -q tests/e2e

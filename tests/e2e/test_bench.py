@@ -1,0 +1,95 @@
+"""Smoke test of `gregor bench` (built with `--features bench`) against a real `gregor server`:
+small runs whose printed figures must parse and whose message counts must be exact, checked
+independently with confluent-kafka."""
+
+import re
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from conftest import gregor_cli
+
+FIGURES = re.compile(
+    r"^(?P<kind>[a-z-]+): messages=(?P<messages>\d+) bytes=(?P<bytes>\d+) seconds=(?P<seconds>[\d.]+) "
+    r"MB/s=(?P<mbs>[\d.]+) msgs/s=(?P<msgs>\d+) errors=(?P<errors>\d+)$",
+    re.M,
+)
+LATENCY = re.compile(
+    r"^(?P<kind>[a-z-]+): latency_ms p50=(?P<p50>[\d.]+) p99=(?P<p99>[\d.]+) p999=(?P<p999>[\d.]+) "
+    r"max=(?P<max>[\d.]+) samples=(?P<samples>\d+)$",
+    re.M,
+)
+BROKER = re.compile(
+    r"^(?P<kind>[a-z-]+): broker cpu_s=(?P<cpu>[\d.]+) cpu_s_per_GB=[\d.]+ cpu_us_per_request=[\d.]+ "
+    r"peak_rss_MiB=(?P<rss>[\d.]+) hwm_rss_MiB=(?P<hwm>[\d.]+)$",
+    re.M,
+)
+
+
+def bench(*args):
+    r = gregor_cli("bench", *args, timeout=120)
+    if r.returncode != 0 and "unrecognized subcommand 'bench'" in r.stderr:
+        pytest.skip("gregor was built without --features bench")
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r
+
+
+def by_kind(pattern, text):
+    return {m["kind"]: m for m in pattern.finditer(text)}
+
+
+def high_watermarks(bootstrap, topic, partitions):
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-check"})
+    try:
+        return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions))
+    finally:
+        c.close()
+
+
+def test_produce_then_consume_counts_and_figures(server):
+    pid = str(server.proc.pid)
+    common = ["--bootstrap-server", server.bootstrap, "--topic", "bench", "--message-size", "200"]
+    p = bench("produce", *common, "--messages", "3000", "--partitions", "3", "--compression", "lz4",
+              "--producer-property", "linger.ms=1", "--broker-pid", pid)
+    figures = by_kind(FIGURES, p.stdout)["produce"]
+    assert int(figures["messages"]) == 3000
+    assert int(figures["bytes"]) == 3000 * 200
+    assert int(figures["errors"]) == 0
+    assert float(figures["mbs"]) > 0 and int(figures["msgs"]) > 0
+    lat = by_kind(LATENCY, p.stdout)["produce"]
+    assert int(lat["samples"]) == 3000
+    assert 0 <= float(lat["p50"]) <= float(lat["p99"]) <= float(lat["p999"]) <= float(lat["max"])
+    broker = by_kind(BROKER, p.stdout)["produce"]
+    assert float(broker["hwm"]) > 1, "the broker's peak RSS was read from /proc"
+    assert "produce: t=" in p.stderr or float(figures["seconds"]) < 1.0, "a progress line while it runs"
+    # The broker holds exactly what the tool says it delivered, over the 3 created partitions.
+    assert high_watermarks(server.bootstrap, "bench", 3) == 3000
+
+    c = bench("consume", *common, "--messages", "3000", "--broker-pid", pid)
+    figures = by_kind(FIGURES, c.stdout)["consume"]
+    assert int(figures["messages"]) == 3000
+    assert int(figures["bytes"]) == 3000 * 200
+
+
+def test_end_to_end_at_a_fixed_rate_reports_both_latencies(server):
+    r = bench("end-to-end", "--bootstrap-server", server.bootstrap, "--topic", "e2e", "--partitions", "1",
+              "--message-size", "100", "--messages", "500", "--rate", "1000", "--acks", "all",
+              "--producer-property", "linger.ms=0")
+    figures = by_kind(FIGURES, r.stdout)
+    assert int(figures["produce"]["messages"]) == 500
+    assert int(figures["end-to-end"]["messages"]) == 500
+    # 500 messages at 1000/s take about half a second, not much less.
+    assert float(figures["produce"]["seconds"]) >= 0.45
+    lat = by_kind(LATENCY, r.stdout)
+    assert int(lat["produce"]["samples"]) == 500
+    assert int(lat["end-to-end"]["samples"]) == 500
+    assert float(lat["end-to-end"]["p50"]) < 1000, "end-to-end latency is measured from the send time"
+
+
+def test_bad_arguments_are_refused(server):
+    r = gregor_cli("bench", "produce", "--bootstrap-server", server.bootstrap, "--topic", "x",
+                   "--messages", "1", "--producer-property", "novalue")
+    if "unrecognized subcommand 'bench'" in r.stderr:
+        pytest.skip("gregor was built without --features bench")
+    assert r.returncode != 0
+    assert "KEY=VALUE" in r.stderr
