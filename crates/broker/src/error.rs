@@ -25,9 +25,6 @@ pub enum BrokerError {
     /// A metadata store operation failed during start-up.
     #[error("metadata store: {0}")]
     Store(#[from] znodes::zk_client::ZkClientError),
-    /// The committed consumer offsets could not be loaded at start-up.
-    #[error("cannot load committed consumer offsets: {0}")]
-    Groups(group_coordinator::OffsetStoreError),
     /// Another live broker registered the same `broker.id`.
     #[error(
         "broker.id {0} is already registered by another live broker (/brokers/ids/{0} exists)"

@@ -6,10 +6,10 @@
 //! The active controller coordinates every group. FindCoordinator answers the controller id
 //! of the metadata cache; any other broker answers group requests with `NOT_COORDINATOR`, so
 //! clients look the coordinator up again. The rule is deterministic (one controller at a
-//! time, elected through `/controller`) and follows failover without extra machinery: the
-//! new controller re-reads every committed offset from the store ([`GroupCoordinator::
-//! reload_offsets`]) before it answers its first group request, and members rejoin it.
-//! Membership lives in memory only, as in Kafka.
+//! time, elected through `/controller`) and follows failover without extra machinery: a
+//! broker starts a coordinator, loading every committed offset from the store, at the first
+//! group request of its controller term, and drops it when the term ends; members rejoin the
+//! new controller. Membership lives in memory only, as in Kafka.
 //!
 //! # What is stored
 //!
@@ -21,8 +21,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
 
 use group_coordinator::{
     ClientInfo, GroupConfig, GroupCoordinator, GroupOffsets, MembershipEvent, MembershipSink,
@@ -50,62 +50,86 @@ tokio::task_local! {
     pub(crate) static PEER: SocketAddr;
 }
 
-/// The broker's group state: the coordinator once started, and whether its offsets are
-/// current for this controller term.
+/// How often the broker checks whether it is still the controller, to drop the group state
+/// of a term that ended even when no group request arrives.
+const TERM_CHECK_INTERVAL: Duration = Duration::from_millis(500);
+
+/// The broker's group state: a coordinator exists only while this broker is the controller.
+/// It is started (loading every committed offset from the store) by the first group request
+/// of a controller term and dropped when the term ends, so a deposed broker keeps no stale
+/// groups or offsets and runs no timers against the store.
 #[derive(Debug, Default)]
 pub(crate) struct Groups {
-    coordinator: OnceLock<Coordinator>,
-    /// True while this broker is the controller and has reloaded offsets since it became one.
-    serving: AtomicBool,
-    reload: tokio::sync::Mutex<()>,
+    current: Mutex<Option<Coordinator>>,
+    starting: tokio::sync::Mutex<()>,
+    ctx: OnceLock<Weak<BrokerContext>>,
 }
 
 impl Groups {
-    /// Starts the coordinator on `ctx`'s store (loads every committed offset).
-    pub(crate) async fn start(ctx: &Arc<BrokerContext>) -> Result<(), OffsetStoreError> {
-        let store = Arc::new(ZkOffsetStore {
-            ctx: Arc::downgrade(ctx),
+    /// Attaches the group state to its broker and starts the task that drops the coordinator
+    /// when this broker stops being the controller.
+    pub(crate) fn start(ctx: &Arc<BrokerContext>) {
+        let _ = ctx.groups.ctx.set(Arc::downgrade(ctx));
+        let weak = Arc::downgrade(ctx);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(TERM_CHECK_INTERVAL).await;
+                let Some(ctx) = weak.upgrade() else {
+                    return;
+                };
+                if !ctx.controller().is_active() {
+                    ctx.groups.stop("this broker is no longer the controller");
+                }
+            }
         });
-        let sink = Arc::new(ZkMembershipSink {
-            ctx: Arc::downgrade(ctx),
-        });
-        let coordinator = Coordinator::start(group_config(&ctx.config), store, sink).await?;
-        let _ = ctx.groups.coordinator.set(coordinator);
-        on_metadata_update(ctx);
-        Ok(())
     }
 
-    /// Stops the coordinator's tasks (broker shutdown).
-    pub(crate) fn shutdown(&self) {
-        if let Some(coordinator) = self.coordinator.get() {
+    /// Stops the coordinator, if any (broker shutdown or end of the controller term); parked
+    /// JoinGroup/SyncGroup requests are answered COORDINATOR_NOT_AVAILABLE.
+    pub(crate) fn stop(&self, why: &str) {
+        let stopped = self.lock().take();
+        if let Some(coordinator) = stopped {
+            info!(why, "no longer coordinating consumer groups");
             coordinator.shutdown();
         }
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Coordinator>> {
+        // Every update is a single assignment, so a poisoned value is still consistent.
+        self.current.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// The coordinator if this broker coordinates groups now, else the error code to answer
     /// (`NOT_COORDINATOR` on a broker that is not the controller, `COORDINATOR_NOT_AVAILABLE`
-    /// while offsets cannot be loaded).
-    pub(crate) async fn serving(&self, ctx: &BrokerContext) -> Result<&Coordinator, i16> {
-        let coordinator = self.coordinator.get().ok_or(COORDINATOR_NOT_AVAILABLE)?;
+    /// while committed offsets cannot be loaded).
+    pub(crate) async fn serving(&self, ctx: &BrokerContext) -> Result<Coordinator, i16> {
         if !ctx.controller().is_active() {
-            self.serving.store(false, Ordering::SeqCst);
+            self.stop("this broker is no longer the controller");
             return Err(NOT_COORDINATOR);
         }
-        if self.serving.load(Ordering::SeqCst) {
+        if let Some(coordinator) = self.lock().clone() {
             return Ok(coordinator);
         }
-        let _guard = self.reload.lock().await;
-        if !self.serving.load(Ordering::SeqCst) {
-            if let Err(err) = coordinator.reload_offsets().await {
-                warn!(%err, "cannot load committed offsets on becoming the group coordinator");
+        let _starting = self.starting.lock().await;
+        if let Some(coordinator) = self.lock().clone() {
+            return Ok(coordinator);
+        }
+        let weak = self.ctx.get().cloned().unwrap_or_default();
+        let store = Arc::new(ZkOffsetStore { ctx: weak.clone() });
+        let sink = Arc::new(ZkMembershipSink { ctx: weak });
+        let coordinator = match Coordinator::start(group_config(&ctx.config), store, sink).await {
+            Ok(coordinator) => coordinator,
+            Err(err) => {
+                warn!(%err, "cannot load committed offsets to coordinate consumer groups");
                 return Err(COORDINATOR_NOT_AVAILABLE);
             }
-            info!(
-                broker_id = ctx.broker_id,
-                "coordinating consumer groups (offsets reloaded)"
-            );
-            self.serving.store(true, Ordering::SeqCst);
-        }
+        };
+        coordinator.set_topics(topics(ctx));
+        info!(
+            broker_id = ctx.broker_id,
+            "coordinating consumer groups (committed offsets loaded)"
+        );
+        *self.lock() = Some(coordinator.clone());
         Ok(coordinator)
     }
 }
@@ -154,11 +178,16 @@ fn group_config(config: &BrokerConfig) -> GroupConfig {
 
 /// Pushes the metadata cache's topics into the coordinator (after every UpdateMetadata).
 pub(crate) fn on_metadata_update(ctx: &BrokerContext) {
-    let Some(coordinator) = ctx.groups.coordinator.get() else {
-        return;
-    };
+    let current = ctx.groups.lock().clone();
+    if let Some(coordinator) = current {
+        coordinator.set_topics(topics(ctx));
+    }
+}
+
+/// The metadata cache's topics, as the coordinator needs them.
+fn topics(ctx: &BrokerContext) -> Vec<TopicMetadata> {
     let snapshot = ctx.metadata_cache.snapshot();
-    let topics: Vec<TopicMetadata> = snapshot
+    snapshot
         .topics
         .iter()
         .filter_map(|(name, info)| {
@@ -168,8 +197,7 @@ pub(crate) fn on_metadata_update(ctx: &BrokerContext) {
                 partitions: i32::try_from(info.partitions.len()).ok()?,
             })
         })
-        .collect();
-    coordinator.set_topics(topics);
+        .collect()
 }
 
 /// The controller config of this broker, with the hook dropping group offsets of deleted
@@ -186,10 +214,17 @@ pub(crate) fn controller_config(
             };
             let topic = topic.clone();
             tokio::spawn(async move {
-                if let Some(coordinator) = groups.coordinator.get() {
-                    if let Err(err) = coordinator.on_topic_deleted(&topic).await {
-                        warn!(%topic, %err, "cannot drop group offsets of deleted topic");
+                let current = groups.lock().clone();
+                let dropped = match current {
+                    Some(coordinator) => coordinator.on_topic_deleted(&topic).await,
+                    // No group request yet this term: only the store holds offsets.
+                    None => {
+                        let ctx = groups.ctx.get().cloned().unwrap_or_default();
+                        ZkOffsetStore { ctx }.delete_topic_offsets(&topic).await
                     }
+                };
+                if let Err(err) = dropped {
+                    warn!(%topic, %err, "cannot drop group offsets of deleted topic");
                 }
             });
         }),

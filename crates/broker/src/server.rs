@@ -168,10 +168,7 @@ impl Broker {
             broker_epoch: AtomicI64::new(broker_epoch),
             groups,
         });
-        if let Err(err) = Groups::start(&ctx).await {
-            ctx.controller().shutdown().await;
-            return Err(BrokerError::Groups(err));
-        }
+        Groups::start(&ctx);
         let (shutdown, shutdown_rx) = watch::channel(false);
         tokio::spawn(crate::data_plane::background(
             Arc::clone(&ctx),
@@ -239,7 +236,7 @@ impl Broker {
         self.lifecycle.abort();
         let _ = self.lifecycle.await;
         self.ctx.controller().shutdown().await;
-        self.ctx.groups.shutdown();
+        self.ctx.groups.stop("the broker is shutting down");
         if let Err(err) = self.socket_server.await {
             warn!(error = %err, "listener task failed");
         }
