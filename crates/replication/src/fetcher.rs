@@ -3,9 +3,10 @@
 //! `replica_id`, appends what comes back with the leader's offsets, and takes the leader's
 //! high watermark. The leader learns the follower's log end offset from the fetch offset.
 //!
-//! Not done (as in Kafka ≥ 0.11 with KIP-101): truncation to the leader's epoch boundary
-//! when logs diverged after a leader change. A follower whose log end is past the leader's
-//! gets OFFSET_OUT_OF_RANGE, logs it and retries; its log must be repaired by hand.
+//! Before fetching, a new follower truncates its log to its high watermark (Kafka's
+//! behaviour before KIP-101; see `Partition::set_role`). Leader-epoch based truncation
+//! (OffsetForLeaderEpoch) is not done: a follower whose log end is still past the leader's
+//! gets OFFSET_OUT_OF_RANGE, logs it and retries.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -18,7 +18,9 @@
 //! not shrink or expand the ISR itself). Consumers read below the high watermark, ListOffsets
 //! latest answers it, and acks=-1 produces wait for it (`min.insync.replicas` is checked
 //! before appending). With replication factor 1 the high watermark is the log end offset.
-//! Not done: truncating a follower whose log diverged from a new leader's (KIP-101 epochs).
+//! A broker that becomes a follower truncates to its high watermark first (checkpointed per
+//! log dir in `replication-offset-checkpoint`), as Kafka did before KIP-101; epoch-based
+//! truncation (OffsetForLeaderEpoch) is not done.
 //! Only the leader serves consumer Fetch, ListOffsets and DeleteRecords; a follower answers
 //! NOT_LEADER_OR_FOLLOWER.
 //!
@@ -125,11 +127,16 @@ impl ReplicationError {
 /// flushed and checkpointed; removed at start so that only that one start trusts it.
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 
+/// Kafka's per-dir checkpoint of high watermarks (same format as the other offset
+/// checkpoints). A follower truncates to its high watermark before fetching from a leader.
+pub const REPLICATION_OFFSET_CHECKPOINT: &str = "replication-offset-checkpoint";
+
 /// What the checkpoints of a log directory said about a partition at startup.
 #[derive(Debug, Clone, Copy)]
 struct Checkpointed {
     recovery_point: i64,
     log_start_offset: i64,
+    high_watermark: i64,
     /// The directory was closed cleanly: open without rescanning.
     clean: bool,
 }
@@ -157,6 +164,7 @@ impl ReplicaManager {
         for dir in log_dirs {
             let recovery = read_offsets(&dir.join(RECOVERY_POINT_CHECKPOINT))?;
             let starts = read_offsets(&dir.join(LOG_START_OFFSET_CHECKPOINT))?;
+            let hws = read_offsets(&dir.join(REPLICATION_OFFSET_CHECKPOINT))?;
             let marker = dir.join(CLEAN_SHUTDOWN_FILE);
             let clean = marker.exists();
             if clean {
@@ -168,11 +176,13 @@ impl ReplicaManager {
             }
             for (tp, recovery_point) in recovery {
                 let log_start_offset = starts.get(&tp).copied().unwrap_or(0);
+                let high_watermark = hws.get(&tp).copied().unwrap_or(0);
                 checkpointed.insert(
                     tp,
                     Checkpointed {
                         recovery_point,
                         log_start_offset,
+                        high_watermark,
                         clean,
                     },
                 );
@@ -214,6 +224,7 @@ impl ReplicaManager {
             .unwrap_or(Checkpointed {
                 recovery_point: 0,
                 log_start_offset: 0,
+                high_watermark: 0,
                 clean: false,
             });
         let partition = Arc::new(Partition::open(
@@ -226,6 +237,7 @@ impl ReplicaManager {
                 Some(checkpointed.recovery_point)
             },
             checkpointed.log_start_offset,
+            checkpointed.high_watermark,
             role,
             now_ms,
         )?);
@@ -354,16 +366,18 @@ impl ReplicaManager {
 
     /// Writes each log directory's recovery-point and log-start-offset checkpoints.
     pub fn checkpoint(&self, log_dirs: &[PathBuf]) -> Result<(), ReplicationError> {
-        let mut per_dir: BTreeMap<PathBuf, (BTreeMap<TopicPartition, i64>, BTreeMap<_, i64>)> =
-            log_dirs
-                .iter()
-                .map(|d| (d.clone(), Default::default()))
-                .collect();
+        /// Recovery points, log start offsets and high watermarks of one log directory.
+        type DirCheckpoints = [BTreeMap<TopicPartition, i64>; 3];
+        let mut per_dir: BTreeMap<PathBuf, DirCheckpoints> = log_dirs
+            .iter()
+            .map(|d| (d.clone(), Default::default()))
+            .collect();
         for p in self.partitions() {
-            let (dir, recovery_point, log_start) = p.checkpoint_entry();
-            let (rp, ls) = per_dir.entry(dir).or_default();
+            let (dir, recovery_point, log_start, hw) = p.checkpoint_entry();
+            let [rp, ls, hws] = per_dir.entry(dir).or_default();
             rp.insert(p.topic_partition().clone(), recovery_point);
             ls.insert(p.topic_partition().clone(), log_start);
+            hws.insert(p.topic_partition().clone(), hw);
         }
         // Partitions not opened since startup keep their checkpointed values.
         for (tp, c) in self
@@ -373,19 +387,21 @@ impl ReplicaManager {
             .unwrap_or_else(|p| p.into_inner())
             .iter()
         {
-            for (dir, (rps, lss)) in per_dir.iter_mut() {
+            for (dir, [rp, ls, hws]) in per_dir.iter_mut() {
                 if dir.join(format!("{}-{}", tp.topic, tp.partition)).is_dir() {
-                    rps.entry(tp.clone()).or_insert(c.recovery_point);
-                    lss.entry(tp.clone()).or_insert(c.log_start_offset);
+                    rp.entry(tp.clone()).or_insert(c.recovery_point);
+                    ls.entry(tp.clone()).or_insert(c.log_start_offset);
+                    hws.entry(tp.clone()).or_insert(c.high_watermark);
                 }
             }
         }
-        for (dir, (rp, ls)) in per_dir {
+        for (dir, [rp, ls, hws]) in per_dir {
             if !dir.is_dir() {
                 continue;
             }
             write_offsets(&dir.join(RECOVERY_POINT_CHECKPOINT), &rp)?;
             write_offsets(&dir.join(LOG_START_OFFSET_CHECKPOINT), &ls)?;
+            write_offsets(&dir.join(REPLICATION_OFFSET_CHECKPOINT), &hws)?;
         }
         Ok(())
     }

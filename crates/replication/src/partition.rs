@@ -125,13 +125,16 @@ pub struct Partition {
 
 impl Partition {
     /// Opens (or creates) the log in `dir` and rebuilds the producer state from its batches.
-    /// `recovery_point` is `None` after a clean shutdown (nothing is rescanned).
+    /// `recovery_point` is `None` after a clean shutdown (nothing is rescanned);
+    /// `high_watermark` is the checkpointed one (a follower truncates to it).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn open(
         tp: TopicPartition,
         dir: &Path,
         config: PartitionConfig,
         recovery_point: Option<i64>,
         log_start_offset: i64,
+        high_watermark: i64,
         role: Role,
         now_ms: i64,
     ) -> Result<Partition, ReplicationError> {
@@ -147,13 +150,16 @@ impl Partition {
                 log,
                 config,
                 producers,
-                role,
+                // Not a real role: the first set_role below always applies its role.
+                role: Role::Follower {
+                    leader_epoch: i32::MIN,
+                },
                 leader_epochs,
                 last_flush_ms: now_ms,
                 local_id: -1,
                 isr: Vec::new(),
                 replica_leos: HashMap::new(),
-                high_watermark: 0,
+                high_watermark,
             }),
             fetcher: Mutex::new(None),
         };
@@ -178,11 +184,25 @@ impl Partition {
     }
 
     /// Records a new role; a new leader epoch is appended to `leader-epoch-checkpoint` with
-    /// the log end offset as its start.
+    /// the log end offset as its start. A broker that becomes a follower (or follows a new
+    /// leader) first truncates its log to its high watermark, as Kafka did before KIP-101:
+    /// what lies above may be missing on the new leader, and the fetcher copies back what is
+    /// not.
     pub(crate) fn set_role(&self, role: Role) -> Result<(), ReplicationError> {
         let mut state = self.lock();
+        let leo = state.log.log_end_offset();
+        state.high_watermark = state.high_watermark.min(leo);
         if state.role != role {
             state.replica_leos.clear();
+            if matches!(role, Role::Follower { .. }) && state.high_watermark < leo {
+                let hw = state.high_watermark;
+                let end = state.log.truncate_to(hw)?;
+                info!(tp = %self.tp, high_watermark = hw, old_end = leo, new_end = end,
+                    "truncated to the high watermark to follow a new leader");
+                state.producers = rebuild_producer_state(&state.log)?;
+                state.leader_epochs.retain(|&(_, start)| start <= end);
+                state.high_watermark = state.high_watermark.min(end);
+            }
         }
         state.role = role;
         if matches!(role, Role::Leader { .. }) {
@@ -452,8 +472,9 @@ impl Partition {
         Ok(())
     }
 
-    /// (log directory, recovery point, log start offset) for the checkpoint files.
-    pub(crate) fn checkpoint_entry(&self) -> (std::path::PathBuf, i64, i64) {
+    /// (log directory, recovery point, log start offset, high watermark) for the checkpoint
+    /// files.
+    pub(crate) fn checkpoint_entry(&self) -> (std::path::PathBuf, i64, i64, i64) {
         let state = self.lock();
         let parent = state
             .log
@@ -465,6 +486,7 @@ impl Partition {
             parent,
             state.log.recovery_point(),
             state.log.log_start_offset(),
+            state.high_watermark,
         )
     }
 }

@@ -425,3 +425,74 @@ async fn acks_all_waits_for_the_high_watermark() {
     );
     follower.await.unwrap();
 }
+
+#[test]
+fn a_demoted_leader_truncates_to_its_high_watermark() {
+    let dir = tempfile::tempdir().unwrap();
+    let dirs = [dir.path().to_owned()];
+    let rm = ReplicaManager::new(&dirs).unwrap();
+    let p = leader(&rm, dir.path());
+    p.set_isr(1, vec![1, 2]);
+    rm.append(&tp(), &mut batch(2, "a", Some((5, 0, 0))), 0)
+        .unwrap();
+    rm.read_for_follower(&tp(), 2, 2, 1 << 20).unwrap();
+    rm.append(&tp(), &mut batch(3, "b", Some((5, 0, 2))), 0)
+        .unwrap();
+    assert_eq!((p.high_watermark(), p.log_end_offset()), (2, 5));
+    rm.checkpoint(&dirs).unwrap();
+    let hw = std::fs::read_to_string(dir.path().join(REPLICATION_OFFSET_CHECKPOINT)).unwrap();
+    assert_eq!(hw, "0\n1\nt 0 2\n");
+    // The controller makes broker 2 the leader: what only this broker had goes.
+    let f = rm
+        .become_replica(
+            &tp(),
+            &dir.path().join("t-0"),
+            PartitionConfig::default(),
+            Role::Follower { leader_epoch: 2 },
+            0,
+        )
+        .unwrap();
+    assert_eq!(f.log_end_offset(), 2);
+    // The producer state was rebuilt: the truncated batch may be written again.
+    f.set_role(Role::Leader { leader_epoch: 3 }).unwrap();
+    let again = f.append(&mut batch(3, "b", Some((5, 0, 2))), 0).unwrap();
+    assert!(!again.duplicate);
+    assert_eq!(again.base_offset, 2);
+}
+
+#[test]
+fn a_follower_restarts_from_its_checkpointed_high_watermark() {
+    let dir = tempfile::tempdir().unwrap();
+    let dirs = [dir.path().to_owned()];
+    let follower = |rm: &ReplicaManager| {
+        rm.become_replica(
+            &tp(),
+            &dir.path().join("t-0"),
+            PartitionConfig::default(),
+            Role::Follower { leader_epoch: 1 },
+            0,
+        )
+        .unwrap()
+    };
+    {
+        let source_dir = tempfile::tempdir().unwrap();
+        let source = ReplicaManager::new(&[source_dir.path().to_owned()]).unwrap();
+        let l = leader(&source, source_dir.path());
+        source.append(&tp(), &mut batch(4, "a", None), 0).unwrap();
+        let rm = ReplicaManager::new(&dirs).unwrap();
+        let f = follower(&rm);
+        let read = l.read_for_follower(2, 0, 1 << 20).unwrap().0;
+        // The leader's high watermark was 4 when it answered, but say it was 0: nothing of
+        // what was fetched is known to be committed.
+        f.append_as_follower(&read.records, 0, 0).unwrap();
+        assert_eq!((f.log_end_offset(), f.high_watermark()), (4, 0));
+        f.append_as_follower(&[], 3, 0).unwrap();
+        rm.shutdown(&dirs).unwrap();
+    }
+    let rm = ReplicaManager::new(&dirs).unwrap();
+    let f = follower(&rm);
+    // Restarted as a follower: truncated to the checkpointed high watermark (a whole batch
+    // holding offset 3 goes).
+    assert_eq!(f.high_watermark(), 0);
+    assert_eq!(f.log_end_offset(), 0);
+}

@@ -420,6 +420,42 @@ impl Log {
         Ok(self.log_start_offset)
     }
 
+    /// Removes everything at or past `offset` (a follower truncating to its high watermark
+    /// before fetching from a new leader). A batch that holds `offset` goes whole, so the new
+    /// log end may be below `offset`. Returns the new log end offset.
+    pub fn truncate_to(&mut self, offset: i64) -> Result<i64, LogError> {
+        if offset >= self.log_end_offset() {
+            return Ok(self.log_end_offset());
+        }
+        let offset = offset.max(0);
+        let doomed: Vec<i64> = self
+            .segments
+            .range(offset..)
+            .map(|(&base, _)| base)
+            .filter(|&base| base > *self.segments.keys().next().expect("a segment"))
+            .collect();
+        for base in doomed {
+            let segment = self.segments.remove(&base).expect("present");
+            segment.delete_files(&self.dir)?;
+        }
+        let index_interval_bytes = self.config.index_interval_bytes;
+        self.active_mut()
+            .truncate_to(offset, index_interval_bytes)?;
+        let end = self.log_end_offset();
+        if end < self.log_start_offset {
+            // Everything readable went: the log restarts empty at its old start.
+            let (&base, _) = self.segments.iter().next().expect("a segment");
+            let segment = self.segments.remove(&base).expect("present");
+            segment.delete_files(&self.dir)?;
+            let start = self.log_start_offset;
+            self.segments
+                .insert(start, Segment::open(&self.dir, start)?);
+        }
+        self.recovery_point = self.recovery_point.min(self.log_end_offset());
+        info!(dir = %self.dir.display(), offset, log_end_offset = self.log_end_offset(), "truncated log");
+        Ok(self.log_end_offset())
+    }
+
     fn maybe_roll(
         &mut self,
         incoming_bytes: usize,

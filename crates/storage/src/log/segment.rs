@@ -189,6 +189,24 @@ impl Segment {
         })
     }
 
+    /// Removes every batch whose last offset is at or past `offset` (a whole batch goes when
+    /// `offset` falls inside it, as in Kafka) and rebuilds the indexes.
+    pub(crate) fn truncate_to(
+        &mut self,
+        offset: i64,
+        index_interval_bytes: usize,
+    ) -> Result<(), LogError> {
+        let Some(position) = self.position_of(offset)? else {
+            return Ok(());
+        };
+        self.file
+            .set_len(position)
+            .map_err(LogError::io("truncate", &self.log_path))?;
+        self.size = position;
+        self.recover(index_interval_bytes)?;
+        Ok(())
+    }
+
     pub(crate) fn flush(&self) -> Result<(), LogError> {
         self.file
             .sync_data()

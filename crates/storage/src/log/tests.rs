@@ -291,3 +291,61 @@ fn log_append_time_is_stamped() {
     let header = records::validate_record_set(&log.read(0, 1000).unwrap()).unwrap()[0].header;
     assert_eq!(header.max_timestamp, 123_456);
 }
+
+#[test]
+fn truncate_to_removes_whole_batches_across_segments_and_appends_continue() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), small_segments(), 0, 0).unwrap();
+    for i in 0..10 {
+        log.append(&mut batch(2, &format!("b{i}"), 10), 0, 1)
+            .unwrap();
+    }
+    assert!(log.segment_count() > 2);
+    // Offset 7 lies inside the batch 6..=7: that batch goes too.
+    assert_eq!(log.truncate_to(7).unwrap(), 6);
+    assert_eq!(log.log_end_offset(), 6);
+    let all = log.read(0, usize::MAX).unwrap();
+    let mut got: Vec<i64> = Vec::new();
+    let mut offset = 0;
+    let mut chunk = all;
+    while !chunk.is_empty() {
+        got.extend(decode(&chunk).iter().map(|r| r.0));
+        offset = got.last().unwrap() + 1;
+        chunk = log.read(offset, usize::MAX).unwrap();
+    }
+    assert_eq!(got, (0..6).collect::<Vec<_>>());
+    assert_eq!(offset, 6);
+    assert_eq!(
+        log.append(&mut batch(1, "after", 10), 0, 1)
+            .unwrap()
+            .first_offset,
+        6
+    );
+    // Reopening with recovery finds the same log.
+    drop(log);
+    let log = Log::open(dir.path(), small_segments(), 0, 0).unwrap();
+    assert_eq!(log.log_end_offset(), 7);
+    // Truncating at or past the end changes nothing.
+    let mut log = log;
+    assert_eq!(log.truncate_to(100).unwrap(), 7);
+}
+
+#[test]
+fn append_replicated_keeps_offsets_and_refuses_gaps() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut leader = Log::open(&dir.path().join("a"), LogConfig::default(), 0, 0).unwrap();
+    let mut follower = Log::open(&dir.path().join("b"), LogConfig::default(), 0, 0).unwrap();
+    leader.append(&mut batch(3, "x", 10), 4, 1).unwrap();
+    leader.append(&mut batch(2, "y", 10), 4, 1).unwrap();
+    let bytes = leader.read(0, usize::MAX).unwrap();
+    let info = follower.append_replicated(&bytes, 1).unwrap();
+    assert_eq!((info.first_offset, info.last_offset), (0, 4));
+    assert_eq!(follower.read(0, usize::MAX).unwrap(), bytes);
+    assert!(matches!(
+        follower.append_replicated(&bytes, 1),
+        Err(LogError::NotContiguous {
+            expected: 5,
+            found: 0
+        })
+    ));
+}
