@@ -1,7 +1,9 @@
-//! Partition logs on local disk. For now this is the [`LogManager`]: which log directory holds
-//! which `<topic>-<partition>` directory, the `partition.metadata` file naming the topic id,
-//! and Kafka's rename-then-delete of removed partitions. Segments, indexes, recovery and
-//! retention come with the data plane.
+//! Partition logs on local disk: the [`LogManager`] (which log directory holds which
+//! `<topic>-<partition>` directory, the `partition.metadata` file naming the topic id, and
+//! Kafka's rename-then-delete of removed partitions), the partition [`log::Log`] (segments,
+//! offset and time indexes, rolls, retention, recovery, truncation, replicated appends) and
+//! Kafka's [`checkpoint`] files. Which logs are open, and when checkpoints are written, is the
+//! `replication` crate's business.
 //!
 //! Knows nothing about leaders, replicas or the network: the broker tells it what to create
 //! and what to delete.
