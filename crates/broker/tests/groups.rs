@@ -464,7 +464,8 @@ async fn committed_offsets_survive_a_coordinator_failover() {
 }
 
 /// Offset commits per second through the coordinator and the metadata store over the wire:
-/// `cargo test --release -p broker --test groups -- --ignored --nocapture commit_throughput`.
+/// `cargo test --release -p broker --test groups -- --ignored --nocapture commit_throughput`
+/// (`GREGOR_BENCH_CLIENTS=64` for more connections).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "benchmark"]
 async fn commit_throughput() {
@@ -473,8 +474,12 @@ async fn commit_throughput() {
     eventually("broker becomes controller", || broker.is_controller()).await;
     let mut conn = connect(&broker).await;
     create_topic(&mut conn, "bench", 4).await;
-    let clients = 8;
-    let per_client = 2_000;
+    // GREGOR_BENCH_CLIENTS connections (8 by default), each with one commit in flight.
+    let clients: i32 = std::env::var("GREGOR_BENCH_CLIENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8);
+    let per_client = 16_000 / clients;
     let addr = broker.local_addr().to_string();
     let start = Instant::now();
     let mut tasks = Vec::new();
