@@ -4,7 +4,9 @@ classic protocol (librdkafka, kafka-python) and the KIP-848 consumer protocol (l
 a restart of every member and of the broker, no loss or duplicate across a rebalance,
 `gregor consumer-groups`, and offsets dropped with their topic."""
 
+import json
 import multiprocessing
+import os
 import queue
 import time
 import uuid
@@ -296,3 +298,40 @@ def test_offsets_of_a_deleted_topic_are_dropped(broker):
     committed = c.committed([TopicPartition(topic, 0)], timeout=10)
     assert committed[0].offset < 0
     c.close()
+
+
+def test_offsets_members_and_owners_in_zookeeper(make_server):
+    zk_connect = os.environ.get("GREGOR_TEST_ZOOKEEPER")
+    if not zk_connect:
+        pytest.skip("GREGOR_TEST_ZOOKEEPER is not set (scripts/zk.sh starts a server)")
+    from kazoo.client import KazooClient
+
+    chroot = f"/gregor-groups-{uuid.uuid4().hex[:8]}"
+    broker = make_server(f"zookeeper.connect={zk_connect}{chroot}", *GROUP_OVERRIDES)
+    zk = KazooClient(hosts=zk_connect + chroot)
+    zk.start(timeout=10)
+    try:
+        topic, group = unique("zk"), unique("g")
+        create_topic(broker.bootstrap, topic, 2)
+        c = rdkafka_consumer(broker.bootstrap, group, "classic")
+        c.subscribe([topic])
+        poll_until([c], lambda: len(c.assignment()) == 2, what="assignment")
+        c.commit(offsets=[TopicPartition(topic, 0, 5), TopicPartition(topic, 1, 7)], asynchronous=False)
+        assert zk.get(f"/consumers/{group}/offsets/{topic}/0")[0] == b"5"
+        assert zk.get(f"/consumers/{group}/offsets/{topic}/1")[0] == b"7"
+        members = wait_until(lambda: zk.get_children(f"/consumers/{group}/ids"), what="member znode")
+        data, stat = zk.get(f"/consumers/{group}/ids/{members[0]}")
+        assert stat.ephemeralOwner != 0
+        assert json.loads(data)["subscription"] == {topic: 1}
+        owners = wait_until(lambda: zk.exists(f"/consumers/{group}/owners/{topic}/1")
+                            and zk.get(f"/consumers/{group}/owners/{topic}/1")[0], what="owner znode")
+        assert owners.decode() == members[0]
+        c.close()
+
+        broker.restart()
+        probe = rdkafka_consumer(broker.bootstrap, group, "classic")
+        committed = probe.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=30)
+        assert [tp.offset for tp in committed] == [5, 7]
+        probe.close()
+    finally:
+        zk.stop()
