@@ -56,3 +56,23 @@ def test_validate_name():
     r = gregor_cli("topics", "--validate-name", "bad name")
     # kafka-topics.sh prints its errors on stdout.
     assert r.returncode != 0 and "illegal" in r.stdout + r.stderr
+
+
+def test_meta_reads_a_running_server_through_the_admin_listener(server):
+    url = f"http://127.0.0.1:{server.admin_port}"
+    r = topics(server, "--create", "--topic", "seen", "--partitions", "2", "--replication-factor", "1")
+    assert r.returncode == 0, r.stderr
+    wait_until(lambda: server.meta("/brokers/topics/seen/partitions/1/state"), what="partition state")
+    r = gregor_cli("meta", "ls", "/brokers", "--admin", url)
+    assert r.returncode == 0, r.stderr
+    listed = r.stdout.strip().strip("[]").split(", ")
+    assert {"ids", "topics"} <= set(listed), r.stdout
+    r = gregor_cli("meta", "get", "/brokers/ids/0", "--admin", url)
+    assert r.returncode == 0, r.stderr
+    assert f'"port": {server.kafka_ports[0]}' in r.stdout
+    assert "ephemeralOwner = 0x" in r.stdout and "ephemeralOwner = 0x0\n" not in r.stdout
+    r = gregor_cli("meta", "tree", "/brokers/topics/seen", "--admin", url)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["/brokers/topics/seen", "  partitions", "    0", "      state", "    1", "      state"]
+    r = gregor_cli("meta", "get", "/no/such/node", "--admin", url)
+    assert r.returncode != 0 and "no node at /no/such/node" in r.stderr

@@ -176,6 +176,12 @@ async fn route(head: &str, brokers: &[BrokerView]) -> (u16, &'static str, String
                 "application/json",
                 format!("{}\n", json!({"error": "no node", "path": znode})),
             ),
+            // A path the store refuses is the caller's mistake; anything else is ours.
+            Err(err @ metastore::Error::BadArguments(_)) => (
+                400,
+                "application/json",
+                format!("{}\n", json!({"error": err.to_string()})),
+            ),
             Err(err) => (
                 503,
                 "application/json",

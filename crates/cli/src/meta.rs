@@ -1,14 +1,15 @@
 //! `gregor meta ls|get|tree PATH`: inspect the metadata store like zookeeper-shell.
 //!
-//! Sources: `--zookeeper HOST:PORT[/chroot]` (a live ensemble) or `--data-dir DIR` (the
-//! embedded store of a STOPPED server, at `DIR/metadata/`, opened read-only). A running
-//! server holds the store's lock; then this says so and exits non-zero. More sources (such
-//! as a running server's admin API) are one more [`Source`] variant and one more arm in
-//! [`Source::open`].
+//! Sources: `--zookeeper HOST:PORT[/chroot]` (a live ensemble), `--data-dir DIR` (the
+//! embedded store of a STOPPED server, at `DIR/metadata/`, opened read-only; a running
+//! server holds the store's lock, and then this says so and exits non-zero), or
+//! `--admin URL` (a running server's HTTP admin listener, `GET /v1/meta/<path>`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
@@ -50,6 +51,9 @@ struct SourceArgs {
     /// The data directory of a stopped server; its store is read from DIR/metadata/.
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
+    /// A running server's admin listener, e.g. http://127.0.0.1:9644 (read-only).
+    #[arg(long, value_name = "URL")]
+    admin: Option<String>,
 }
 
 /// Where the tree is read from.
@@ -57,22 +61,82 @@ struct SourceArgs {
 enum Source {
     ZooKeeper(String),
     DataDir(PathBuf),
+    Admin(String),
 }
 
 impl From<SourceArgs> for Source {
     fn from(args: SourceArgs) -> Source {
-        match (args.zookeeper, args.data_dir) {
-            (Some(connect), _) => Source::ZooKeeper(connect),
-            (None, Some(dir)) => Source::DataDir(dir),
+        match (args.zookeeper, args.data_dir, args.admin) {
+            (Some(connect), _, _) => Source::ZooKeeper(connect),
+            (None, Some(dir), _) => Source::DataDir(dir),
+            (None, None, Some(url)) => Source::Admin(url),
             // clap's group makes exactly one of them required.
-            (None, None) => Source::DataDir(PathBuf::from(".")),
+            (None, None, None) => Source::DataDir(PathBuf::from(".")),
+        }
+    }
+}
+
+/// One node as every source can describe it.
+#[derive(Debug)]
+struct Node {
+    data: Vec<u8>,
+    stat: Stat,
+    children: Vec<String>,
+}
+
+/// An open source: a store session, or the address of an admin listener.
+#[derive(Debug)]
+enum Reader {
+    Store(Client),
+    Admin { host_port: String },
+}
+
+impl Reader {
+    /// The node at `path`, or None when it does not exist.
+    async fn node(&self, path: &str) -> anyhow::Result<Option<Node>> {
+        match self {
+            Reader::Store(client) => {
+                let (data, stat) = match client.get_data(path, false).await {
+                    Ok(found) => found,
+                    Err(metastore::Error::NoNode(_)) => return Ok(None),
+                    Err(err) => return Err(err.into()),
+                };
+                let children = match client.get_children(path, false).await {
+                    Ok(children) => children,
+                    Err(metastore::Error::NoNode(_)) => return Ok(None),
+                    Err(err) => return Err(err.into()),
+                };
+                Ok(Some(Node {
+                    data,
+                    stat,
+                    children,
+                }))
+            }
+            Reader::Admin { host_port } => admin_node(host_port, path).await,
+        }
+    }
+
+    async fn close(self) {
+        if let Reader::Store(client) = self {
+            client.close().await;
         }
     }
 }
 
 impl Source {
-    async fn open(&self) -> anyhow::Result<Client> {
+    async fn open(&self) -> anyhow::Result<Reader> {
         match self {
+            Source::Admin(url) => {
+                let host_port = url
+                    .strip_prefix("http://")
+                    .unwrap_or(url)
+                    .trim_end_matches('/')
+                    .to_string();
+                if url.starts_with("https://") || host_port.contains('/') {
+                    bail!("--admin takes the listener's base URL, e.g. http://127.0.0.1:9644 (plain HTTP)");
+                }
+                Ok(Reader::Admin { host_port })
+            }
             Source::ZooKeeper(connect) => {
                 let opts = SessionOptions {
                     session_timeout: ZOOKEEPER_SESSION_TIMEOUT,
@@ -80,7 +144,7 @@ impl Source {
                 let (client, _events) = metastore::connect_zookeeper(connect, opts)
                     .await
                     .with_context(|| format!("cannot connect to ZooKeeper at {connect}"))?;
-                Ok(client)
+                Ok(Reader::Store(client))
             }
             Source::DataDir(dir) => {
                 let store_dir = dir.join(metastore::EMBEDDED_SUBDIR);
@@ -94,7 +158,7 @@ impl Source {
                     Err(err) => return Err(err).context(format!("cannot read {}", dir.display())),
                 };
                 let (client, _events) = store.connect(SessionOptions::default());
-                Ok(client)
+                Ok(Reader::Store(client))
             }
         }
     }
@@ -115,31 +179,42 @@ async fn run_async(args: MetaArgs) -> anyhow::Result<ExitCode> {
         MetaCommand::Tree(a) => ("tree", a),
     };
     let source = Source::from(path_args.source);
-    let client = source.open().await?;
+    let reader = source.open().await?;
     let path = path_args.path.as_str();
     let output = match command {
-        "ls" => ls(&client, path).await,
-        "get" => get(&client, path).await,
-        _ => tree(&client, path).await,
+        "ls" => ls(&reader, path).await,
+        "get" => get(&reader, path).await,
+        _ => tree(&reader, path).await,
     };
-    client.close().await;
+    reader.close().await;
     print!("{}", output.with_context(|| format!("{command} {path}"))?);
     Ok(ExitCode::SUCCESS)
 }
 
-async fn ls(client: &Client, path: &str) -> anyhow::Result<String> {
-    let children = client.get_children(path, false).await?;
-    Ok(format!("[{}]\n", children.join(", ")))
+async fn existing(reader: &Reader, path: &str) -> anyhow::Result<Node> {
+    reader
+        .node(path)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("no node at {path}"))
 }
 
-async fn get(client: &Client, path: &str) -> anyhow::Result<String> {
-    let (data, stat) = client.get_data(path, false).await?;
-    Ok(format!("{}\n{}", render_data(&data), render_stat(&stat)))
+async fn ls(reader: &Reader, path: &str) -> anyhow::Result<String> {
+    let node = existing(reader, path).await?;
+    Ok(format!("[{}]\n", node.children.join(", ")))
 }
 
-async fn tree(client: &Client, path: &str) -> anyhow::Result<String> {
+async fn get(reader: &Reader, path: &str) -> anyhow::Result<String> {
+    let node = existing(reader, path).await?;
+    Ok(format!(
+        "{}\n{}",
+        render_data(&node.data),
+        render_stat(&node.stat)
+    ))
+}
+
+async fn tree(reader: &Reader, path: &str) -> anyhow::Result<String> {
     // Fail on a missing root; nodes that vanish while walking are skipped.
-    client.get_data(path, false).await?;
+    existing(reader, path).await?;
     let mut out = String::new();
     let mut stack = vec![(path.to_string(), 0usize)];
     while let Some((node, depth)) = stack.pop() {
@@ -149,12 +224,10 @@ async fn tree(client: &Client, path: &str) -> anyhow::Result<String> {
             node.rsplit('/').next().unwrap_or("")
         };
         out.push_str(&format!("{}{}\n", "  ".repeat(depth), name));
-        let children = match client.get_children(&node, false).await {
-            Ok(children) => children,
-            Err(metastore::Error::NoNode(_)) => continue,
-            Err(err) => return Err(err.into()),
+        let Some(found) = reader.node(&node).await? else {
+            continue;
         };
-        for child in children.iter().rev() {
+        for child in found.children.iter().rev() {
             let child_path = if node == "/" {
                 format!("/{child}")
             } else {
@@ -164,6 +237,86 @@ async fn tree(client: &Client, path: &str) -> anyhow::Result<String> {
         }
     }
     Ok(out)
+}
+
+/// How long one admin request may take.
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest admin answer read; a node's data is at most ZooKeeper's 1 MiB.
+const ADMIN_MAX_RESPONSE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// `GET /v1/meta<path>` from a running server's admin listener (one request per connection,
+/// as that listener serves them), turned back into a [`Node`].
+async fn admin_node(host_port: &str, path: &str) -> anyhow::Result<Option<Node>> {
+    let (status, body) = tokio::time::timeout(
+        ADMIN_TIMEOUT,
+        http_get(host_port, &format!("/v1/meta{path}")),
+    )
+    .await
+    .map_err(|_| {
+        anyhow::anyhow!("the admin listener at {host_port} did not answer within {ADMIN_TIMEOUT:?}")
+    })?
+    .with_context(|| format!("cannot read from the admin listener at {host_port}"))?;
+    match status {
+        200 => {}
+        404 => return Ok(None),
+        _ => bail!("the admin listener answered HTTP {status}: {}", body.trim()),
+    }
+    let value: serde_json::Value =
+        serde_json::from_str(&body).context("the admin listener sent malformed JSON")?;
+    let data = match &value["data"] {
+        serde_json::Value::Null => Vec::new(),
+        serde_json::Value::String(text) => text.clone().into_bytes(),
+        json => json.to_string().into_bytes(),
+    };
+    let children = value["children"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|c| c.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let field = |name: &str| value["stat"][name].as_i64().unwrap_or(0);
+    let stat = Stat {
+        czxid: field("czxid"),
+        mzxid: field("mzxid"),
+        pzxid: field("pzxid"),
+        ctime: field("ctime"),
+        mtime: field("mtime"),
+        version: field("version") as i32,
+        cversion: field("cversion") as i32,
+        ephemeral_owner: field("ephemeral_owner"),
+        data_length: field("data_length") as i32,
+        num_children: field("num_children") as i32,
+    };
+    Ok(Some(Node {
+        data,
+        stat,
+        children,
+    }))
+}
+
+/// A plain HTTP/1.1 GET; returns the status code and the body.
+async fn http_get(host_port: &str, target: &str) -> anyhow::Result<(u16, String)> {
+    let mut stream = tokio::net::TcpStream::connect(host_port).await?;
+    let request =
+        format!("GET {target} HTTP/1.1\r\nHost: {host_port}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    let mut response = Vec::new();
+    stream
+        .take(ADMIN_MAX_RESPONSE_BYTES)
+        .read_to_end(&mut response)
+        .await?;
+    let response = String::from_utf8_lossy(&response);
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .context("incomplete HTTP response")?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .context("malformed HTTP status line")?;
+    Ok((status, body.to_string()))
 }
 
 /// Pretty JSON when the data is JSON, else the text (lossy UTF-8); empty data prints nothing.
