@@ -48,6 +48,21 @@ struct ProduceContext {
     errors: AtomicU64,
     last_error: Mutex<Option<KafkaError>>,
     latencies_us: Mutex<Vec<u32>>,
+    /// Read the clock for every delivery report (fixed rate, final flush); otherwise use
+    /// `clock_ns`. At full speed a clock read per message was a third of the sending thread.
+    precise: AtomicBool,
+    /// A recent `start.elapsed()` in nanoseconds, refreshed by the sending loop right before
+    /// each poll at full speed (latencies there are queueing-bound: hundreds of ms).
+    clock_ns: AtomicU64,
+}
+
+impl ProduceContext {
+    /// Nanoseconds since `start`, read now; also refreshes `clock_ns`.
+    fn tick(&self) -> u64 {
+        let now = self.start.elapsed().as_nanos() as u64;
+        self.clock_ns.store(now, Ordering::Relaxed);
+        now
+    }
 }
 
 impl ClientContext for ProduceContext {
@@ -62,7 +77,11 @@ impl ProducerContext for ProduceContext {
     fn delivery(&self, result: &DeliveryResult<'_>, sent_at_ns: usize) {
         match result {
             Ok(_) => {
-                let now = self.start.elapsed().as_nanos() as u64;
+                let now = if self.precise.load(Ordering::Relaxed) {
+                    self.start.elapsed().as_nanos() as u64
+                } else {
+                    self.clock_ns.load(Ordering::Relaxed)
+                };
                 let us = now.saturating_sub(sent_at_ns as u64) / 1000;
                 self.delivered.fetch_add(1, Ordering::Relaxed);
                 if let Ok(mut v) = self.latencies_us.lock() {
@@ -89,7 +108,7 @@ fn now_unix_ns() -> u64 {
 }
 
 /// A message value of `size` bytes: letters (so codecs see text-like data, as in Kafka's
-/// own perf tool), the first 8 bytes overwritten per message with the send timestamp.
+/// own perf tool), the first 8 bytes overwritten per message with the send timestamp in end-to-end mode.
 fn make_payload(size: usize) -> Vec<u8> {
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
     (0..size)
@@ -242,15 +261,18 @@ impl Progress {
 pub fn produce(opts: &BenchOptions) -> Result<Report, BenchError> {
     ensure_topic(opts)?;
     let mut probe = opts.broker_pid.map(BrokerProbe::start).transpose()?;
-    let report = produce_inner(opts, probe.as_mut(), "produce")?;
+    let report = produce_inner(opts, probe.as_mut(), "produce", false)?;
     let broker = probe.map(BrokerProbe::finish).transpose()?;
     Ok(Report { broker, ..report })
 }
 
+/// `stamp_time`: write the wall-clock send time into the first 8 bytes of each message (for
+/// the end-to-end consumer).
 fn produce_inner(
     opts: &BenchOptions,
     mut probe: Option<&mut BrokerProbe>,
     kind: &'static str,
+    stamp_time: bool,
 ) -> Result<Report, BenchError> {
     let context = ProduceContext {
         stats: StatsContext {
@@ -264,6 +286,8 @@ fn produce_inner(
         latencies_us: Mutex::new(Vec::with_capacity(
             usize::try_from(opts.messages).unwrap_or(0).min(50_000_000),
         )),
+        precise: AtomicBool::new(opts.rate.is_some()),
+        clock_ns: AtomicU64::new(0),
     };
     let producer: BaseProducer<ProduceContext> = producer_config(opts)
         .create_with_context(context)
@@ -273,7 +297,7 @@ fn produce_inner(
         })?;
     let ctx = producer.context();
     let mut payload = make_payload(opts.message_size);
-    let stamp = payload.len() >= 8;
+    let stamp = stamp_time && payload.len() >= 8;
     let mut progress = Progress::new(kind, opts.progress);
     let interval = opts
         .rate
@@ -296,7 +320,11 @@ fn produce_inner(
         if stamp {
             payload[..8].copy_from_slice(&now_unix_ns().to_le_bytes());
         }
-        let sent_at = ctx.start.elapsed().as_nanos() as usize;
+        let sent_at = if interval.is_some() || i.is_multiple_of(64) {
+            ctx.tick()
+        } else {
+            ctx.clock_ns.load(Ordering::Relaxed)
+        } as usize;
         let mut record = BaseRecord::<(), [u8], usize>::with_opaque_to(&opts.topic, sent_at)
             .payload(&payload[..]);
         let mut waited = Instant::now();
@@ -307,7 +335,9 @@ fn produce_inner(
                     record = back;
                     let before =
                         ctx.delivered.load(Ordering::Relaxed) + ctx.errors.load(Ordering::Relaxed);
+                    ctx.tick();
                     producer.poll(Duration::from_millis(1));
+                    ctx.tick();
                     let after =
                         ctx.delivered.load(Ordering::Relaxed) + ctx.errors.load(Ordering::Relaxed);
                     if after != before {
@@ -336,6 +366,7 @@ fn produce_inner(
         }
     }
     // Wait for the outstanding delivery reports, with progress lines.
+    ctx.precise.store(true, Ordering::Relaxed);
     let mut last_change = Instant::now();
     let mut last_done = 0;
     while producer.in_flight_count() > 0 {
@@ -557,7 +588,7 @@ pub fn end_to_end(opts: &BenchOptions) -> Result<(Report, Report), BenchError> {
     }
     // Give the consumer's first fetch a moment to reach the broker.
     thread::sleep(Duration::from_millis(500));
-    let produced = produce_inner(opts, probe.as_mut(), "produce");
+    let produced = produce_inner(opts, probe.as_mut(), "produce", true);
     let consumed = consumer.join().map_err(|_| BenchError::ConsumerThread)??;
     let produced = produced?;
     let broker = probe.map(BrokerProbe::finish).transpose()?;
