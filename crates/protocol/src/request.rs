@@ -98,12 +98,13 @@ pub fn decode_request(frame: Bytes) -> Result<DecodedRequest, RequestError> {
 
     let mut buf = frame;
     let header_version = api_key.request_header_version(api_version);
-    let header =
-        RequestHeader::decode(&mut buf, header_version).map_err(|err| RequestError::Header {
+    let header = decode_header_detached(&mut buf, header_version).map_err(|reason| {
+        RequestError::Header {
             api_key: raw_key,
             api_version,
-            reason: err.to_string(),
-        })?;
+            reason,
+        }
+    })?;
 
     let body_error = |err: anyhow_like::Error| RequestError::Body {
         api_key,
@@ -141,6 +142,27 @@ pub fn decode_request(frame: Bytes) -> Result<DecodedRequest, RequestError> {
     })
 }
 
+/// How much of a frame is copied to decode its header from (api key, version, correlation
+/// id, client id, tagged fields); a longer header is decoded in place.
+const HEADER_COPY_BYTES: usize = 512;
+
+/// Decodes the request header from a copy of the frame's first bytes, so that nothing in the
+/// header (its client id) shares the frame's buffer: a handler can then take a record set
+/// over without copying it (Produce rewrites base offsets in place). A decode that succeeds
+/// on the prefix is the decode of the whole frame, since a truncated field fails.
+fn decode_header_detached(buf: &mut Bytes, version: i16) -> Result<RequestHeader, String> {
+    let n = buf.len().min(HEADER_COPY_BYTES);
+    let mut head = Bytes::copy_from_slice(&buf[..n]);
+    match RequestHeader::decode(&mut head, version) {
+        Ok(header) => {
+            buf.advance(n - head.remaining());
+            Ok(header)
+        }
+        Err(_) if n < buf.len() => RequestHeader::decode(buf, version).map_err(|e| e.to_string()),
+        Err(err) => Err(err.to_string()),
+    }
+}
+
 /// Keeps `anyhow` out of our public types: the decoder's error becomes its message.
 mod anyhow_like {
     pub(super) struct Error(pub(super) String);
@@ -149,5 +171,81 @@ mod anyhow_like {
         fn from(err: E) -> Self {
             Error(format!("{err:#}"))
         }
+    }
+}
+
+#[cfg(test)]
+mod header_tests {
+    use bytes::BytesMut;
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{ProduceRequest, TopicName};
+    use kafka_protocol::protocol::{Encodable, StrBytes};
+
+    use super::*;
+
+    fn produce_frame(client_id: &str, records: &'static [u8]) -> Bytes {
+        let mut buf = BytesMut::new();
+        RequestHeader::default()
+            .with_request_api_key(ApiKey::Produce as i16)
+            .with_request_api_version(8)
+            .with_correlation_id(7)
+            .with_client_id(Some(StrBytes::from_string(client_id.to_owned())))
+            .encode(&mut buf, ApiKey::Produce.request_header_version(8))
+            .expect("header");
+        ProduceRequest::default()
+            .with_acks(1)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(TopicName(StrBytes::from_static_str("t")))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(Bytes::from_static(records)))])])
+            .encode(&mut buf, 8)
+            .expect("body");
+        buf.freeze()
+    }
+
+    fn records_of(body: RequestBody) -> Bytes {
+        let RequestBody::Supported(RequestKind::Produce(p)) = body else {
+            panic!("not a supported produce request");
+        };
+        let topic = p.topic_data.into_iter().next().expect("topic");
+        topic
+            .partition_data
+            .into_iter()
+            .next()
+            .and_then(|d| d.records)
+            .expect("records")
+    }
+
+    #[test]
+    fn the_header_does_not_share_the_frame() {
+        // Copy the frame into a fresh buffer so the static test data is not involved.
+        let frame = Bytes::copy_from_slice(&produce_frame("rdkafka", b"0123456789"));
+        let decoded = decode_request(frame).expect("decodes");
+        assert_eq!(decoded.correlation_id(), 7);
+        let header = decoded.header;
+        let records = records_of(decoded.body);
+        assert_eq!(header.client_id.as_deref(), Some("rdkafka"));
+        // With the header alive, the records are the only holder of the frame's buffer.
+        let records = records
+            .try_into_mut()
+            .expect("records own the request buffer");
+        assert_eq!(&records[..], b"0123456789");
+    }
+
+    #[test]
+    fn a_header_longer_than_the_copy_is_decoded_in_place() {
+        let long = "c".repeat(HEADER_COPY_BYTES * 2);
+        let frame = Bytes::copy_from_slice(&produce_frame(&long, b"xy"));
+        let decoded = decode_request(frame).expect("decodes");
+        assert_eq!(decoded.header.client_id.as_deref(), Some(long.as_str()));
+        assert_eq!(&records_of(decoded.body)[..], b"xy");
+    }
+
+    #[test]
+    fn a_truncated_header_is_still_refused() {
+        let frame = produce_frame("rdkafka", b"x");
+        let err = decode_request(frame.slice(..12)).expect_err("truncated client id");
+        assert!(matches!(err, RequestError::Header { .. }), "{err:?}");
     }
 }
