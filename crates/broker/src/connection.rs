@@ -33,7 +33,14 @@ pub(crate) async fn serve(
     let mut buf = BytesMut::with_capacity(4096);
     loop {
         let frame = match decode_frame(&mut buf, max_bytes) {
-            Ok(Some(frame)) => frame,
+            Ok(Some(frame)) => {
+                if buf.is_empty() {
+                    // Let go of the buffer the frame was split from, so a handler can own
+                    // the frame's bytes (Produce then appends its batch without a copy).
+                    buf = BytesMut::new();
+                }
+                frame
+            }
             Ok(None) => {
                 let read = tokio::select! {
                     read = tokio::time::timeout(idle, stream.read_buf(&mut buf)) => match read {

@@ -34,7 +34,10 @@ pub(super) async fn handle(
     let acks_valid = matches!(request.acks, -1..=1);
     let transactional = request.transactional_id.is_some();
     let mut response = ProduceResponse::default();
-    for (topic_index, topic) in request.topic_data.into_iter().enumerate() {
+    for (topic_index, mut topic) in request.topic_data.into_iter().enumerate() {
+        // Own the topic name: decoded in place, its bytes would share the request buffer and
+        // keep `append` from taking a batch over without copying it.
+        topic.name.0 = StrBytes::from_string(topic.name.0.to_string());
         let name: Option<model::TopicName> = topic.name.0.parse().ok();
         let partition_responses = topic
             .partition_data
