@@ -136,7 +136,12 @@ fn tidy(root: &Path) -> Vec<String> {
                         ));
                     }
                 }
-                for stub in ["todo!(", "unimplemented!(", "dbg!("] {
+                // Spelled in pieces so this checker does not trip text-based stub searches itself.
+                for stub in [
+                    concat!("todo", "!("),
+                    concat!("unimplemented", "!("),
+                    concat!("dbg", "!("),
+                ] {
                     if line.contains(stub) {
                         problems.push(format!("{shown}:{}: {stub}) in product code", n + 1));
                     }
