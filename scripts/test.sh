@@ -52,6 +52,8 @@ export GREGOR_TEST_ZOOKEEPER="127.0.0.1:$zk_port"
 
 step "cargo test --workspace"
 cargo build --workspace --quiet
+# The README's run command must resolve to the gregor binary.
+cargo run --quiet -- --version
 cargo test --workspace
 
 step "end-to-end tests with real Kafka clients (librdkafka, kafka-python, kcat)"
