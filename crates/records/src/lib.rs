@@ -338,5 +338,8 @@ fn write_i64(b: &mut [u8], at: usize, v: i64) {
     b[at..at + 8].copy_from_slice(&v.to_be_bytes());
 }
 
+#[cfg(feature = "testing")]
+pub mod testing;
+
 #[cfg(test)]
 mod tests;

@@ -1,56 +1,12 @@
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use records::testing::{decode_values as values, encode_batch, tagged_values};
 
 use super::*;
 
 /// A batch of `n` records; with `producer` = (id, epoch, base sequence) an idempotent one.
 fn batch(n: usize, tag: &str, producer: Option<(i64, i16, i32)>) -> Vec<u8> {
-    let (pid, epoch, seq) = producer.unwrap_or((-1, -1, -1));
-    let records: Vec<Record> = (0..n)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            partition_leader_epoch: -1,
-            producer_id: pid,
-            producer_epoch: epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: seq + i as i32,
-            timestamp: 1_000 + i as i64,
-            key: None,
-            value: Some(Bytes::from(format!("{tag}-{i}"))),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        records.iter(),
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
-    buf.to_vec()
-}
-
-fn values(bytes: &[u8]) -> Vec<(i64, String)> {
-    let mut buf = Bytes::copy_from_slice(bytes);
-    let mut out = Vec::new();
-    while !buf.is_empty() {
-        for r in RecordBatchDecoder::decode(&mut buf).unwrap().records {
-            out.push((
-                r.offset,
-                String::from_utf8(r.value.unwrap().to_vec()).unwrap(),
-            ));
-        }
-    }
-    out
+    encode_batch(&tagged_values(tag, n), 1_000, producer)
 }
 
 fn tp() -> TopicPartition {

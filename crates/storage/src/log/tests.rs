@@ -1,56 +1,12 @@
 use std::io::Write;
 
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use records::testing::{decode_values as decode, encode_batch, tagged_values};
 
 use super::*;
 
-/// A producer's batch of `n` records with values `tag-i`, created at `timestamp`.
+/// A producer's batch of `n` records with values `tag-i`, created from `timestamp` on.
 fn batch(n: usize, tag: &str, timestamp: i64) -> Vec<u8> {
-    let records: Vec<Record> = (0..n)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: i as i32 - 1,
-            timestamp,
-            key: None,
-            value: Some(Bytes::from(format!("{tag}-{i}"))),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        records.iter(),
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
-    buf.to_vec()
-}
-
-/// (offset, value) of every record in `bytes`.
-fn decode(bytes: &[u8]) -> Vec<(i64, String)> {
-    let mut buf = Bytes::copy_from_slice(bytes);
-    let mut out = Vec::new();
-    while !buf.is_empty() {
-        for r in RecordBatchDecoder::decode(&mut buf).unwrap().records {
-            out.push((
-                r.offset,
-                String::from_utf8(r.value.unwrap().to_vec()).unwrap(),
-            ));
-        }
-    }
-    out
+    encode_batch(&tagged_values(tag, n), timestamp, None)
 }
 
 fn small_segments() -> LogConfig {
