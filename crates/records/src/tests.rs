@@ -143,20 +143,44 @@ fn an_unknown_codec_is_refused() {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
-    // Whatever bytes arrive, validation answers (no panic), and a truncated valid set never validates.
+    // Whatever bytes arrive, validation answers (no panic).
     #[test]
     fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
         let _ = validate_record_set(&bytes);
     }
 
+    // A prefix of a valid record set is itself valid exactly when it ends on a batch boundary
+    // (then it holds the batches before that boundary); a prefix that ends inside a batch is refused.
     #[test]
-    fn any_prefix_of_a_valid_batch_is_refused(counts in proptest::collection::vec(1usize..5, 1..4), cut in 1usize..100) {
+    fn a_prefix_validates_only_on_a_batch_boundary(counts in proptest::collection::vec(1usize..5, 1..4), cut in 1usize..100) {
         let mut bytes = Vec::new();
-        for c in &counts { bytes.extend(batch(*c, 0)); }
+        let mut boundaries = Vec::new();
+        for c in &counts {
+            bytes.extend(batch(*c, 0));
+            boundaries.push(bytes.len());
+        }
         let cut = cut.min(bytes.len() - 1);
-        prop_assert!(validate_record_set(&bytes[..bytes.len() - cut]).is_err());
+        let prefix_len = bytes.len() - cut;
+        match boundaries.iter().position(|&b| b == prefix_len) {
+            Some(i) => {
+                let batches = validate_record_set(&bytes[..prefix_len]);
+                prop_assert!(batches.is_ok(), "prefix of {} bytes ends on batch {} boundary: {:?}", prefix_len, i, batches);
+                prop_assert_eq!(batches.unwrap().len(), i + 1);
+            }
+            None => prop_assert!(validate_record_set(&bytes[..prefix_len]).is_err(), "prefix of {} bytes ends inside a batch", prefix_len),
+        }
         let batches = validate_record_set(&bytes).unwrap();
         let next = assign_offsets(&mut bytes, &batches, 42, 0, None);
         prop_assert_eq!(next, 42 + counts.iter().sum::<usize>() as i64);
+    }
+
+    // The boundary case itself, every time (the random cut above only sometimes lands on it).
+    #[test]
+    fn a_prefix_of_whole_batches_is_the_batches_before_it(counts in proptest::collection::vec(1usize..5, 2..4)) {
+        let mut bytes = Vec::new();
+        for c in &counts { bytes.extend(batch(*c, 0)); }
+        let last = batch(*counts.last().unwrap(), 0).len();
+        let batches = validate_record_set(&bytes[..bytes.len() - last]).unwrap();
+        prop_assert_eq!(batches.len(), counts.len() - 1);
     }
 }
