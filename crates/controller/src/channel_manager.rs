@@ -6,6 +6,8 @@
 //! come back to the event loop as events.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
@@ -24,7 +26,7 @@ use kafka_protocol::messages::{
     UpdateMetadataRequest,
 };
 use kafka_protocol::protocol::StrBytes;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 use tracing::{debug, error, warn};
 
@@ -69,13 +71,29 @@ pub struct ChannelManager {
     brokers: BTreeMap<BrokerId, BrokerChannel>,
     events: mpsc::Sender<ControllerEvent>,
     options: ConnectionOptions,
+    /// Signalled whenever a broker finished a request (see [`ChannelManager::barrier`]).
+    progress: Arc<Notify>,
+    /// Numbers the queues, so a barrier on a replaced queue is not mistaken for the new one.
+    next_generation: u64,
 }
 
 #[derive(Debug)]
 struct BrokerChannel {
     queue: mpsc::Sender<ControlRequest>,
     task: JoinHandle<()>,
+    generation: u64,
+    /// Requests queued so far.
+    queued: u64,
+    /// Requests the broker answered (or that were given up for good), in queue order.
+    completed: Arc<AtomicU64>,
 }
+
+/// A point in every broker's queue: passed once each broker has answered every request
+/// queued before it (a broker that left, or whose queue was replaced, counts as passed).
+/// Requests to one broker are sent and answered in order, so passing a barrier taken after an
+/// UpdateMetadata was queued means that broker's metadata cache holds it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Barrier(Vec<(BrokerId, u64, u64)>);
 
 impl ChannelManager {
     /// No brokers yet; responses become events on `events`.
@@ -93,7 +111,37 @@ impl ChannelManager {
             brokers: BTreeMap::new(),
             events,
             options,
+            progress: Arc::new(Notify::new()),
+            next_generation: 0,
         }
+    }
+
+    /// Notified (one stored permit) whenever some broker finishes a request.
+    pub fn progress(&self) -> Arc<Notify> {
+        Arc::clone(&self.progress)
+    }
+
+    /// The current end of every broker's queue.
+    pub fn barrier(&self) -> Barrier {
+        Barrier(
+            self.brokers
+                .iter()
+                .map(|(&id, c)| (id, c.generation, c.queued))
+                .collect(),
+        )
+    }
+
+    /// Whether every broker has answered everything queued before `barrier` was taken.
+    pub fn passed(&self, barrier: &Barrier) -> bool {
+        barrier
+            .0
+            .iter()
+            .all(|&(id, generation, queued)| match self.brokers.get(&id) {
+                Some(c) if c.generation == generation => {
+                    c.completed.load(Ordering::Acquire) >= queued
+                }
+                _ => true,
+            })
     }
 
     /// Starts the queue of a broker (replacing an older one).
@@ -101,15 +149,29 @@ impl ChannelManager {
         self.remove_broker(broker.id);
         let (queue, requests) = mpsc::channel(BROKER_QUEUE_CAPACITY);
         let addr = format!("{}:{}", broker.host, broker.port);
+        let completed = Arc::new(AtomicU64::new(0));
         let task = tokio::spawn(send_loop(
             broker.id,
             addr,
             self.options.clone(),
             requests,
             self.events.clone(),
+            Progress {
+                completed: Arc::clone(&completed),
+                notify: Arc::clone(&self.progress),
+            },
         ));
-        self.brokers
-            .insert(broker.id, BrokerChannel { queue, task });
+        self.next_generation += 1;
+        self.brokers.insert(
+            broker.id,
+            BrokerChannel {
+                queue,
+                task,
+                generation: self.next_generation,
+                queued: 0,
+                completed,
+            },
+        );
     }
 
     /// Drops a broker's queue (it is gone); requests still queued are dropped with it.
@@ -129,13 +191,16 @@ impl ChannelManager {
     /// Queues `request` for `broker`. A missing broker or a full queue drops the request
     /// with a warning: the broker is dead or unresponsive and will be told everything again
     /// when it registers.
-    pub fn send(&self, broker: BrokerId, request: ControlRequest) {
-        let Some(channel) = self.brokers.get(&broker) else {
+    pub fn send(&mut self, broker: BrokerId, request: ControlRequest) {
+        let Some(channel) = self.brokers.get_mut(&broker) else {
             warn!(broker, "no send queue for broker; control request dropped");
             return;
         };
-        if let Err(err) = channel.queue.try_send(request) {
-            warn!(broker, error = %err, "control request queue full or closed; request dropped");
+        match channel.queue.try_send(request) {
+            Ok(()) => channel.queued += 1,
+            Err(err) => {
+                warn!(broker, error = %err, "control request queue full or closed; request dropped")
+            }
         }
     }
 }
@@ -146,12 +211,27 @@ impl Drop for ChannelManager {
     }
 }
 
+/// How a send loop reports that it finished a request.
+#[derive(Debug)]
+struct Progress {
+    completed: Arc<AtomicU64>,
+    notify: Arc<Notify>,
+}
+
+impl Progress {
+    fn done(&self) {
+        self.completed.fetch_add(1, Ordering::Release);
+        self.notify.notify_one();
+    }
+}
+
 async fn send_loop(
     broker: BrokerId,
     addr: String,
     options: ConnectionOptions,
     mut requests: mpsc::Receiver<ControlRequest>,
     events: mpsc::Sender<ControllerEvent>,
+    progress: Progress,
 ) {
     let mut connection: Option<Connection> = None;
     while let Some(request) = requests.recv().await {
@@ -185,6 +265,7 @@ async fn send_loop(
                 }
             }
         }
+        progress.done();
     }
 }
 

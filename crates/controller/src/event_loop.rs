@@ -24,7 +24,7 @@ use znodes::json::{PartitionStateZNode, TopicAssignment};
 use znodes::zk_client::{KafkaZkClient, RegisteredBroker, ZkClientError};
 
 use crate::admin::{self, Await, AwaitCondition};
-use crate::channel_manager::{ChannelManager, RequestBatch};
+use crate::channel_manager::{Barrier, ChannelManager, RequestBatch};
 use crate::context::{
     ControllerContext, LeaderIsrAndControllerEpoch, LiveBroker, PartitionAndReplica,
 };
@@ -76,6 +76,7 @@ impl EventLoop {
 
     /// Processes events until shutdown or the end of the session.
     pub(crate) async fn run(mut self, mut queue: mpsc::Receiver<ControllerEvent>) {
+        let progress = self.channels.progress();
         loop {
             let deadline = self.pending.iter().map(|p| p.deadline).min();
             let timer = async move {
@@ -88,6 +89,12 @@ impl EventLoop {
                 event = queue.recv() => event,
                 () = timer => {
                     self.expire_pending(Instant::now());
+                    continue;
+                }
+                () = progress.notified() => {
+                    // A broker answered a control request: replies waiting for the brokers'
+                    // metadata caches may be ready.
+                    self.complete_pending();
                     continue;
                 }
             };
@@ -774,25 +781,39 @@ impl EventLoop {
     // ---- Waiting requests ----
 
     fn reply_or_wait(&mut self, timeout_ms: i32, awaits: Vec<Await>, responder: Responder) {
-        let mut pending = PendingReply {
+        let pending = PendingReply {
             deadline: Instant::now() + Duration::from_millis(timeout_ms.max(0) as u64),
-            awaits,
+            awaits: awaits.into_iter().map(|a| (a, None)).collect(),
             responder,
         };
-        pending
-            .awaits
-            .retain(|a| !condition_met(&self.ctx, &a.condition));
         if pending.awaits.is_empty() {
             pending.responder.send();
         } else {
             self.pending.push(pending);
+            self.complete_pending();
         }
     }
 
+    /// Answers the waiting requests whose conditions hold in the context and whose effects
+    /// every live broker's metadata cache has: once the conditions hold, a barrier is taken
+    /// behind the control requests queued so far, and the reply goes out when every broker has
+    /// answered up to it (Kafka answers when the receiving broker's cache shows the change;
+    /// waiting for every broker's makes a describe right after the answer work on any broker).
     fn complete_pending(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
         let ctx = &self.ctx;
+        let channels = &self.channels;
         for pending in &mut self.pending {
-            pending.awaits.retain(|a| !condition_met(ctx, &a.condition));
+            for (a, barrier) in &mut pending.awaits {
+                if barrier.is_none() && condition_met(ctx, &a.condition) {
+                    *barrier = Some(channels.barrier());
+                }
+            }
+            pending
+                .awaits
+                .retain(|(_, barrier)| !barrier.as_ref().is_some_and(|b| channels.passed(b)));
         }
         let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending)
             .into_iter()
@@ -851,18 +872,22 @@ fn condition_met(ctx: &ControllerContext, condition: &AwaitCondition) -> bool {
     }
 }
 
-/// A response held back until its topics are online or deleted.
+/// A response held back until its topics are online or deleted, in the controller's context
+/// and then in every broker's metadata cache.
 #[derive(Debug)]
 struct PendingReply {
     deadline: Instant,
-    awaits: Vec<Await>,
+    /// The results still waiting, each with the barrier taken once its condition held in the
+    /// context.
+    awaits: Vec<(Await, Option<Barrier>)>,
     responder: Responder,
 }
 
 impl PendingReply {
-    /// Sets `code` on every result still waiting and sends the response.
+    /// Sets `code` on every result still waiting and sends the response. A result whose
+    /// condition held in the context but not yet in every broker's cache is still waiting.
     fn fail_remaining(mut self, code: i16, message: &str) {
-        for a in &self.awaits {
+        for (a, _) in &self.awaits {
             self.responder.set_error(a.index, code, message);
         }
         self.responder.send();

@@ -2,6 +2,7 @@
 //! peers that decode the control requests with kafka-protocol and answer success.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -43,6 +44,8 @@ enum Received {
 struct FakeBroker {
     port: u16,
     received: Arc<Mutex<Vec<Received>>>,
+    /// Milliseconds the broker takes before it applies and answers an UpdateMetadata.
+    update_metadata_delay_ms: Arc<AtomicU64>,
 }
 
 impl FakeBroker {
@@ -50,13 +53,19 @@ impl FakeBroker {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let received = Arc::new(Mutex::new(Vec::new()));
+        let delay = Arc::new(AtomicU64::new(0));
         let sink = Arc::clone(&received);
+        let delay_ms = Arc::clone(&delay);
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(serve(stream, Arc::clone(&sink)));
+                tokio::spawn(serve(stream, Arc::clone(&sink), Arc::clone(&delay_ms)));
             }
         });
-        FakeBroker { port, received }
+        FakeBroker {
+            port,
+            received,
+            update_metadata_delay_ms: delay,
+        }
     }
 
     fn received(&self) -> Vec<Received> {
@@ -116,7 +125,11 @@ impl FakeBroker {
     }
 }
 
-async fn serve(mut stream: TcpStream, sink: Arc<Mutex<Vec<Received>>>) {
+async fn serve(
+    mut stream: TcpStream,
+    sink: Arc<Mutex<Vec<Received>>>,
+    update_metadata_delay_ms: Arc<AtomicU64>,
+) {
     loop {
         let Ok(size) = stream.read_i32().await else {
             return;
@@ -180,6 +193,8 @@ async fn serve(mut stream: TcpStream, sink: Arc<Mutex<Vec<Received>>>) {
             }
             ApiKey::UpdateMetadata => {
                 let request = UpdateMetadataRequest::decode(&mut buf, version).unwrap();
+                let delay = update_metadata_delay_ms.load(Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(delay)).await;
                 sink.lock().unwrap().push(Received::UpdateMetadata(request));
                 UpdateMetadataResponse::default()
                     .encode(&mut body, version)
@@ -741,6 +756,57 @@ async fn deletion_waits_for_an_offline_broker_and_finishes_when_it_returns() {
     .await;
     assert!(fake1.stop_replicas().contains(&("two".to_owned(), 0, true)));
     assert_eq!(data(&n.zk, &paths::delete_topic(&t)).await, None);
+}
+
+/// Kafka answers CreateTopics once the receiving broker's metadata cache has a leader for
+/// every new partition; Gregor waits until every live broker has applied the UpdateMetadata,
+/// so a describe right after the answer works on any broker. Past the request timeout the
+/// answer is REQUEST_TIMED_OUT (the topic stays created).
+#[tokio::test]
+async fn answers_once_every_broker_applied_the_metadata() {
+    let (store, n) = active_single_node(ControllerConfig::default()).await;
+    let fake1 = FakeBroker::start().await;
+    let _session1 = register(&store, 1, &fake1).await;
+    let fake0 = n.fake.clone();
+    eventually("the controller sees broker 1", async || {
+        last_live_brokers(&fake0) == vec![0, 1]
+    })
+    .await;
+    fake1.update_metadata_delay_ms.store(500, Ordering::SeqCst);
+    for (topic, partitions) in [("slow-a", 4), ("slow-b", 1)] {
+        let started = tokio::time::Instant::now();
+        let response = n
+            .controller
+            .create_topics(create_request(topic, partitions, 1, &[]), 5)
+            .await;
+        assert_eq!(
+            response.topics[0].error_code, 0,
+            "{:?}",
+            response.topics[0].error_message
+        );
+        assert!(started.elapsed() >= Duration::from_millis(500));
+        for fake in [&n.fake, &fake1] {
+            let mut led: Vec<_> = fake
+                .update_metadata_leaders(topic)
+                .into_iter()
+                .filter(|(_, leader)| *leader >= 0)
+                .map(|(p, _)| p)
+                .collect();
+            led.sort_unstable();
+            led.dedup();
+            assert_eq!(led, (0..partitions).collect::<Vec<_>>(), "{topic}");
+        }
+    }
+
+    // A broker slower than the request's timeout: REQUEST_TIMED_OUT, and the topic exists.
+    fake1
+        .update_metadata_delay_ms
+        .store(2_000, Ordering::SeqCst);
+    let mut request = create_request("late", 2, 1, &[]);
+    request.timeout_ms = 300;
+    let response = n.controller.create_topics(request, 5).await;
+    assert_eq!(response.topics[0].error_code, 7, "REQUEST_TIMED_OUT");
+    assert!(data(&n.zk, &paths::topic(&name("late"))).await.is_some());
 }
 
 #[tokio::test]
