@@ -2,9 +2,15 @@
 //! (Kafka's `MetadataCache`): live brokers with endpoints and racks, the controller id, and
 //! every partition's leader, ISR and replicas with its topic id. Metadata and
 //! DescribeCluster answer from here.
+//!
+//! The cache is an immutable [`Snapshot`] behind an `Arc`: a reader takes the current `Arc`
+//! (a pointer copy under a lock held for nothing else) and never copies the maps or waits for
+//! an update being built. UpdateMetadata builds the next snapshot beside the current one and
+//! swaps it in. Topics are shared between snapshots (`Arc<TopicInfo>`), so an update copies
+//! only the topics it changes.
 
 use std::collections::BTreeMap;
-use std::sync::RwLock;
+use std::sync::{Arc, Mutex, RwLock};
 
 use kafka_protocol::messages::update_metadata_request::UpdateMetadataPartitionState;
 use kafka_protocol::messages::UpdateMetadataRequest;
@@ -51,43 +57,47 @@ pub struct TopicInfo {
     pub partitions: BTreeMap<i32, PartitionInfo>,
 }
 
-/// A consistent copy of the cache.
+/// One consistent state of the cache. Never changed once published.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Snapshot {
     /// The controller's id, or -1 before the first UpdateMetadata.
     pub controller_id: BrokerId,
     /// Live brokers by id.
     pub brokers: BTreeMap<BrokerId, LiveBroker>,
-    /// Topics by name.
-    pub topics: BTreeMap<String, TopicInfo>,
+    /// Topics by name, shared with the snapshots before and after this one.
+    pub topics: BTreeMap<String, Arc<TopicInfo>>,
 }
 
 /// The cache: written by UpdateMetadata, read by every request.
 #[derive(Debug)]
 pub struct MetadataCache {
-    inner: RwLock<Snapshot>,
+    current: RwLock<Arc<Snapshot>>,
+    /// Serializes updates, so two never build on the same snapshot.
+    writer: Mutex<()>,
 }
 
 impl Default for MetadataCache {
     fn default() -> Self {
         MetadataCache {
-            inner: RwLock::new(Snapshot {
+            current: RwLock::new(Arc::new(Snapshot {
                 controller_id: -1,
                 ..Snapshot::default()
-            }),
+            })),
+            writer: Mutex::new(()),
         }
     }
 }
 
 impl MetadataCache {
-    /// A copy of the current state.
-    pub fn snapshot(&self) -> Snapshot {
-        self.read().clone()
+    /// The current state (a pointer copy: nothing is cloned).
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        // A reader never panics while holding the lock, and a writer only swaps the pointer.
+        Arc::clone(&self.current.read().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// Whether `topic` is known.
     pub fn contains_topic(&self, topic: &str) -> bool {
-        self.read().topics.contains_key(topic)
+        self.snapshot().topics.contains_key(topic)
     }
 
     /// Applies an UpdateMetadata request (any version): replaces the live brokers and the
@@ -95,7 +105,9 @@ impl MetadataCache {
     /// [`LEADER_DURING_DELETE`] is removed, and its topic with it once it has none left.
     /// Returns the partitions removed this way.
     pub fn update(&self, request: &UpdateMetadataRequest) -> Vec<(String, i32)> {
-        let mut cache = self.inner.write().unwrap_or_else(|p| p.into_inner());
+        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        // A shallow copy: the topic maps are shared until changed below.
+        let mut cache = Snapshot::clone(&self.snapshot());
         cache.controller_id = request.controller_id.0;
         cache.brokers = request
             .live_brokers
@@ -133,6 +145,7 @@ impl MetadataCache {
             let partition = state.partition_index;
             if state.leader.0 == LEADER_DURING_DELETE {
                 if let Some(info) = cache.topics.get_mut(&topic) {
+                    let info = Arc::make_mut(info);
                     info.partitions.remove(&partition);
                     if info.partitions.is_empty() {
                         cache.topics.remove(&topic);
@@ -141,7 +154,7 @@ impl MetadataCache {
                 removed.push((topic, partition));
                 continue;
             }
-            let info = cache.topics.entry(topic).or_default();
+            let info = Arc::make_mut(cache.topics.entry(topic).or_default());
             if !topic_id.is_nil() {
                 info.topic_id = topic_id;
             }
@@ -156,12 +169,8 @@ impl MetadataCache {
                 },
             );
         }
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(cache);
         removed
-    }
-
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, Snapshot> {
-        // Every write replaces whole values, so a poisoned lock still guards a usable map.
-        self.inner.read().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -221,5 +230,24 @@ mod tests {
         assert!(cache.contains_topic("t"));
         cache.update(&request(vec![state(1, LEADER_DURING_DELETE)]));
         assert!(!cache.contains_topic("t"));
+    }
+
+    #[test]
+    fn a_snapshot_never_changes_and_unchanged_topics_are_shared() {
+        let cache = MetadataCache::default();
+        cache.update(&request(vec![state(0, 1)]));
+        let mut other = request(vec![state(0, 1)]);
+        other.topic_states[0].topic_name = TopicName(StrBytes::from_static_str("u"));
+        cache.update(&other);
+        let before = cache.snapshot();
+        cache.update(&request(vec![state(0, 2), state(1, 2)]));
+        let after = cache.snapshot();
+        assert_eq!(before.topics["t"].partitions.len(), 1);
+        assert_eq!(before.topics["t"].partitions[&0].leader, 1);
+        assert_eq!(after.topics["t"].partitions.len(), 2);
+        assert_eq!(after.topics["t"].partitions[&0].leader, 2);
+        // "u" was not in the last update: both snapshots hold the same allocation.
+        assert!(Arc::ptr_eq(&before.topics["u"], &after.topics["u"]));
+        assert!(!Arc::ptr_eq(&before.topics["t"], &after.topics["t"]));
     }
 }
