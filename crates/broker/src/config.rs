@@ -107,6 +107,13 @@ pub struct BrokerConfig {
     pub connections_max_idle: Duration,
     /// `request.timeout.ms`, used for controller requests.
     pub request_timeout: Duration,
+    /// `controlled.shutdown.enable`: on SIGTERM, ask the controller to move this broker's
+    /// leaderships away before stopping.
+    pub controlled_shutdown_enable: bool,
+    /// `controlled.shutdown.max.retries`: ControlledShutdown attempts before stopping anyway.
+    pub controlled_shutdown_max_retries: u32,
+    /// `controlled.shutdown.retry.backoff.ms`: the wait after a failed attempt.
+    pub controlled_shutdown_retry_backoff: Duration,
     /// `placement.strategy`: `balanced` (default) or `kafka`.
     pub placement_strategy: assignment::Strategy,
     /// `create.topic.policy.*`.
@@ -145,6 +152,9 @@ const KNOWN_KEYS: &[&str] = &[
     "min.insync.replicas",
     "socket.request.max.bytes",
     "request.timeout.ms",
+    "controlled.shutdown.enable",
+    "controlled.shutdown.max.retries",
+    "controlled.shutdown.retry.backoff.ms",
     "connections.max.idle.ms",
     "placement.strategy",
     "create.topic.policy.min.partitions",
@@ -275,6 +285,19 @@ impl BrokerConfig {
                 30_000,
                 1,
             )?),
+            controlled_shutdown_enable: parse_bool(&props, "controlled.shutdown.enable", true)?,
+            controlled_shutdown_max_retries: parse_num(
+                &props,
+                "controlled.shutdown.max.retries",
+                3,
+                0,
+            )?,
+            controlled_shutdown_retry_backoff: Duration::from_millis(parse_num(
+                &props,
+                "controlled.shutdown.retry.backoff.ms",
+                5_000,
+                0,
+            )?),
             placement_strategy,
             create_topic_policy: CreateTopicPolicyConfig {
                 min_partitions: parse_opt_num(&props, "create.topic.policy.min.partitions", 1)?,
@@ -351,6 +374,9 @@ impl BrokerConfig {
                 required_configs: self.create_topic_policy.required_configs.clone(),
             },
             request_timeout: self.request_timeout,
+            unclean_leader_election_enable: self
+                .topic_default("unclean.leader.election.enable")
+                .is_some_and(|(_, v)| v.trim().eq_ignore_ascii_case("true")),
             ..controller::ControllerConfig::default()
         }
     }

@@ -13,6 +13,7 @@ pub mod admin_http;
 pub mod config;
 mod connection;
 mod context;
+mod controlled_shutdown;
 mod data_plane;
 pub mod dev_cluster;
 mod error;

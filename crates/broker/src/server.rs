@@ -228,10 +228,23 @@ impl Broker {
         admin_http::BrokerView::new(Arc::clone(&self.ctx))
     }
 
-    /// Stops accepting requests, lets in-flight requests finish, resigns as controller and
-    /// closes the store session (so `/brokers/ids/<id>` disappears at once).
+    /// Asks the controller to move this broker's leaderships to other in-sync replicas and to
+    /// drop it from every ISR, retrying as `controlled.shutdown.*` says; the broker keeps
+    /// serving. Returns whether nothing movable is left led here. [`Broker::shutdown`] runs
+    /// this first.
+    pub async fn controlled_shutdown(&self) -> bool {
+        crate::controlled_shutdown::run(&self.ctx).await
+    }
+
+    /// With `controlled.shutdown.enable` (the default), first asks the controller to move
+    /// this broker's leaderships away while it still serves; then stops accepting requests,
+    /// lets in-flight requests finish, resigns as controller and closes the store session
+    /// (so `/brokers/ids/<id>` disappears at once).
     pub async fn shutdown(self) {
         info!(broker_id = self.ctx.broker_id, "shutting down");
+        if self.ctx.config.controlled_shutdown_enable {
+            self.controlled_shutdown().await;
+        }
         let _ = self.shutdown.send(true);
         self.lifecycle.abort();
         let _ = self.lifecycle.await;

@@ -241,3 +241,136 @@ async fn a_second_broker_with_the_same_id_is_refused() {
     first.shutdown().await;
     store.close().await;
 }
+
+/// Leaders and ISRs of `topic` as `conn`'s broker sees them, by partition.
+async fn leadership(conn: &mut Connection, topic: &str) -> Vec<(i32, i32, Vec<i32>)> {
+    let response = conn
+        .send(MetadataRequest::default().with_topics(Some(vec![
+            metadata_request::MetadataRequestTopic::default().with_name(Some(name(topic))),
+        ])))
+        .await
+        .unwrap();
+    let mut out: Vec<_> = response
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .map(|p| {
+            (
+                p.partition_index,
+                p.leader_id.0,
+                p.isr_nodes.iter().map(|b| b.0).collect(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controlled_shutdown_moves_leaderships_and_refuses_stale_epochs() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MetadataStore::from_config(&config(dir.path(), &[])).unwrap();
+    let mut brokers = Vec::new();
+    for id in [1, 2, 3] {
+        let logs = dir.path().join(format!("broker-{id}/logs"));
+        let overrides = [
+            format!("broker.id={id}"),
+            format!("log.dirs={}", logs.display()),
+            "controlled.shutdown.retry.backoff.ms=100".to_string(),
+        ];
+        let overrides: Vec<&str> = overrides.iter().map(String::as_str).collect();
+        brokers.push(start_on(store.clone(), dir.path(), &overrides).await);
+    }
+    eventually("one controller", || {
+        brokers.iter().filter(|b| b.is_controller()).count() == 1
+    })
+    .await;
+    let controller = brokers.iter().find(|b| b.is_controller()).unwrap();
+    let mut to_controller = Connection::connect(&controller.local_addr().to_string(), "t")
+        .await
+        .unwrap();
+    let created = to_controller
+        .send(
+            CreateTopicsRequest::default()
+                .with_timeout_ms(10_000)
+                .with_topics(vec![CreatableTopic::default()
+                    .with_name(name("cs"))
+                    .with_num_partitions(6)
+                    .with_replication_factor(3)]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.topics[0].error_code, 0);
+    let leaving_index = brokers.iter().position(|b| !b.is_controller()).unwrap();
+    let leaving = brokers[leaving_index].broker_id();
+    let epoch = brokers[leaving_index].broker_epoch();
+    let mut before = Vec::new();
+    for _ in 0..500 {
+        before = leadership(&mut to_controller, "cs").await;
+        if before.len() == 6 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        before.iter().any(|(_, leader, _)| *leader == leaving),
+        "{before:?}"
+    );
+
+    let request = |broker_id: i32, broker_epoch: i64| {
+        ControlledShutdownRequest::default()
+            .with_broker_id(BrokerId(broker_id))
+            .with_broker_epoch(broker_epoch)
+    };
+    // A stale broker epoch, an unknown broker, and a broker that is not the controller: each
+    // refused, and nothing moves.
+    let stale = to_controller
+        .send(request(leaving, epoch - 1))
+        .await
+        .unwrap();
+    assert_eq!(stale.error_code, 77, "STALE_BROKER_EPOCH");
+    let newer = to_controller
+        .send(request(leaving, epoch + 1))
+        .await
+        .unwrap();
+    assert_eq!(newer.error_code, 77, "an epoch the controller has not seen");
+    let unknown = to_controller.send(request(42, 1)).await.unwrap();
+    assert_eq!(unknown.error_code, 8, "BROKER_NOT_AVAILABLE");
+    let mut to_leaving = Connection::connect(&brokers[leaving_index].local_addr().to_string(), "t")
+        .await
+        .unwrap();
+    let not_controller = to_leaving.send(request(leaving, epoch)).await.unwrap();
+    assert_eq!(not_controller.error_code, 41, "NOT_CONTROLLER");
+    assert_eq!(leadership(&mut to_controller, "cs").await, before);
+
+    // The broker's own controlled shutdown: it keeps its registration and serves, but leads
+    // nothing and is in no ISR.
+    assert!(brokers[leaving_index].controlled_shutdown().await);
+    let mut after = Vec::new();
+    for _ in 0..500 {
+        after = leadership(&mut to_leaving, "cs").await;
+        if after
+            .iter()
+            .all(|(_, leader, isr)| *leader != leaving && !isr.contains(&leaving))
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for (partition, leader, isr) in &after {
+        assert_ne!(
+            *leader, leaving,
+            "p{partition} still led by {leaving}: {after:?}"
+        );
+        assert!(!isr.contains(&leaving), "p{partition}: {after:?}");
+        assert_eq!(isr.len(), 2, "p{partition}: {after:?}");
+    }
+    // Asked again, the controller has nothing left to move.
+    let again = to_controller.send(request(leaving, epoch)).await.unwrap();
+    assert_eq!((again.error_code, again.remaining_partitions.len()), (0, 0));
+
+    for broker in brokers {
+        broker.shutdown().await;
+    }
+    store.close().await;
+}

@@ -86,12 +86,26 @@ pub struct ControllerContext {
     pub topics_ineligible_for_deletion: BTreeSet<TopicName>,
     /// Queued topics whose partitions were already moved to NonExistent.
     pub topics_with_deletion_started: BTreeSet<TopicName>,
+    /// Brokers in controlled shutdown (Kafka's `shuttingDownBrokerIds`): still registered and
+    /// told about metadata, but never elected leader and dropped from ISRs.
+    pub shutting_down_brokers: BTreeSet<BrokerId>,
+    /// Topics whose effective `unclean.leader.election.enable` is true, as the event loop read
+    /// it (topic override, else the broker default) for the topics about to elect a leader
+    /// without a live in-sync replica. Elections of other topics are always clean.
+    pub unclean_election_topics: BTreeSet<TopicName>,
 }
 
 impl ControllerContext {
-    /// Whether `broker` is registered under `/brokers/ids`.
+    /// Whether `broker` is registered under `/brokers/ids` (shutting down or not): it can be
+    /// sent requests.
     pub fn is_live(&self, broker: BrokerId) -> bool {
         self.live_brokers.contains_key(&broker)
+    }
+
+    /// Whether a replica on `broker` can lead or stay in an ISR: registered and not in
+    /// controlled shutdown (Kafka's `isReplicaOnline`).
+    pub fn is_replica_online(&self, broker: BrokerId) -> bool {
+        self.is_live(broker) && !self.shutting_down_brokers.contains(&broker)
     }
 
     /// Live broker ids, ascending.
@@ -228,6 +242,7 @@ impl ControllerContext {
         self.topics_to_be_deleted.remove(topic);
         self.topics_ineligible_for_deletion.remove(topic);
         self.topics_with_deletion_started.remove(topic);
+        self.unclean_election_topics.remove(topic);
     }
 
     /// The replicas of `topic` in `state`.

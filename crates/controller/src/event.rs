@@ -1,8 +1,8 @@
 //! `ControllerEvent`: everything the event loop processes, one at a time, in order.
 
 use kafka_protocol::messages::{
-    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
-    DeleteTopicsRequest, DeleteTopicsResponse,
+    ControlledShutdownResponse, CreatePartitionsRequest, CreatePartitionsResponse,
+    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
 };
 use tokio::sync::oneshot;
 
@@ -49,6 +49,15 @@ pub enum ControllerEvent {
         api_version: i16,
         /// Where the response goes.
         reply: oneshot::Sender<DeleteTopicsResponse>,
+    },
+    /// A broker asks to give up its leaderships before it stops (ControlledShutdown).
+    ControlledShutdown {
+        /// The broker shutting down.
+        broker_id: BrokerId,
+        /// Its broker epoch as it knows it (-1: unknown, as before KIP-380).
+        broker_epoch: i64,
+        /// Where the response goes.
+        reply: oneshot::Sender<ControlledShutdownResponse>,
     },
     /// A broker answered (or could not be sent) a StopReplica request.
     StopReplicaResponse {

@@ -11,8 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::controlled_shutdown_response::RemainingPartition;
 use kafka_protocol::messages::{
-    CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse,
+    ControlledShutdownResponse, CreatePartitionsResponse, CreateTopicsResponse,
+    DeleteTopicsResponse, TopicName as WireTopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use tokio::sync::{mpsc, oneshot};
@@ -33,6 +35,9 @@ use crate::election::{self, ElectionOutcome};
 use crate::event::ControllerEvent;
 use crate::partition_state_machine::PartitionState;
 use crate::{lifecycle, topic_deletion, ControllerConfig};
+
+/// The topic config key (and broker default) that allows electing an out-of-sync replica.
+const UNCLEAN_LEADER_ELECTION_ENABLE: &str = "unclean.leader.election.enable";
 
 /// How long a broker whose failover failed waits before giving up `/controller`.
 const FAILOVER_RETRY_BACKOFF: Duration = Duration::from_millis(200);
@@ -192,6 +197,22 @@ impl EventLoop {
                 );
                 Ok(())
             }
+            ControllerEvent::ControlledShutdown {
+                broker_id,
+                broker_epoch,
+                reply,
+            } => {
+                if !self.active {
+                    let _ = reply.send(
+                        ControlledShutdownResponse::default()
+                            .with_error_code(ResponseError::NotController.code()),
+                    );
+                    return Flow::Continue;
+                }
+                let (response, result) = self.on_controlled_shutdown(broker_id, broker_epoch).await;
+                let _ = reply.send(response);
+                result
+            }
             ControllerEvent::SessionExpired => {
                 info!(
                     broker_id = self.config.broker_id,
@@ -309,8 +330,110 @@ impl EventLoop {
             brokers = ?self.ctx.live_broker_ids(), topics = self.ctx.all_topics.len(),
             "controller failover complete"
         );
+        self.refresh_unclean_election_topics().await?;
         let effects = lifecycle::on_controller_failover(&mut self.ctx);
         self.execute(effects).await
+    }
+
+    /// ControlledShutdown (Kafka's `doControlledShutdown`): refuses an unknown broker or a
+    /// broker epoch other than the registration's (an older one is a previous incarnation; a
+    /// newer one is a registration this controller has not seen yet, so it cannot vouch for
+    /// it), else moves the broker's leaderships away and drops it from every ISR, and answers
+    /// what it still leads.
+    async fn on_controlled_shutdown(
+        &mut self,
+        broker: BrokerId,
+        broker_epoch: i64,
+    ) -> (ControlledShutdownResponse, Result<(), ZkClientError>) {
+        let refuse = |error: ResponseError| {
+            (
+                ControlledShutdownResponse::default().with_error_code(error.code()),
+                Ok(()),
+            )
+        };
+        let Some(live) = self.ctx.live_brokers.get(&broker) else {
+            warn!(
+                broker,
+                "controlled shutdown from a broker that is not registered"
+            );
+            return refuse(ResponseError::BrokerNotAvailable);
+        };
+        if broker_epoch != -1 && broker_epoch != live.epoch {
+            warn!(
+                broker,
+                request_epoch = broker_epoch,
+                registered_epoch = live.epoch,
+                "controlled shutdown refused: the broker epoch is not the registration's"
+            );
+            return refuse(ResponseError::StaleBrokerEpoch);
+        }
+        info!(broker, "controlled shutdown: moving leaderships away");
+        let effects = lifecycle::on_controlled_shutdown(&mut self.ctx, broker);
+        if let Err(err) = self.execute(effects).await {
+            return (
+                ControlledShutdownResponse::default()
+                    .with_error_code(ResponseError::NotController.code()),
+                Err(err),
+            );
+        }
+        let remaining: Vec<_> = lifecycle::partitions_led_by(&self.ctx, broker)
+            .into_iter()
+            .map(|tp| {
+                RemainingPartition::default()
+                    .with_topic_name(WireTopicName(StrBytes::from_string(
+                        tp.topic.as_str().to_owned(),
+                    )))
+                    .with_partition_index(tp.partition)
+            })
+            .collect();
+        info!(
+            broker,
+            remaining = remaining.len(),
+            "controlled shutdown: leaderships moved"
+        );
+        (
+            ControlledShutdownResponse::default().with_remaining_partitions(remaining),
+            Ok(()),
+        )
+    }
+
+    /// Reads `unclean.leader.election.enable` (topic override, else the broker default) of
+    /// the topics whose next election cannot be clean, concurrently; a topic whose config
+    /// cannot be read elects cleanly (it waits), as Kafka does.
+    async fn refresh_unclean_election_topics(&mut self) -> Result<(), ZkClientError> {
+        self.ctx.unclean_election_topics.clear();
+        let topics = lifecycle::topics_needing_unclean_decision(&self.ctx);
+        if topics.is_empty() {
+            return Ok(());
+        }
+        let mut reads = tokio::task::JoinSet::new();
+        for topic in topics {
+            let zk = self.zk.clone();
+            reads.spawn(async move {
+                let config = zk.get_topic_config(&topic).await;
+                (topic, config)
+            });
+        }
+        let default = self.config.unclean_leader_election_enable;
+        while let Some(joined) = reads.join_next().await {
+            let Ok((topic, config)) = joined else {
+                continue;
+            };
+            match config {
+                Ok(config) => {
+                    let enabled = config
+                        .get(UNCLEAN_LEADER_ELECTION_ENABLE)
+                        .map_or(default, |v| v.trim().eq_ignore_ascii_case("true"));
+                    if enabled {
+                        self.ctx.unclean_election_topics.insert(topic);
+                    }
+                }
+                Err(err) => {
+                    warn!(%topic, error = %err, "cannot read the topic's config; its leader election stays clean")
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Stops acting as controller: drops the queues, answers waiting requests and deletes
@@ -374,6 +497,7 @@ impl EventLoop {
             self.channels.remove_broker(*id);
         }
         info!(new = ?new, dead = ?dead, bounced = ?bounced, "broker change");
+        self.refresh_unclean_election_topics().await?;
         let mut effects = Vec::new();
         if !new.is_empty() {
             effects.extend(lifecycle::on_broker_startup(&mut self.ctx, &new));

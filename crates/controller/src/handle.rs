@@ -3,9 +3,11 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{
-    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
-    DeleteTopicsRequest, DeleteTopicsResponse,
+    ControlledShutdownRequest, ControlledShutdownResponse, CreatePartitionsRequest,
+    CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
+    DeleteTopicsResponse,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::debug;
@@ -102,6 +104,26 @@ impl ControllerHandle {
         let event = ControllerEvent::DeleteTopics {
             request,
             api_version,
+            reply,
+        };
+        self.ask(event, response).await.unwrap_or(fallback)
+    }
+
+    /// Handles ControlledShutdown (NOT_CONTROLLER unless active): moves the broker's
+    /// leaderships away and answers the partitions it still leads.
+    pub async fn controlled_shutdown(
+        &self,
+        request: ControlledShutdownRequest,
+    ) -> ControlledShutdownResponse {
+        let fallback = ControlledShutdownResponse::default()
+            .with_error_code(ResponseError::NotController.code());
+        if !self.is_active() {
+            return fallback;
+        }
+        let (reply, response) = oneshot::channel();
+        let event = ControllerEvent::ControlledShutdown {
+            broker_id: request.broker_id.0,
+            broker_epoch: request.broker_epoch,
             reply,
         };
         self.ask(event, response).await.unwrap_or(fallback)

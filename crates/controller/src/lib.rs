@@ -92,6 +92,8 @@ pub struct ControllerConfig {
     pub request_timeout: Duration,
     /// Run after a topic's deletion completes.
     pub on_topic_deleted: TopicDeletedHook,
+    /// The broker default of `unclean.leader.election.enable` (a topic override wins).
+    pub unclean_leader_election_enable: bool,
 }
 
 impl Default for ControllerConfig {
@@ -105,6 +107,7 @@ impl Default for ControllerConfig {
             create_topic_policy: CreateTopicPolicy::default(),
             request_timeout: Duration::from_millis(30_000),
             on_topic_deleted: TopicDeletedHook::default(),
+            unclean_leader_election_enable: false,
         }
     }
 }

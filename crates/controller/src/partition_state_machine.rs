@@ -6,7 +6,7 @@
 //!                  └──────────────────▲
 //! ```
 
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 use model::TopicPartition;
 
@@ -45,12 +45,116 @@ impl PartitionState {
     }
 }
 
+/// How a partition moving to Online picks its leader (Kafka's
+/// `PartitionLeaderElectionStrategy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ElectionStrategy {
+    /// The leader is gone: the first online in-sync replica in assignment order; when the
+    /// topic allows unclean election and no in-sync replica is online, the first online
+    /// replica (whose log may lack acknowledged records).
+    Offline,
+    /// The leader is in controlled shutdown: the first in-sync replica in assignment order
+    /// that is not shutting down; the shutting-down brokers leave the ISR.
+    ControlledShutdown,
+}
+
+/// A leader election's outcome for one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Elected {
+    /// The new leader.
+    pub leader: model::BrokerId,
+    /// The new ISR.
+    pub isr: Vec<model::BrokerId>,
+    /// Whether the leader was not in the ISR (unclean election).
+    pub unclean: bool,
+    /// The replicas that get the LeaderAndIsr.
+    pub recipients: Vec<model::BrokerId>,
+}
+
+/// Kafka's `PartitionLeaderElectionAlgorithms` plus the ISR each election leaves: `None`
+/// when no replica may lead. Pure; the caller writes the result.
+pub fn elect(
+    ctx: &ControllerContext,
+    tp: &TopicPartition,
+    current: &LeaderIsrAndControllerEpoch,
+    strategy: ElectionStrategy,
+) -> Option<Elected> {
+    let replicas = ctx.replicas(tp);
+    match strategy {
+        ElectionStrategy::Offline => {
+            let online: Vec<_> = replicas
+                .iter()
+                .copied()
+                .filter(|&b| ctx.is_replica_online(b))
+                .collect();
+            if let Some(&leader) = online.iter().find(|b| current.isr.contains(b)) {
+                let isr = current
+                    .isr
+                    .iter()
+                    .copied()
+                    .filter(|&b| ctx.is_replica_online(b))
+                    .collect();
+                return Some(Elected {
+                    leader,
+                    isr,
+                    unclean: false,
+                    recipients: online,
+                });
+            }
+            if !ctx.unclean_election_topics.contains(&tp.topic) {
+                return None;
+            }
+            let &leader = online.first()?;
+            Some(Elected {
+                leader,
+                isr: vec![leader],
+                unclean: true,
+                recipients: online,
+            })
+        }
+        ElectionStrategy::ControlledShutdown => {
+            let leader = replicas
+                .iter()
+                .copied()
+                .find(|&b| ctx.is_replica_online(b) && current.isr.contains(&b))?;
+            let isr = current
+                .isr
+                .iter()
+                .copied()
+                .filter(|b| !ctx.shutting_down_brokers.contains(b))
+                .collect();
+            let recipients = replicas
+                .iter()
+                .copied()
+                .filter(|&b| ctx.is_live(b))
+                .collect();
+            Some(Elected {
+                leader,
+                isr,
+                unclean: false,
+                recipients,
+            })
+        }
+    }
+}
+
 /// Moves `partitions` to `target`, refusing (and logging on `state_change`) every invalid
-/// move. Returns the effects in the order they must happen.
+/// move; partitions moving to Online from Online or Offline elect with the Offline
+/// strategy. Returns the effects in the order they must happen.
 pub fn handle_state_changes(
     ctx: &mut ControllerContext,
     partitions: &[TopicPartition],
     target: PartitionState,
+) -> Vec<Effect> {
+    handle_state_changes_with(ctx, partitions, target, ElectionStrategy::Offline)
+}
+
+/// [`handle_state_changes`] with the election strategy for partitions moving to Online.
+pub fn handle_state_changes_with(
+    ctx: &mut ControllerContext,
+    partitions: &[TopicPartition],
+    target: PartitionState,
+    strategy: ElectionStrategy,
 ) -> Vec<Effect> {
     let mut effects = Vec::new();
     for tp in partitions {
@@ -68,7 +172,7 @@ pub fn handle_state_changes(
             PartitionState::Online if current == PartitionState::New => {
                 initialize_leader_and_isr(ctx, tp, &mut effects)
             }
-            PartitionState::Online => elect_leader(ctx, tp, current, &mut effects),
+            PartitionState::Online => elect_leader(ctx, tp, current, strategy, &mut effects),
             PartitionState::Offline => set_state(ctx, tp, current, target),
             PartitionState::NonExistent => {
                 info!(target: "state_change", %tp, from = ?current, to = ?target, "partition state change");
@@ -100,7 +204,7 @@ fn initialize_leader_and_isr(
     let live: Vec<_> = replicas
         .iter()
         .copied()
-        .filter(|&b| ctx.is_live(b))
+        .filter(|&b| ctx.is_replica_online(b))
         .collect();
     let Some(&leader) = live.first() else {
         error!(
@@ -134,65 +238,67 @@ fn initialize_leader_and_isr(
     });
 }
 
-/// Online/Offline -> Online: Kafka's offline-partition leader election (clean only): the
-/// first replica in assignment order that is live and in the ISR leads; the ISR keeps its
-/// live members.
+/// Online/Offline -> Online: elect a leader with `strategy` and write it with the leader
+/// epoch moved on. A partition whose leader is online and in the ISR needs no election under
+/// the Offline strategy; one that finds no leader stays where it was (Offline, "Leader:
+/// none" once its last leader left the ISR) until a replica returns.
 fn elect_leader(
     ctx: &mut ControllerContext,
     tp: &TopicPartition,
     from: PartitionState,
+    strategy: ElectionStrategy,
     effects: &mut Vec<Effect>,
 ) {
     let Some(current) = ctx.leadership.get(tp).cloned() else {
         error!(target: "state_change", %tp, ?from, "cannot elect a leader: the partition has no leadership state");
         return;
     };
-    let replicas = ctx.replicas(tp).to_vec();
-    if ctx.is_live(current.leader) && current.isr.contains(&current.leader) {
-        // The leader is alive: nothing to elect, the partition is online again.
+    if strategy == ElectionStrategy::Offline
+        && ctx.is_replica_online(current.leader)
+        && current.isr.contains(&current.leader)
+    {
         set_state(ctx, tp, from, PartitionState::Online);
         return;
     }
-    let new_leader = replicas
-        .iter()
-        .copied()
-        .find(|&b| ctx.is_live(b) && current.isr.contains(&b));
-    let Some(leader) = new_leader else {
+    let Some(elected) = elect(ctx, tp, &current, strategy) else {
         error!(
             target: "state_change",
-            controller_epoch = ctx.epoch, %tp, ?replicas, isr = ?current.isr,
-            "no live replica in the ISR to lead the partition; it stays offline"
+            controller_epoch = ctx.epoch, %tp, ?strategy, replicas = ?ctx.replicas(tp), isr = ?current.isr,
+            "no replica may lead the partition; it keeps its state until a replica returns"
         );
-        set_state(ctx, tp, from, PartitionState::Offline);
+        if strategy == ElectionStrategy::Offline {
+            set_state(ctx, tp, from, PartitionState::Offline);
+        }
         return;
     };
-    let isr: Vec<_> = current
-        .isr
-        .iter()
-        .copied()
-        .filter(|&b| ctx.is_live(b))
-        .collect();
+    if elected.unclean {
+        warn!(
+            target: "state_change",
+            controller_epoch = ctx.epoch, %tp, leader = elected.leader, isr = ?current.isr,
+            "unclean leader election: the new leader was not in the ISR; acknowledged records may be lost"
+        );
+    }
     let state = LeaderIsrAndControllerEpoch {
-        leader,
+        leader: elected.leader,
         leader_epoch: current.leader_epoch + 1,
-        isr,
+        isr: elected.isr,
         controller_epoch: ctx.epoch,
         zk_version: current.zk_version + 1,
     };
+    info!(
+        target: "state_change",
+        controller_epoch = ctx.epoch, %tp, ?strategy, leader = state.leader,
+        leader_epoch = state.leader_epoch, isr = ?state.isr, "elected leader"
+    );
     ctx.leadership.insert(tp.clone(), state.clone());
     set_state(ctx, tp, from, PartitionState::Online);
-    let brokers: Vec<_> = replicas
-        .iter()
-        .copied()
-        .filter(|&b| ctx.is_live(b))
-        .collect();
     effects.push(Effect::UpdatePartitionState {
         tp: tp.clone(),
         state,
         expected_zk_version: current.zk_version,
     });
     effects.push(Effect::LeaderAndIsr {
-        brokers,
+        brokers: elected.recipients,
         tp: tp.clone(),
         is_new: false,
     });

@@ -49,6 +49,7 @@ pub const SUPPORTED_APIS: &[ApiVersionRange] = &[
     row(ApiKey::LeaderAndIsr, 0, 5),
     row(ApiKey::StopReplica, 0, 3),
     row(ApiKey::UpdateMetadata, 0, 7),
+    row(ApiKey::ControlledShutdown, 0, 3),
     row(ApiKey::OffsetCommit, 0, 8),
     row(ApiKey::OffsetFetch, 0, 7),
     row(ApiKey::FindCoordinator, 0, 3),

@@ -4,6 +4,7 @@ mod alter_configs;
 mod api_versions;
 mod consumer_group_describe;
 mod consumer_group_heartbeat;
+mod controlled_shutdown;
 mod create_partitions;
 mod create_topics;
 mod delete_groups;
@@ -79,6 +80,9 @@ pub(crate) async fn handle(
             ResponseKind::UpdateMetadata(update_metadata::handle(ctx, req))
         }
         RequestKind::StopReplica(req) => ResponseKind::StopReplica(stop_replica::handle(ctx, req)),
+        RequestKind::ControlledShutdown(req) => {
+            ResponseKind::ControlledShutdown(controlled_shutdown::handle(ctx, req).await)
+        }
         RequestKind::Produce(req) => {
             ResponseKind::Produce(produce::handle(ctx, req, version).await)
         }
