@@ -14,6 +14,8 @@ pub const HEADER_SIZE: usize = 61;
 pub const LOG_OVERHEAD: usize = 12;
 /// The only message format this broker stores.
 pub const MAGIC_V2: i8 = 2;
+/// The CRC-32C of a batch covers its bytes from here (the attributes) to its end.
+pub const CRC_COVERED_FROM: usize = ATTRIBUTES;
 
 // Byte offsets of the header fields (Kafka's DefaultRecordBatch layout).
 const BASE_OFFSET: usize = 0;

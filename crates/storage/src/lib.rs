@@ -10,10 +10,13 @@
 
 pub mod checkpoint;
 mod error;
+mod file;
 pub mod log;
 mod log_manager;
 mod partition_metadata;
 
 pub use error::StorageError;
+#[cfg(any(test, feature = "fault-injection"))]
+pub use file::faults;
 pub use log_manager::{LogManager, LogManagerConfig, DELETE_DIR_SUFFIX};
 pub use partition_metadata::{read_partition_metadata, PARTITION_METADATA_FILE};

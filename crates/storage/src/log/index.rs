@@ -9,10 +9,11 @@
 //! scanned after a crash.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::LogError;
+use crate::file;
 
 pub(crate) const OFFSET_ENTRY_SIZE: usize = 8;
 pub(crate) const TIME_ENTRY_SIZE: usize = 12;
@@ -29,7 +30,7 @@ pub(crate) struct OffsetIndex {
 
 impl OffsetIndex {
     pub(crate) fn open(path: &Path, base_offset: i64) -> Result<OffsetIndex, LogError> {
-        let (file, bytes) = open_and_read(path)?;
+        let (file, bytes) = open_and_read(path, OFFSET_ENTRY_SIZE)?;
         let entries = bytes
             .chunks_exact(OFFSET_ENTRY_SIZE)
             .map(|e| {
@@ -39,19 +40,17 @@ impl OffsetIndex {
                 )
             })
             .collect::<Vec<_>>();
-        let index = OffsetIndex {
+        Ok(OffsetIndex {
             path: path.to_owned(),
             file,
             base_offset,
             entries,
-        };
-        index.check_sorted()?;
-        Ok(index)
+        })
     }
 
     /// Adds an entry for `offset` at byte `position`; ignored unless both move forward.
     pub(crate) fn append(&mut self, offset: i64, position: u32) -> Result<(), LogError> {
-        let relative = relative(offset, self.base_offset);
+        let relative = self.relative(offset)?;
         if let Some(&(last_rel, last_pos)) = self.entries.last() {
             if relative <= last_rel || position <= last_pos {
                 return Ok(());
@@ -60,11 +59,22 @@ impl OffsetIndex {
         let mut entry = [0u8; OFFSET_ENTRY_SIZE];
         entry[0..4].copy_from_slice(&relative.to_be_bytes());
         entry[4..8].copy_from_slice(&position.to_be_bytes());
-        self.file
-            .write_all(&entry)
+        file::append(&mut self.file, &self.path, &entry)
             .map_err(LogError::io("append to", &self.path))?;
         self.entries.push((relative, position));
         Ok(())
+    }
+
+    fn relative(&self, offset: i64) -> Result<u32, LogError> {
+        relative(offset, self.base_offset).ok_or_else(|| LogError::OffsetOutsideSegment {
+            path: self.path.clone(),
+            offset,
+        })
+    }
+
+    /// The relative offset of the last entry (0 when there is none).
+    pub(crate) fn last_relative(&self) -> u32 {
+        self.entries.last().map_or(0, |&(rel, _)| rel)
     }
 
     /// The byte position of the last indexed offset <= `offset` (0 when none is).
@@ -80,35 +90,35 @@ impl OffsetIndex {
     }
 
     pub(crate) fn truncate_all(&mut self) -> Result<(), LogError> {
-        self.entries.clear();
-        self.file
-            .set_len(0)
-            .map_err(LogError::io("truncate", &self.path))
+        self.truncate_entries(0)
+    }
+
+    /// Keeps the first `len` entries.
+    pub(crate) fn truncate_entries(&mut self, len: usize) -> Result<(), LogError> {
+        file::set_len(&self.file, &self.path, (len * OFFSET_ENTRY_SIZE) as u64)
+            .map_err(LogError::io("truncate", &self.path))?;
+        self.entries.truncate(len);
+        Ok(())
     }
 
     pub(crate) fn flush(&self) -> Result<(), LogError> {
-        self.file
-            .sync_data()
-            .map_err(LogError::io("fsync", &self.path))
+        file::sync_data(&self.file, &self.path).map_err(LogError::io("fsync", &self.path))
     }
 
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
 
-    fn check_sorted(&self) -> Result<(), LogError> {
-        // Read back from disk: the invariant append() kept must still hold.
-        let sorted = self
-            .entries
+    /// Whether the entries read back from disk still keep what `append` kept: both fields
+    /// strictly increasing, positions inside a `.log` file of `log_size` bytes.
+    pub(crate) fn is_consistent(&self, log_size: u64) -> bool {
+        self.entries
             .windows(2)
-            .all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1);
-        if sorted {
-            Ok(())
-        } else {
-            Err(LogError::CorruptIndex {
-                path: self.path.clone(),
-            })
-        }
+            .all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1)
+            && self
+                .entries
+                .last()
+                .is_none_or(|&(_, position)| u64::from(position) < log_size)
     }
 }
 
@@ -124,7 +134,7 @@ pub(crate) struct TimeIndex {
 
 impl TimeIndex {
     pub(crate) fn open(path: &Path, base_offset: i64) -> Result<TimeIndex, LogError> {
-        let (file, bytes) = open_and_read(path)?;
+        let (file, bytes) = open_and_read(path, TIME_ENTRY_SIZE)?;
         let entries = bytes
             .chunks_exact(TIME_ENTRY_SIZE)
             .map(|e| {
@@ -147,12 +157,15 @@ impl TimeIndex {
         if self.entries.last().is_some_and(|&(ts, _)| timestamp <= ts) {
             return Ok(());
         }
-        let relative = relative(offset, self.base_offset);
+        let relative =
+            relative(offset, self.base_offset).ok_or_else(|| LogError::OffsetOutsideSegment {
+                path: self.path.clone(),
+                offset,
+            })?;
         let mut entry = [0u8; TIME_ENTRY_SIZE];
         entry[0..8].copy_from_slice(&timestamp.to_be_bytes());
         entry[8..12].copy_from_slice(&relative.to_be_bytes());
-        self.file
-            .write_all(&entry)
+        file::append(&mut self.file, &self.path, &entry)
             .map_err(LogError::io("append to", &self.path))?;
         self.entries.push((timestamp, relative));
         Ok(())
@@ -172,29 +185,41 @@ impl TimeIndex {
     }
 
     pub(crate) fn truncate_all(&mut self) -> Result<(), LogError> {
-        self.entries.clear();
-        self.file
-            .set_len(0)
-            .map_err(LogError::io("truncate", &self.path))
+        self.truncate_entries(0)
+    }
+
+    /// Keeps the first `len` entries.
+    pub(crate) fn truncate_entries(&mut self, len: usize) -> Result<(), LogError> {
+        file::set_len(&self.file, &self.path, (len * TIME_ENTRY_SIZE) as u64)
+            .map_err(LogError::io("truncate", &self.path))?;
+        self.entries.truncate(len);
+        Ok(())
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether timestamps strictly increase and offsets never go back.
+    pub(crate) fn is_consistent(&self) -> bool {
+        self.entries
+            .windows(2)
+            .all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1)
     }
 
     pub(crate) fn flush(&self) -> Result<(), LogError> {
-        self.file
-            .sync_data()
-            .map_err(LogError::io("fsync", &self.path))
+        file::sync_data(&self.file, &self.path).map_err(LogError::io("fsync", &self.path))
     }
 }
 
-fn relative(offset: i64, base_offset: i64) -> u32 {
-    let relative = offset - base_offset;
-    assert!(
-        (0..=i64::from(u32::MAX)).contains(&relative),
-        "offset {offset} outside segment {base_offset}"
-    );
-    relative as u32
+/// `offset - base_offset` as an index stores it, or `None` outside the 32-bit range.
+fn relative(offset: i64, base_offset: i64) -> Option<u32> {
+    u32::try_from(offset.checked_sub(base_offset)?).ok()
 }
 
-fn open_and_read(path: &Path) -> Result<(File, Vec<u8>), LogError> {
+/// Opens an index file and reads its entries. A torn final entry (a crash or a full disk
+/// mid-append) is cut off, so that the next entry is appended at an entry boundary.
+fn open_and_read(path: &Path, entry_size: usize) -> Result<(File, Vec<u8>), LogError> {
     let mut file = OpenOptions::new()
         .create(true)
         .read(true)
@@ -204,6 +229,10 @@ fn open_and_read(path: &Path) -> Result<(File, Vec<u8>), LogError> {
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)
         .map_err(LogError::io("read", path))?;
-    // A torn final entry (crash mid-append) is dropped; recovery rebuilds from the log anyway.
+    let whole = bytes.len() - bytes.len() % entry_size;
+    if whole < bytes.len() {
+        file::set_len(&file, path, whole as u64).map_err(LogError::io("truncate", path))?;
+        bytes.truncate(whole);
+    }
     Ok((file, bytes))
 }

@@ -4,17 +4,22 @@
 //! bytes unchanged otherwise; reads return whole batches straight from the segment files.
 //! Segments roll on `segment.bytes` and `segment.ms`; retention removes whole segments; fsync
 //! follows `flush.messages` (default: never, the page cache, like Kafka). Recovery re-validates
-//! every segment past the recovery point and truncates a torn tail.
+//! every segment past the recovery point, streaming it, and truncates a torn or corrupt tail
+//! (a bad header, a wrong CRC, offsets that go backwards or leave the segment's range); a
+//! segment whose indexes are damaged or do not lead to a valid end is recovered even after a
+//! clean shutdown. A failed write is undone; a log that cannot be trusted goes offline.
 
 mod index;
+mod recovery;
 mod segment;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use records::RecordsError;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
+use recovery::OffsetRange;
 use segment::Segment;
 
 /// The topic-level settings a log obeys (Kafka's names, units last).
@@ -65,6 +70,18 @@ pub enum LogError {
     },
     #[error("replicated batches start at offset {found}, but the log ends at {expected}")]
     NotContiguous { expected: i64, found: i64 },
+    #[error("replicated batch at byte {position} starts at offset {found}, not after the previous batch's last offset {previous_last}")]
+    OffsetsNotIncreasing {
+        position: usize,
+        previous_last: i64,
+        found: i64,
+    },
+    #[error(
+        "offset {offset} does not fit in the index {path} (32-bit offsets relative to the segment)"
+    )]
+    OffsetOutsideSegment { path: PathBuf, offset: i64 },
+    #[error("{path} is offline and takes no more writes until the broker restarts: {reason}")]
+    Offline { path: PathBuf, reason: String },
     #[error("corrupt index {path}: entries are not increasing")]
     CorruptIndex { path: PathBuf },
     #[error("corrupt segment {path}: bad batch header at byte {position}")]
@@ -95,6 +112,13 @@ pub struct AppendInfo {
 }
 
 /// One partition's log.
+///
+/// A failed write leaves the log as it was before it (the segment is cut back; see
+/// [`LogError::Offline`] for when that is impossible). A log whose data may no longer be
+/// what it acknowledged (a write that could not be undone, a failed fsync, a truncation cut
+/// short) goes offline: it still serves reads of what it holds, and refuses every write
+/// until it is opened again, when recovery finds the valid end. This is Kafka's taking a
+/// log directory offline on an `IOException`, per log.
 #[derive(Debug)]
 pub struct Log {
     dir: PathBuf,
@@ -103,6 +127,8 @@ pub struct Log {
     log_start_offset: i64,
     recovery_point: i64,
     unflushed_messages: u64,
+    /// Why the log takes no more writes.
+    offline: Option<String>,
 }
 
 impl Log {
@@ -149,14 +175,21 @@ impl Log {
         let mut segments = BTreeMap::new();
         let mut corrupt_from = None;
         for (i, &base) in bases.iter().enumerate() {
-            let mut segment = Segment::open(dir, base)?;
             let next_base = bases.get(i + 1).copied();
             let needs_recovery =
                 recovery_point.is_some_and(|rp| next_base.is_none_or(|next| next > rp));
-            if needs_recovery {
-                let result = segment.recover(config.index_interval_bytes)?;
+            let range = OffsetRange::new(base, next_base);
+            let (segment, recovered) = Segment::load(
+                dir,
+                base,
+                range,
+                config.index_interval_bytes,
+                needs_recovery,
+            )?;
+            if let Some(result) = recovered {
                 if result.truncated_bytes > 0 {
-                    warn!(dir = %dir.display(), segment = base, valid = result.valid_bytes, truncated = result.truncated_bytes,
+                    warn!(dir = %dir.display(), segment = base, valid = result.valid_bytes,
+                        truncated = result.truncated_bytes, reason = result.reason.as_deref().unwrap_or(""),
                         "truncated a torn or corrupt tail during recovery");
                     corrupt_from = next_base;
                 }
@@ -169,7 +202,8 @@ impl Log {
         // Anything after a truncated segment is unreachable: offsets must stay contiguous.
         if let Some(first_dropped) = corrupt_from {
             for &base in bases.iter().filter(|&&b| b >= first_dropped) {
-                Segment::open(dir, base)?.delete_files(dir)?;
+                warn!(dir = %dir.display(), segment = base, "removing a segment after a corrupt one");
+                Segment::delete_files_of(dir, base)?;
             }
         }
         if segments.is_empty() {
@@ -184,6 +218,7 @@ impl Log {
             recovery_point: recovery_point.unwrap_or(0),
             segments,
             unflushed_messages: 0,
+            offline: None,
         };
         if recovery_point.is_none() {
             log.recovery_point = log.log_end_offset();
@@ -246,6 +281,7 @@ impl Log {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<AppendInfo, LogError> {
+        self.check_online()?;
         if let Some(big) = batches
             .iter()
             .find(|b| b.header.size_in_bytes() > self.config.max_message_bytes)
@@ -259,18 +295,7 @@ impl Log {
         let append_time = self.config.log_append_time.then_some(now_ms);
         let next =
             records::assign_offsets(records, batches, first_offset, leader_epoch, append_time);
-        self.maybe_roll(records.len(), next - first_offset, now_ms)?;
-        let index_interval_bytes = self.config.index_interval_bytes;
-        self.active_mut()
-            .append(records, batches, index_interval_bytes, now_ms)?;
-        self.unflushed_messages += (next - first_offset) as u64;
-        if self
-            .config
-            .flush_messages
-            .is_some_and(|n| self.unflushed_messages >= n)
-        {
-            self.flush()?;
-        }
+        self.append_batches(records, batches, next - first_offset, now_ms)?;
         Ok(AppendInfo {
             first_offset,
             last_offset: next - 1,
@@ -280,13 +305,16 @@ impl Log {
     }
 
     /// Appends batches copied from the partition's leader (a follower's fetch), keeping their
-    /// offsets and leader epochs: the CRCs are checked and the first batch must start at the
-    /// log end offset.
+    /// offsets and leader epochs: the CRCs are checked, the first batch must start at the log
+    /// end offset and every later one after the previous one's last offset (a leader's bug or
+    /// a crafted response must never move offsets backwards). Nothing is written when any
+    /// batch is refused.
     pub fn append_replicated(
         &mut self,
         records: &[u8],
         now_ms: i64,
     ) -> Result<AppendInfo, LogError> {
+        self.check_online()?;
         let batches = records::validate_record_set(records)?;
         let first_offset = batches[0].header.base_offset;
         let end = self.log_end_offset();
@@ -296,12 +324,42 @@ impl Log {
                 found: first_offset,
             });
         }
+        for pair in batches.windows(2) {
+            let (previous, batch) = (&pair[0].header, &pair[1].header);
+            if batch.base_offset <= previous.last_offset() {
+                return Err(LogError::OffsetsNotIncreasing {
+                    position: pair[1].position,
+                    previous_last: previous.last_offset(),
+                    found: batch.base_offset,
+                });
+            }
+        }
         let next = batches.last().map_or(end, |b| b.header.next_offset());
-        self.maybe_roll(records.len(), next - first_offset, now_ms)?;
+        self.append_batches(records, &batches, next - first_offset, now_ms)?;
+        Ok(AppendInfo {
+            first_offset,
+            last_offset: next - 1,
+            log_append_time_ms: None,
+            batches: batches.len(),
+        })
+    }
+
+    /// Writes batches whose offsets are assigned and checked, rolling first when needed, and
+    /// fsyncs when `flush.messages` says so.
+    fn append_batches(
+        &mut self,
+        records: &[u8],
+        batches: &[records::BatchRef],
+        offsets: i64,
+        now_ms: i64,
+    ) -> Result<(), LogError> {
+        self.maybe_roll(records.len(), offsets, now_ms)?;
         let index_interval_bytes = self.config.index_interval_bytes;
-        self.active_mut()
-            .append(records, &batches, index_interval_bytes, now_ms)?;
-        self.unflushed_messages += (next - first_offset) as u64;
+        let appended = self
+            .active_mut()
+            .append(records, batches, index_interval_bytes, now_ms);
+        self.offline_on_error(appended)?;
+        self.unflushed_messages += offsets as u64;
         if self
             .config
             .flush_messages
@@ -309,12 +367,41 @@ impl Log {
         {
             self.flush()?;
         }
-        Ok(AppendInfo {
-            first_offset,
-            last_offset: next - 1,
-            log_append_time_ms: None,
-            batches: batches.len(),
-        })
+        Ok(())
+    }
+
+    /// Whether the log refuses writes, and why.
+    pub fn offline_reason(&self) -> Option<&str> {
+        self.offline.as_deref()
+    }
+
+    fn check_online(&self) -> Result<(), LogError> {
+        match &self.offline {
+            Some(reason) => Err(LogError::Offline {
+                path: self.dir.clone(),
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Takes the log offline when `result` is an error that may have left the files other
+    /// than the log believes them to be: one the segment could not undo, a failed fsync
+    /// (after which the kernel may have dropped the unflushed pages) or a failed truncation.
+    fn offline_on_error<T>(&mut self, result: Result<T, LogError>) -> Result<T, LogError> {
+        if let Err(err) = &result {
+            let fatal = match err {
+                LogError::Offline { .. } => true,
+                LogError::Io { op, .. } => matches!(*op, "fsync" | "truncate"),
+                _ => false,
+            };
+            if fatal && self.offline.is_none() {
+                error!(dir = %self.dir.display(), error = %err,
+                    "taking the log offline: it refuses writes until the broker restarts and recovers it");
+                self.offline = Some(err.to_string());
+            }
+        }
+        result
     }
 
     /// Whole batches from the one holding `offset`, at most `max_bytes` unless the first batch
@@ -364,9 +451,11 @@ impl Log {
 
     /// fsyncs every segment with unflushed data and moves the recovery point to the log end.
     pub fn flush(&mut self) -> Result<(), LogError> {
-        for (_, segment) in self.segments.range(self.recovery_point_segment()..) {
-            segment.flush()?;
-        }
+        let flushed: Result<(), LogError> = self
+            .segments
+            .range(self.recovery_point_segment()..)
+            .try_for_each(|(_, segment)| segment.flush());
+        self.offline_on_error(flushed)?;
         self.recovery_point = self.log_end_offset();
         self.unflushed_messages = 0;
         Ok(())
@@ -424,6 +513,12 @@ impl Log {
     /// before fetching from a new leader). A batch that holds `offset` goes whole, so the new
     /// log end may be below `offset`. Returns the new log end offset.
     pub fn truncate_to(&mut self, offset: i64) -> Result<i64, LogError> {
+        self.check_online()?;
+        let truncated = self.truncate_unguarded(offset);
+        self.offline_on_error(truncated)
+    }
+
+    fn truncate_unguarded(&mut self, offset: i64) -> Result<i64, LogError> {
         if offset >= self.log_end_offset() {
             return Ok(self.log_end_offset());
         }
@@ -473,7 +568,8 @@ impl Log {
         if full || old || overflow {
             let base = active.next_offset;
             info!(dir = %self.dir.display(), base_offset = base, full, old, "rolling segment");
-            active.flush()?;
+            let flushed = active.flush();
+            self.offline_on_error(flushed)?;
             self.segments.insert(base, Segment::open(&self.dir, base)?);
         }
         Ok(())
@@ -501,5 +597,7 @@ impl Log {
     }
 }
 
+#[cfg(test)]
+mod fault_tests;
 #[cfg(test)]
 mod tests;

@@ -2,14 +2,15 @@
 //! as producers sent them (offsets assigned), plus its `.index` and `.timeindex`.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use records::{BatchHeader, BatchRef, HEADER_SIZE};
+use tracing::warn;
 
 use super::index::{OffsetIndex, TimeIndex};
+use super::recovery::{self, OffsetRange};
 use super::LogError;
+use crate::file;
 
 /// File name stem of a segment: its base offset, zero-padded to 20 digits as Kafka does.
 pub(crate) fn file_stem(base_offset: i64) -> String {
@@ -39,6 +40,20 @@ pub(crate) struct Segment {
 pub(crate) struct RecoveryResult {
     pub(crate) valid_bytes: u64,
     pub(crate) truncated_bytes: u64,
+    /// Why the data ended before the end of the file.
+    pub(crate) reason: Option<String>,
+}
+
+/// A segment's state before an append, to put back when the append fails.
+#[derive(Debug, Clone, Copy)]
+struct Mark {
+    size: u64,
+    offset_entries: usize,
+    time_entries: usize,
+    bytes_since_index_entry: usize,
+    next_offset: i64,
+    max_timestamp: i64,
+    first_append_ms: Option<i64>,
 }
 
 impl Segment {
@@ -51,9 +66,54 @@ impl Segment {
         ]
     }
 
-    /// Opens (creating if missing) the segment with this base offset. Trusts the indexes; call
-    /// [`Segment::recover`] for a segment that may hold unflushed data from before a crash.
+    /// Opens (creating if missing) the segment with this base offset and finds its end from
+    /// the indexes. Use for a new segment, or one written before a clean shutdown; see
+    /// [`Segment::load`] for one that may be damaged.
     pub(crate) fn open(dir: &Path, base_offset: i64) -> Result<Segment, LogError> {
+        let mut segment = Segment::open_files(dir, base_offset)?;
+        if !segment.indexes_consistent() {
+            return Err(LogError::CorruptIndex {
+                path: dir.join(format!("{}.index", file_stem(base_offset))),
+            });
+        }
+        segment.load_tail()?;
+        Ok(segment)
+    }
+
+    /// Opens an existing segment that may hold offsets in `range`. With `recover` (data past
+    /// the recovery point, or no clean shutdown) every batch is re-validated and a torn or
+    /// corrupt tail is cut off; otherwise the indexes are trusted, unless they are damaged or
+    /// do not lead to a valid end, in which case the segment is recovered after all.
+    pub(crate) fn load(
+        dir: &Path,
+        base_offset: i64,
+        range: OffsetRange,
+        index_interval_bytes: usize,
+        recover: bool,
+    ) -> Result<(Segment, Option<RecoveryResult>), LogError> {
+        let mut segment = Segment::open_files(dir, base_offset)?;
+        if !recover {
+            if !segment.indexes_consistent() {
+                warn!(segment = %segment.log_path.display(), "index entries are not increasing; rebuilding them");
+            } else {
+                match segment.load_tail() {
+                    Ok(()) if segment.next_offset <= range.end_offset => {
+                        return Ok((segment, None))
+                    }
+                    Ok(()) => {
+                        warn!(segment = %segment.log_path.display(), next_offset = segment.next_offset,
+                        end = range.end_offset, "segment runs into the next one; recovering it")
+                    }
+                    Err(err) => warn!(segment = %segment.log_path.display(), error = %err,
+                        "cannot find the segment's end from its index; recovering it"),
+                }
+            }
+        }
+        let result = segment.recover(range, index_interval_bytes)?;
+        Ok((segment, Some(result)))
+    }
+
+    fn open_files(dir: &Path, base_offset: i64) -> Result<Segment, LogError> {
         let [log_path, index_path, time_path] = Segment::paths(dir, base_offset);
         let file = OpenOptions::new()
             .create(true)
@@ -65,7 +125,7 @@ impl Segment {
             .metadata()
             .map_err(LogError::io("stat", &log_path))?
             .len();
-        let mut segment = Segment {
+        Ok(Segment {
             base_offset,
             offset_index: OffsetIndex::open(&index_path, base_offset)?,
             time_index: TimeIndex::open(&time_path, base_offset)?,
@@ -76,9 +136,11 @@ impl Segment {
             next_offset: base_offset,
             max_timestamp: -1,
             first_append_ms: None,
-        };
-        segment.load_tail()?;
-        Ok(segment)
+        })
+    }
+
+    fn indexes_consistent(&self) -> bool {
+        self.offset_index.is_consistent(self.size) && self.time_index.is_consistent()
     }
 
     pub(crate) fn size(&self) -> u64 {
@@ -86,6 +148,9 @@ impl Segment {
     }
 
     /// Appends validated batches (offsets already assigned) that sit contiguously in `bytes`.
+    /// All or nothing: when a write fails (a full disk) the segment and its indexes are cut
+    /// back to where they were, so nothing is ever appended after torn bytes. When even that
+    /// fails the error is [`LogError::Offline`]: the caller must stop writing to this log.
     pub(crate) fn append(
         &mut self,
         bytes: &[u8],
@@ -93,9 +158,30 @@ impl Segment {
         index_interval_bytes: usize,
         now_ms: i64,
     ) -> Result<(), LogError> {
+        let mark = self.mark();
+        match self.append_unguarded(bytes, batches, index_interval_bytes) {
+            Ok(()) => {
+                self.first_append_ms.get_or_insert(now_ms);
+                Ok(())
+            }
+            Err(error) => match self.reset_to(mark) {
+                Ok(()) => Err(error),
+                Err(undo) => Err(LogError::Offline {
+                    path: self.log_path.clone(),
+                    reason: format!("{error}; undoing it failed: {undo}"),
+                }),
+            },
+        }
+    }
+
+    fn append_unguarded(
+        &mut self,
+        bytes: &[u8],
+        batches: &[BatchRef],
+        index_interval_bytes: usize,
+    ) -> Result<(), LogError> {
         let start_position = self.size;
-        self.file
-            .write_all(bytes)
+        file::append(&mut self.file, &self.log_path, bytes)
             .map_err(LogError::io("append to", &self.log_path))?;
         for batch in batches {
             let header = BatchHeader::read(&bytes[batch.position..]).expect("validated batch");
@@ -103,7 +189,32 @@ impl Segment {
             self.index_batch(&header, position, index_interval_bytes)?;
         }
         self.size += bytes.len() as u64;
-        self.first_append_ms.get_or_insert(now_ms);
+        Ok(())
+    }
+
+    fn mark(&self) -> Mark {
+        Mark {
+            size: self.size,
+            offset_entries: self.offset_index.len(),
+            time_entries: self.time_index.len(),
+            bytes_since_index_entry: self.bytes_since_index_entry,
+            next_offset: self.next_offset,
+            max_timestamp: self.max_timestamp,
+            first_append_ms: self.first_append_ms,
+        }
+    }
+
+    /// Cuts the files back to `mark` and restores the state that went with it.
+    fn reset_to(&mut self, mark: Mark) -> Result<(), LogError> {
+        file::set_len(&self.file, &self.log_path, mark.size)
+            .map_err(LogError::io("truncate", &self.log_path))?;
+        self.offset_index.truncate_entries(mark.offset_entries)?;
+        self.time_index.truncate_entries(mark.time_entries)?;
+        self.size = mark.size;
+        self.bytes_since_index_entry = mark.bytes_since_index_entry;
+        self.next_offset = mark.next_offset;
+        self.max_timestamp = mark.max_timestamp;
+        self.first_append_ms = mark.first_append_ms;
         Ok(())
     }
 
@@ -123,8 +234,7 @@ impl Segment {
             end = next;
         }
         let mut buf = vec![0u8; (end - start) as usize];
-        self.file
-            .read_exact_at(&mut buf, start)
+        file::read_exact_at(&self.file, &self.log_path, &mut buf, start)
             .map_err(LogError::io("read", &self.log_path))?;
         Ok(Some(buf))
     }
@@ -151,41 +261,37 @@ impl Segment {
         Ok(None)
     }
 
-    /// Re-validates every batch (CRC included), truncates a torn or corrupt tail, and rebuilds
-    /// both indexes from what remains.
+    /// Re-validates every batch (CRC included, offsets within `range`), truncates a torn or
+    /// corrupt tail, and rebuilds both indexes from what remains. Streams the file.
     pub(crate) fn recover(
         &mut self,
+        range: OffsetRange,
         index_interval_bytes: usize,
     ) -> Result<RecoveryResult, LogError> {
-        let mut all = vec![0u8; self.size as usize];
-        self.file
-            .read_exact_at(&mut all, 0)
-            .map_err(LogError::io("read", &self.log_path))?;
         self.offset_index.truncate_all()?;
         self.time_index.truncate_all()?;
         self.next_offset = self.base_offset;
         self.max_timestamp = -1;
         self.bytes_since_index_entry = 0;
-        let mut position = 0usize;
-        while position < all.len() {
-            match records::validate_batch_at(&all, position) {
-                Ok(batch) if batch.header.base_offset >= self.next_offset => {
-                    self.index_batch(&batch.header, position as u64, index_interval_bytes)?;
-                    position += batch.header.size_in_bytes();
-                }
-                Ok(_) | Err(_) => break,
-            }
-        }
-        let truncated = all.len() - position;
+        // The scan reads through a second handle so that indexing can borrow the segment.
+        let file = self
+            .file
+            .try_clone()
+            .map_err(LogError::io("open", &self.log_path))?;
+        let path = self.log_path.clone();
+        let end = recovery::scan(&file, &path, self.size, range, |header, position| {
+            self.index_batch(header, position, index_interval_bytes)
+        })?;
+        let truncated = self.size - end.valid_bytes;
         if truncated > 0 {
-            self.file
-                .set_len(position as u64)
+            file::set_len(&self.file, &self.log_path, end.valid_bytes)
                 .map_err(LogError::io("truncate", &self.log_path))?;
-            self.size = position as u64;
+            self.size = end.valid_bytes;
         }
         Ok(RecoveryResult {
-            valid_bytes: position as u64,
-            truncated_bytes: truncated as u64,
+            valid_bytes: end.valid_bytes,
+            truncated_bytes: truncated,
+            reason: end.reason,
         })
     }
 
@@ -199,24 +305,30 @@ impl Segment {
         let Some(position) = self.position_of(offset)? else {
             return Ok(());
         };
-        self.file
-            .set_len(position)
+        file::set_len(&self.file, &self.log_path, position)
             .map_err(LogError::io("truncate", &self.log_path))?;
         self.size = position;
-        self.recover(index_interval_bytes)?;
+        self.recover(
+            OffsetRange::new(self.base_offset, None),
+            index_interval_bytes,
+        )?;
         Ok(())
     }
 
     pub(crate) fn flush(&self) -> Result<(), LogError> {
-        self.file
-            .sync_data()
+        file::sync_data(&self.file, &self.log_path)
             .map_err(LogError::io("fsync", &self.log_path))?;
         self.offset_index.flush()?;
         self.time_index.flush()
     }
 
     pub(crate) fn delete_files(self, dir: &Path) -> Result<(), LogError> {
-        for path in Segment::paths(dir, self.base_offset) {
+        Segment::delete_files_of(dir, self.base_offset)
+    }
+
+    /// Removes the files of the segment with this base offset (those that exist).
+    pub(crate) fn delete_files_of(dir: &Path, base_offset: i64) -> Result<(), LogError> {
+        for path in Segment::paths(dir, base_offset) {
             match std::fs::remove_file(&path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -265,21 +377,36 @@ impl Segment {
     }
 
     /// Finds the segment's end state (next offset, max timestamp) from the last indexed
-    /// position, reading only batch headers.
+    /// position, reading only batch headers. The batches must end exactly at the end of the
+    /// file with increasing offsets; anything else is corruption (the caller recovers).
     fn load_tail(&mut self) -> Result<(), LogError> {
         let mut position = u64::from(self.offset_index.lookup(i64::MAX));
         self.max_timestamp = self.time_index.max_timestamp().unwrap_or(-1);
-        while position + HEADER_SIZE as u64 <= self.size {
+        self.next_offset = self.base_offset + i64::from(self.offset_index.last_relative());
+        while position < self.size {
             let header = self.header_at(position)?;
+            if header.base_offset < self.next_offset || header.last_offset_delta < 0 {
+                return Err(self.corrupt(position));
+            }
             self.next_offset = header.next_offset();
             self.max_timestamp = self.max_timestamp.max(header.max_timestamp);
             position += header.size_in_bytes() as u64;
         }
+        if position != self.size {
+            return Err(self.corrupt(position));
+        }
         Ok(())
     }
 
+    fn corrupt(&self, position: u64) -> LogError {
+        LogError::CorruptSegment {
+            path: self.log_path.clone(),
+            position,
+        }
+    }
+
     /// Byte position of the batch that contains `offset`, or None past the end.
-    fn position_of(&self, offset: i64) -> Result<Option<u64>, LogError> {
+    pub(crate) fn position_of(&self, offset: i64) -> Result<Option<u64>, LogError> {
         let mut position = u64::from(self.offset_index.lookup(offset));
         while position < self.size {
             let header = self.header_at(position)?;
@@ -292,18 +419,17 @@ impl Segment {
     }
 
     fn header_at(&self, position: u64) -> Result<BatchHeader, LogError> {
+        if position + HEADER_SIZE as u64 > self.size {
+            return Err(self.corrupt(position));
+        }
         let mut buf = [0u8; HEADER_SIZE];
-        self.file
-            .read_exact_at(&mut buf, position)
+        file::read_exact_at(&self.file, &self.log_path, &mut buf, position)
             .map_err(LogError::io("read", &self.log_path))?;
         let header = BatchHeader::read(&buf).expect("HEADER_SIZE bytes");
         if header.batch_length < (HEADER_SIZE - records::LOG_OVERHEAD) as i32
             || position + header.size_in_bytes() as u64 > self.size
         {
-            return Err(LogError::CorruptSegment {
-                path: self.log_path.clone(),
-                position,
-            });
+            return Err(self.corrupt(position));
         }
         Ok(header)
     }
