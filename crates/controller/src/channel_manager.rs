@@ -4,6 +4,13 @@
 //! `client::Connection` to the broker's PLAINTEXT endpoint. A failed send reconnects with
 //! backoff and retries the same request until the broker is removed; StopReplica responses
 //! come back to the event loop as events.
+//!
+//! No request is dropped silently. A full queue merges a new request into a queued one
+//! (the newest state per partition wins, see [`crate::request_queue`]); when that would
+//! reorder what the broker does, the queue is replaced by a resync built from the context
+//! ([`resync_batch`]: every replica's leadership or stop, and the whole metadata). A broker
+//! that leaves takes its queue with it, which is logged; it is told everything again when it
+//! registers.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,15 +33,19 @@ use kafka_protocol::messages::{
     UpdateMetadataRequest,
 };
 use kafka_protocol::protocol::StrBytes;
+use std::sync::Mutex;
+
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
-use tracing::{debug, error, warn};
+use tracing::{debug, error, info, warn};
 
 use client::{ClientError, Connection, ConnectionOptions};
 use model::{BrokerId, TopicName, TopicPartition};
 
 use crate::context::{ControllerContext, LiveBroker, EPOCH_DURING_DELETE, LEADER_DURING_DELETE};
 use crate::event::ControllerEvent;
+use crate::replica_state_machine::ReplicaState;
+use crate::request_queue::{Push, RequestQueue};
 
 /// LeaderAndIsr version sent to brokers (with topic ids).
 pub const LEADER_AND_ISR_VERSION: i16 = 5;
@@ -75,17 +86,58 @@ pub struct ChannelManager {
     progress: Arc<Notify>,
     /// Numbers the queues, so a barrier on a replaced queue is not mistaken for the new one.
     next_generation: u64,
+    /// Requests each broker's queue holds before it merges ([`BROKER_QUEUE_CAPACITY`]).
+    queue_capacity: usize,
 }
 
 #[derive(Debug)]
 struct BrokerChannel {
-    queue: mpsc::Sender<ControlRequest>,
+    queue: Arc<SharedQueue>,
     task: JoinHandle<()>,
+    /// Requests merged into queued ones since the queue was last below capacity.
+    coalesced: u64,
     generation: u64,
     /// Requests queued so far.
     queued: u64,
     /// Requests the broker answered (or that were given up for good), in queue order.
     completed: Arc<AtomicU64>,
+}
+
+/// A broker's queue, shared with its send task.
+#[derive(Debug)]
+struct SharedQueue {
+    requests: Mutex<RequestQueue>,
+    /// One permit per push: wakes the send task.
+    pushed: Notify,
+}
+
+impl SharedQueue {
+    fn lock(&self) -> std::sync::MutexGuard<'_, RequestQueue> {
+        // Every operation on the queue is a single push, pop or clear.
+        self.requests.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    async fn next(&self) -> ControlRequest {
+        loop {
+            if let Some(request) = self.lock().pop() {
+                return request;
+            }
+            self.pushed.notified().await;
+        }
+    }
+}
+
+/// What [`ChannelManager::send`] did with a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendOutcome {
+    /// Queued.
+    Queued,
+    /// The queue was full: merged into a queued request.
+    Coalesced,
+    /// The queue was full and merging would reorder: nothing queued; resync the broker.
+    Full,
+    /// No queue for this broker (not live).
+    NoQueue,
 }
 
 /// A point in every broker's queue: passed once each broker has answered every request
@@ -113,7 +165,21 @@ impl ChannelManager {
             options,
             progress: Arc::new(Notify::new()),
             next_generation: 0,
+            queue_capacity: BROKER_QUEUE_CAPACITY,
         }
+    }
+
+    /// The same, with room for `capacity` requests per broker (tests use tiny queues).
+    pub fn with_queue_capacity(mut self, capacity: usize) -> Self {
+        self.queue_capacity = capacity;
+        self
+    }
+
+    /// How many requests wait in `broker`'s queue.
+    pub fn queued(&self, broker: BrokerId) -> usize {
+        self.brokers
+            .get(&broker)
+            .map_or(0, |c| c.queue.lock().len())
     }
 
     /// Notified (one stored permit) whenever some broker finishes a request.
@@ -147,14 +213,17 @@ impl ChannelManager {
     /// Starts the queue of a broker (replacing an older one).
     pub fn add_broker(&mut self, broker: &LiveBroker) {
         self.remove_broker(broker.id);
-        let (queue, requests) = mpsc::channel(BROKER_QUEUE_CAPACITY);
+        let queue = Arc::new(SharedQueue {
+            requests: Mutex::new(RequestQueue::new(self.queue_capacity)),
+            pushed: Notify::new(),
+        });
         let addr = format!("{}:{}", broker.host, broker.port);
         let completed = Arc::new(AtomicU64::new(0));
         let task = tokio::spawn(send_loop(
             broker.id,
             addr,
             self.options.clone(),
-            requests,
+            Arc::clone(&queue),
             self.events.clone(),
             Progress {
                 completed: Arc::clone(&completed),
@@ -167,6 +236,7 @@ impl ChannelManager {
             BrokerChannel {
                 queue,
                 task,
+                coalesced: 0,
                 generation: self.next_generation,
                 queued: 0,
                 completed,
@@ -174,10 +244,18 @@ impl ChannelManager {
         );
     }
 
-    /// Drops a broker's queue (it is gone); requests still queued are dropped with it.
+    /// Drops a broker's queue (it is gone, or is resynced); requests still queued are
+    /// dropped with it, which is logged.
     pub fn remove_broker(&mut self, id: BrokerId) {
         if let Some(channel) = self.brokers.remove(&id) {
             channel.task.abort();
+            let dropped = channel.queue.lock().clear();
+            if dropped > 0 {
+                info!(
+                    broker = id,
+                    dropped, "send queue removed with requests still queued"
+                );
+            }
         }
     }
 
@@ -188,21 +266,107 @@ impl ChannelManager {
         }
     }
 
-    /// Queues `request` for `broker`. A missing broker or a full queue drops the request
-    /// with a warning: the broker is dead or unresponsive and will be told everything again
-    /// when it registers.
-    pub fn send(&mut self, broker: BrokerId, request: ControlRequest) {
+    /// Queues `request` for `broker`; a full queue merges it into a queued request or says
+    /// [`SendOutcome::Full`] (use [`ChannelManager::send_batch`], which then resyncs).
+    pub fn send(&mut self, broker: BrokerId, request: ControlRequest) -> SendOutcome {
         let Some(channel) = self.brokers.get_mut(&broker) else {
-            warn!(broker, "no send queue for broker; control request dropped");
-            return;
+            warn!(
+                broker,
+                "no send queue for broker (not live); control request not sent"
+            );
+            return SendOutcome::NoQueue;
         };
-        match channel.queue.try_send(request) {
-            Ok(()) => channel.queued += 1,
-            Err(err) => {
-                warn!(broker, error = %err, "control request queue full or closed; request dropped")
+        let mut queue = channel.queue.lock();
+        let outcome = match queue.push(request) {
+            Push::Queued => {
+                if channel.coalesced > 0 && queue.len() <= self.queue_capacity / 2 {
+                    info!(
+                        broker,
+                        coalesced = channel.coalesced,
+                        "send queue drained below half; requests were merged while it was full"
+                    );
+                    channel.coalesced = 0;
+                }
+                channel.queued += 1;
+                SendOutcome::Queued
+            }
+            Push::Coalesced => {
+                if channel.coalesced == 0 {
+                    warn!(
+                        broker,
+                        capacity = self.queue_capacity,
+                        "send queue full: merging new requests into queued ones (newest state per partition wins)"
+                    );
+                }
+                channel.coalesced += 1;
+                SendOutcome::Coalesced
+            }
+            Push::Full => SendOutcome::Full,
+        };
+        drop(queue);
+        if outcome == SendOutcome::Queued {
+            channel.queue.pushed.notify_one();
+        }
+        outcome
+    }
+
+    /// Builds `batch` from the context and queues each request; a broker whose full queue
+    /// cannot take one gets its queue replaced by [`resync_batch`] (logged).
+    pub fn send_batch(
+        &mut self,
+        ctx: &ControllerContext,
+        controller_id: BrokerId,
+        batch: RequestBatch,
+    ) {
+        let mut resync = BTreeSet::new();
+        for (broker, request) in batch.build(ctx, controller_id) {
+            if resync.contains(&broker) {
+                continue;
+            }
+            if self.send(broker, request) == SendOutcome::Full {
+                resync.insert(broker);
+            }
+        }
+        for broker in resync {
+            let Some(live) = ctx.live_brokers.get(&broker) else {
+                continue;
+            };
+            warn!(
+                broker,
+                capacity = self.queue_capacity,
+                "send queue full with requests that cannot be merged in order: replacing it with a resync from the current state"
+            );
+            self.add_broker(live);
+            for (_, request) in resync_batch(ctx, broker).build(ctx, controller_id) {
+                self.send(broker, request);
             }
         }
     }
+}
+
+/// Everything `broker` must be told to match the context, in at most three requests: a
+/// LeaderAndIsr for each of its replicas that serves (Online or New, with leadership), a
+/// StopReplica for each it must stop (Offline) or delete (ReplicaDeletionStarted), and an
+/// UpdateMetadata with every partition.
+pub fn resync_batch(ctx: &ControllerContext, broker: BrokerId) -> RequestBatch {
+    let mut batch = RequestBatch::default();
+    for replica in ctx.replicas_on_broker(broker) {
+        let tp = &replica.tp;
+        match ctx.replica_state(&replica) {
+            ReplicaState::Online | ReplicaState::New
+                if ctx.leadership.contains_key(tp)
+                    && !ctx.is_topic_queued_for_deletion(&tp.topic) =>
+            {
+                batch.add_leader_and_isr(&[broker], tp, false)
+            }
+            ReplicaState::Offline => batch.add_stop_replica(broker, tp, false),
+            ReplicaState::ReplicaDeletionStarted => batch.add_stop_replica(broker, tp, true),
+            _ => {}
+        }
+    }
+    let all: Vec<_> = ctx.leadership.keys().cloned().collect();
+    batch.add_update_metadata(&[broker], &all);
+    batch
 }
 
 impl Drop for ChannelManager {
@@ -229,12 +393,13 @@ async fn send_loop(
     broker: BrokerId,
     addr: String,
     options: ConnectionOptions,
-    mut requests: mpsc::Receiver<ControlRequest>,
+    queue: Arc<SharedQueue>,
     events: mpsc::Sender<ControllerEvent>,
     progress: Progress,
 ) {
     let mut connection: Option<Connection> = None;
-    while let Some(request) = requests.recv().await {
+    loop {
+        let request = queue.next().await;
         let mut backoff = RECONNECT_BACKOFF_MIN;
         loop {
             match send_once(broker, &mut connection, &addr, &options, &request).await {
@@ -726,6 +891,91 @@ mod tests {
         assert_eq!(deleted, &vec![tp("t", 1)]);
         assert!(request.topic_states[0].partition_states[0].delete_partition);
         assert_eq!(request.topic_states[0].partition_states[0].leader_epoch, 3);
+    }
+
+    #[tokio::test]
+    async fn a_stalled_broker_gets_merged_requests_then_a_resync_never_a_drop() {
+        // A broker that accepts the connection and never answers: the send task waits on
+        // its first request, and everything after it queues.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = i32::from(listener.local_addr().unwrap().port());
+        let held = tokio::spawn(async move {
+            let (socket, _) = listener.accept().await.unwrap();
+            std::future::pending::<()>().await;
+            drop(socket);
+        });
+        let mut ctx = ctx();
+        ctx.live_brokers.get_mut(&0).unwrap().port = port;
+        ctx.replica_states.insert(
+            crate::context::PartitionAndReplica {
+                tp: tp("t", 0),
+                replica: 0,
+            },
+            ReplicaState::Online,
+        );
+        let (events, _queue) = mpsc::channel(16);
+        let mut channels =
+            ChannelManager::new(7, Duration::from_secs(60), events).with_queue_capacity(2);
+        channels.add_broker(&ctx.live_brokers[&0]);
+        let metadata = |ctx: &ControllerContext, p: i32| {
+            ControlRequest::UpdateMetadata(update_metadata_request(
+                ctx,
+                7,
+                &ctx.live_brokers[&0],
+                &BTreeSet::from([tp("t", p)]),
+            ))
+        };
+        // The first request goes to the send task, two more fill the queue.
+        assert_eq!(channels.send(0, metadata(&ctx, 0)), SendOutcome::Queued);
+        for _ in 0..100 {
+            if channels.queued(0) == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let mut stop = RequestBatch::default();
+        stop.add_stop_replica(0, &tp("t", 0), false);
+        channels.send_batch(&ctx, 7, stop);
+        assert_eq!(channels.send(0, metadata(&ctx, 0)), SendOutcome::Queued);
+        // Full: metadata merges.
+        assert_eq!(channels.send(0, metadata(&ctx, 1)), SendOutcome::Coalesced);
+        assert_eq!(channels.queued(0), 2);
+        // A LeaderAndIsr for p0 cannot overtake the queued StopReplica of p0: resync.
+        let mut lai = RequestBatch::default();
+        lai.add_leader_and_isr(&[0], &tp("t", 0), false);
+        channels.send_batch(&ctx, 7, lai);
+        // The queue now holds what broker 0 must know, from the context: its replica of t-0
+        // (Online) and the metadata; nothing was dropped without being replaced.
+        assert_eq!(channels.queued(0), 2);
+        held.abort();
+    }
+
+    #[test]
+    fn resync_tells_a_broker_everything_from_the_context() {
+        use crate::context::PartitionAndReplica;
+        let mut ctx = ctx();
+        let replica = |p: i32| PartitionAndReplica {
+            tp: tp("t", p),
+            replica: 1,
+        };
+        ctx.replica_states.insert(replica(0), ReplicaState::Online);
+        ctx.replica_states
+            .insert(replica(1), ReplicaState::ReplicaDeletionStarted);
+        let requests = resync_batch(&ctx, 1).build(&ctx, 7);
+        assert_eq!(requests.len(), 3, "{requests:?}");
+        let ControlRequest::LeaderAndIsr(lai) = &requests[0].1 else {
+            panic!("LeaderAndIsr first: {requests:?}")
+        };
+        assert_eq!(lai.topic_states[0].partition_states.len(), 1);
+        assert_eq!(lai.topic_states[0].partition_states[0].partition_index, 0);
+        let ControlRequest::UpdateMetadata(um) = &requests[1].1 else {
+            panic!("UpdateMetadata second: {requests:?}")
+        };
+        assert_eq!(um.topic_states[0].partition_states.len(), 2);
+        let ControlRequest::StopReplica { deleted, .. } = &requests[2].1 else {
+            panic!("StopReplica last: {requests:?}")
+        };
+        assert_eq!(deleted, &vec![tp("t", 1)]);
     }
 
     #[test]

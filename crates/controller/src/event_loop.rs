@@ -809,9 +809,8 @@ impl EventLoop {
                 Effect::TopicDeleted(topic) => self.config.on_topic_deleted.run(&topic),
             }
         }
-        for (broker, request) in batch.build(&self.ctx, self.config.broker_id) {
-            self.channels.send(broker, request);
-        }
+        self.channels
+            .send_batch(&self.ctx, self.config.broker_id, batch);
         Ok(())
     }
 

@@ -22,6 +22,7 @@ pub mod event_loop;
 pub mod lifecycle;
 pub mod partition_state_machine;
 pub mod replica_state_machine;
+pub mod request_queue;
 pub mod topic_deletion;
 
 mod handle;
