@@ -52,6 +52,11 @@ const ZNODE_PREFIXES: &[&str] = &[
     "\"/cluster/",
 ];
 
+/// Ways of calling a lock that panic on a poisoned lock (turning one panic into a panic in
+/// every later caller). `.read()`/`.write()` with no argument are `RwLock`'s.
+const LOCK_CALLS: &[&str] = &[".lock()", ".read()", ".write()"];
+const POISON_UNWRAPS: &[&str] = &[".expect(", ".unwrap()"];
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) != Some("tidy") {
@@ -110,6 +115,11 @@ fn tidy(root: &Path) -> Vec<String> {
             }
         }
         for file in rust_files(&dir.join("src")) {
+            let file_name = file.file_name().unwrap_or_default().to_string_lossy();
+            let test_module = file_name == "tests.rs" || file_name.ends_with("_tests.rs");
+            let handler = file
+                .parent()
+                .is_some_and(|p| p.ends_with("broker/src/handlers"));
             let text = fs::read_to_string(&file).unwrap_or_default();
             // Unit tests at the bottom of a file may spell anything.
             let code = text.split("#[cfg(test)]").next().unwrap_or("");
@@ -118,10 +128,26 @@ fn tidy(root: &Path) -> Vec<String> {
                 .unwrap_or(&file)
                 .display()
                 .to_string();
+            let mut previous = "";
             for (n, line) in code.lines().enumerate() {
                 let trimmed = line.trim_start();
                 if trimmed.starts_with("//") {
                     continue;
+                }
+                if !test_module {
+                    if let Some(call) = poisoned_lock_unwrap(previous.trim_end(), trimmed) {
+                        problems.push(format!(
+                            "{shown}:{}: {call} panics on a poisoned lock (recover deliberately: unwrap_or_else(PoisonError::into_inner))",
+                            n + 1
+                        ));
+                    }
+                }
+                previous = trimmed;
+                if handler && (line.contains("std::fs") || line.contains("File::")) {
+                    problems.push(format!(
+                        "{shown}:{}: a request handler touches files directly (disk I/O belongs to storage, run off the async workers)",
+                        n + 1
+                    ));
                 }
                 if layer == 0 {
                     if let Some(word) = IO_WORDS.iter().find(|w| line.contains(*w)) {
@@ -150,6 +176,21 @@ fn tidy(root: &Path) -> Vec<String> {
         }
     }
     problems
+}
+
+/// `Some(call)` when `line` (or `previous` followed by `line`, a call split over two lines)
+/// unwraps the result of taking a lock.
+fn poisoned_lock_unwrap(previous: &str, line: &str) -> Option<String> {
+    for lock in LOCK_CALLS {
+        for unwrap in POISON_UNWRAPS {
+            if line.contains(&format!("{lock}{unwrap}"))
+                || (previous.ends_with(lock) && line.starts_with(unwrap))
+            {
+                return Some(format!("{lock}{unwrap}"));
+            }
+        }
+    }
+    None
 }
 
 /// Names under `[dependencies]` (not dev- or build-dependencies).
@@ -211,7 +252,7 @@ mod tests {
             "[dependencies]\ntokio.workspace = true\nbroker.workspace = true\n",
         )
         .unwrap();
-        fs::write(model.join("src/lib.rs"), "use std::fs;\nconst P: &str = \"/brokers/ids\";\n#[cfg(test)]\nmod t { const Q: &str = \"/brokers\"; }\n").unwrap();
+        fs::write(model.join("src/lib.rs"), "use std::fs;\nconst P: &str = \"/brokers/ids\";\nfn f() { M.lock().expect(\"x\"); M\n    .read()\n    .unwrap(); }\n#[cfg(test)]\nmod t { const Q: &str = \"/brokers\"; }\n").unwrap();
         let problems = tidy(&dir);
         fs::remove_dir_all(&dir).unwrap();
         let text = problems.join("\n");
@@ -223,7 +264,15 @@ mod tests {
         );
         assert!(text.contains("lib.rs:2: znode path"), "{text}");
         assert!(
-            !text.contains("lib.rs:4"),
+            text.contains("lib.rs:3: .lock().expect( panics on a poisoned lock"),
+            "{text}"
+        );
+        assert!(
+            text.contains("lib.rs:5: .read().unwrap() panics on a poisoned lock"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("lib.rs:7"),
             "test modules are exempt: {text}"
         );
     }

@@ -70,6 +70,18 @@ pub struct CreateTopicPolicyConfig {
     pub required_configs: Vec<String>,
 }
 
+/// The bounds on what clients can make the broker hold (ARCHITECTURE.md invariant 8), by
+/// Kafka's keys and defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestLimits {
+    /// `fetch.max.bytes`: the most record bytes one consumer Fetch response carries (a
+    /// request asking for more gets this; the first batch is returned whole even when larger,
+    /// KIP-74).
+    pub fetch_max_bytes: usize,
+    /// `replica.fetch.response.max.bytes`: the same bound for a follower's Fetch.
+    pub replica_fetch_response_max_bytes: usize,
+}
+
 /// One broker's configuration.
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
@@ -105,6 +117,8 @@ pub struct BrokerConfig {
     pub socket_request_max_bytes: usize,
     /// `connections.max.idle.ms`: a connection with no request for this long is closed.
     pub connections_max_idle: Duration,
+    /// What one request or connection may cost the broker (fetch sizes, queues, connections).
+    pub limits: RequestLimits,
     /// `request.timeout.ms`, used for controller requests.
     pub request_timeout: Duration,
     /// `controlled.shutdown.enable`: on SIGTERM, ask the controller to move this broker's
@@ -156,6 +170,8 @@ const KNOWN_KEYS: &[&str] = &[
     "controlled.shutdown.max.retries",
     "controlled.shutdown.retry.backoff.ms",
     "connections.max.idle.ms",
+    "fetch.max.bytes",
+    "replica.fetch.response.max.bytes",
     "placement.strategy",
     "create.topic.policy.min.partitions",
     "create.topic.policy.min.replication.factor",
@@ -279,6 +295,7 @@ impl BrokerConfig {
                 600_000,
                 1,
             )?),
+            limits: parse_limits(&props)?,
             request_timeout: Duration::from_millis(parse_num(
                 &props,
                 "request.timeout.ms",
@@ -390,6 +407,19 @@ impl BrokerConfig {
             .get(broker_key)
             .map(|v| (broker_key, v.as_str()))
     }
+}
+
+fn parse_limits(props: &BTreeMap<String, String>) -> Result<RequestLimits, ConfigError> {
+    Ok(RequestLimits {
+        // Kafka's defaults (55 MiB and 10 MiB) and lower bounds.
+        fetch_max_bytes: parse_num(props, "fetch.max.bytes", 57_671_680, 1024)?,
+        replica_fetch_response_max_bytes: parse_num(
+            props,
+            "replica.fetch.response.max.bytes",
+            10_485_760,
+            0,
+        )?,
+    })
 }
 
 /// Parses Java-properties text: `key=value`, `key: value` or `key value`; `#` and `!`

@@ -85,6 +85,7 @@ mod membership;
 mod offset_ops;
 mod offsets;
 mod service;
+mod sync;
 
 pub use crate::admin::DeleteGroupsPlan;
 pub use crate::assignor::{

@@ -77,12 +77,12 @@ impl RecordingMembershipSink {
 
     /// Takes the events recorded so far.
     pub fn take(&self) -> Vec<MembershipEvent> {
-        std::mem::take(&mut *self.events.lock().expect("sink lock"))
+        std::mem::take(&mut *crate::sync::lock(&self.events, "sink lock"))
     }
 }
 
 impl MembershipSink for RecordingMembershipSink {
     async fn apply(&self, event: MembershipEvent) {
-        self.events.lock().expect("sink lock").push(event);
+        crate::sync::lock(&self.events, "sink lock").push(event);
     }
 }

@@ -100,12 +100,12 @@ impl InMemoryOffsetStore {
 
     /// What the store holds now.
     pub fn snapshot(&self) -> GroupOffsets {
-        self.offsets.lock().expect("store lock").clone()
+        crate::sync::lock(&self.offsets, "store lock").clone()
     }
 
     /// How many `commit` transactions succeeded.
     pub fn commit_count(&self) -> usize {
-        *self.commits.lock().expect("store lock")
+        *crate::sync::lock(&self.commits, "store lock")
     }
 
     fn check_failure(&self) -> Result<(), OffsetStoreError> {
@@ -123,12 +123,12 @@ impl OffsetStore for InMemoryOffsetStore {
         offsets: &[(TopicPartition, OffsetAndMetadata)],
     ) -> Result<(), OffsetStoreError> {
         self.check_failure()?;
-        let mut all = self.offsets.lock().expect("store lock");
+        let mut all = crate::sync::lock(&self.offsets, "store lock");
         let group = all.entry(group_id.to_owned()).or_default();
         for (tp, offset) in offsets {
             group.insert(tp.clone(), offset.clone());
         }
-        *self.commits.lock().expect("store lock") += 1;
+        *crate::sync::lock(&self.commits, "store lock") += 1;
         Ok(())
     }
 
@@ -143,7 +143,7 @@ impl OffsetStore for InMemoryOffsetStore {
         partitions: &[TopicPartition],
     ) -> Result<(), OffsetStoreError> {
         self.check_failure()?;
-        let mut all = self.offsets.lock().expect("store lock");
+        let mut all = crate::sync::lock(&self.offsets, "store lock");
         if let Some(group) = all.get_mut(group_id) {
             for tp in partitions {
                 group.remove(tp);
@@ -157,13 +157,13 @@ impl OffsetStore for InMemoryOffsetStore {
 
     async fn delete_group(&self, group_id: &str) -> Result<(), OffsetStoreError> {
         self.check_failure()?;
-        self.offsets.lock().expect("store lock").remove(group_id);
+        crate::sync::lock(&self.offsets, "store lock").remove(group_id);
         Ok(())
     }
 
     async fn delete_topic_offsets(&self, topic: &TopicName) -> Result<(), OffsetStoreError> {
         self.check_failure()?;
-        let mut all = self.offsets.lock().expect("store lock");
+        let mut all = crate::sync::lock(&self.offsets, "store lock");
         for group in all.values_mut() {
             group.retain(|tp, _| &tp.topic != topic);
         }

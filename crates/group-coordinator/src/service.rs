@@ -148,7 +148,7 @@ impl<S: OffsetStore, M: MembershipSink> GroupCoordinator<S, M> {
         for task in self.tasks.iter() {
             task.abort();
         }
-        let mut state = self.inner.state.lock().expect("coordinator lock");
+        let mut state = crate::sync::lock(&self.inner.state, "coordinator lock");
         // Dropping the senders wakes the parked handlers with their fallback answer.
         state.joins.clear();
         state.syncs.clear();
@@ -320,7 +320,7 @@ impl<S: OffsetStore, M: MembershipSink> GroupCoordinator<S, M> {
     }
 
     fn commit_lock(&self, group_id: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut locks = self.inner.commit_locks.lock().expect("commit locks");
+        let mut locks = crate::sync::lock(&self.inner.commit_locks, "commit locks");
         // Forget locks nobody holds, so the map stays as small as the set of busy groups.
         locks.retain(|_, lock| Arc::strong_count(lock) > 1);
         Arc::clone(locks.entry(group_id.to_owned()).or_default())
@@ -356,7 +356,7 @@ impl<S: OffsetStore> Inner<S> {
 
     /// Like `with_core`, without waking the timer task (which is the caller here).
     fn with_core_quiet<T>(&self, f: impl FnOnce(&mut CoordinatorCore, &mut Waiters<'_>) -> T) -> T {
-        let mut state = self.state.lock().expect("coordinator lock");
+        let mut state = crate::sync::lock(&self.state, "coordinator lock");
         let State {
             core,
             next_token,
@@ -428,5 +428,59 @@ async fn timer_loop<S: OffsetStore>(inner: Weak<Inner<S>>, timers: Arc<Notify>) 
             }
             None => timers.notified().await,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+    use kafka_protocol::messages::GroupId;
+    use kafka_protocol::protocol::StrBytes;
+
+    use super::*;
+    use crate::{InMemoryOffsetStore, NoopMembershipSink};
+
+    /// Issue 14: a panic while the coordinator lock is held (poisoning it) used to make every
+    /// later group request panic on `expect`. Now the next requests are answered.
+    #[tokio::test]
+    async fn issue_14_a_panic_under_the_coordinator_lock_does_not_break_later_requests() {
+        let coordinator: GroupCoordinator<InMemoryOffsetStore, NoopMembershipSink> =
+            GroupCoordinator::start(
+                GroupConfig::default(),
+                Arc::new(InMemoryOffsetStore::default()),
+                Arc::new(NoopMembershipSink),
+            )
+            .await
+            .unwrap();
+        let inner = Arc::clone(&coordinator.inner);
+        let panicked = std::thread::spawn(move || {
+            let _state = inner.state.lock();
+            panic!("a bug in some request, under the lock");
+        })
+        .join();
+        assert!(panicked.is_err());
+        assert!(coordinator.inner.state.is_poisoned());
+        let join = JoinGroupRequest::default()
+            .with_group_id(GroupId(StrBytes::from_static_str("g")))
+            .with_session_timeout_ms(10_000)
+            .with_rebalance_timeout_ms(10_000)
+            .with_protocol_type(StrBytes::from_static_str("consumer"))
+            .with_protocols(vec![
+                JoinGroupRequestProtocol::default().with_name(StrBytes::from_static_str("range"))
+            ]);
+        let client = ClientInfo {
+            client_id: "c".into(),
+            client_host: "/127.0.0.1".into(),
+        };
+        let answer = coordinator.join_group(join, 5, client).await;
+        // A new member without an id is told its id (MEMBER_ID_REQUIRED), as always.
+        assert_eq!(answer.error_code, 79);
+        let listed = coordinator.list_groups(&ListGroupsRequest::default());
+        assert_eq!(listed.error_code, 0);
+        assert!(
+            !coordinator.inner.state.is_poisoned(),
+            "the poison is cleared"
+        );
+        coordinator.shutdown();
     }
 }

@@ -42,8 +42,12 @@ fn recovering_a_large_segment_costs_a_window_not_the_segment() {
         let mut log = Log::open(dir.path(), LogConfig::default(), 0, 0).unwrap();
         let value = vec![7u8; 900 * 1024];
         while (log.size_in_bytes() as usize) < SEGMENT_BYTES {
-            log.append(&mut encode_batch(std::slice::from_ref(&value), 0, None), 0, 0)
-                .unwrap();
+            log.append(
+                &mut encode_batch(std::slice::from_ref(&value), 0, None),
+                0,
+                0,
+            )
+            .unwrap();
         }
         (log.log_end_offset(), log.size_in_bytes())
     };

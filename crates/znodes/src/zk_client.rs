@@ -175,7 +175,8 @@ impl KafkaZkClient {
         self.shared
             .subscribers
             .lock()
-            .expect("subscriber list poisoned")
+            // Pushes and retains cannot leave the list half-changed: a poisoned one is fine.
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(tx);
         rx
     }
@@ -770,7 +771,7 @@ async fn dispatch(mut events: Events, shared: Arc<Shared>) {
                 let subscribers: Vec<_> = shared
                     .subscribers
                     .lock()
-                    .expect("subscriber list poisoned")
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .clone();
                 let mut gone = false;
                 for subscriber in &subscribers {
@@ -780,7 +781,7 @@ async fn dispatch(mut events: Events, shared: Arc<Shared>) {
                     shared
                         .subscribers
                         .lock()
-                        .expect("subscriber list poisoned")
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
                         .retain(|s| !s.is_closed());
                 }
             }

@@ -190,6 +190,16 @@ fn describe_broker(
             config.socket_request_max_bytes.to_string(),
             3,
         ),
+        (
+            "fetch.max.bytes",
+            config.limits.fetch_max_bytes.to_string(),
+            3,
+        ),
+        (
+            "replica.fetch.response.max.bytes",
+            config.limits.replica_fetch_response_max_bytes.to_string(),
+            3,
+        ),
     ];
     let mut entries: Vec<DescribeConfigsResourceResult> = effective
         .into_iter()

@@ -9,6 +9,11 @@
 //! session gets FETCH_SESSION_ID_NOT_FOUND, which makes clients fall back to full fetches.
 //! Consumers read below the high watermark; followers (`replica_id` >= 0) read up to the log
 //! end, and their fetch offset tells the leader how far they are.
+//!
+//! The request's `max_bytes` is capped by the broker's `fetch.max.bytes` for consumers and
+//! `replica.fetch.response.max.bytes` for followers (Kafka's defaults 55 MiB and 10 MiB), and
+//! `min_bytes` by that cap, as Kafka does: a Fetch asking for 2 GiB never makes the broker
+//! read more than the cap (plus, as KIP-74 allows, one first batch that is larger).
 
 use std::time::Duration;
 
@@ -21,7 +26,11 @@ use tokio::time::Instant;
 
 use crate::context::BrokerContext;
 
-pub(super) async fn handle(ctx: &BrokerContext, request: FetchRequest) -> FetchResponse {
+pub(super) async fn handle(
+    ctx: &BrokerContext,
+    request: FetchRequest,
+    version: i16,
+) -> FetchResponse {
     if request.session_id != 0 {
         return FetchResponse::default()
             .with_error_code(ResponseError::FetchSessionIdNotFound.code())
@@ -29,30 +38,49 @@ pub(super) async fn handle(ctx: &BrokerContext, request: FetchRequest) -> FetchR
     }
     let max_wait = Duration::from_millis(request.max_wait_ms.max(0) as u64);
     let deadline = Instant::now() + max_wait;
+    let max_bytes = response_max_bytes(ctx, &request, version);
+    let min_bytes = i64::from(request.min_bytes.max(0)).min(max_bytes);
     let mut appends = ctx.replica_manager.subscribe_appends();
     loop {
         appends.borrow_and_update();
-        let (response, bytes, errors) = read_all(ctx, &request);
-        let enough = bytes >= i64::from(request.min_bytes.max(0)) || errors;
+        let (response, bytes, errors) = read_all(ctx, &request, max_bytes);
+        let enough = bytes >= min_bytes || errors;
         if enough || max_wait.is_zero() || Instant::now() >= deadline {
             return response;
         }
         match tokio::time::timeout_at(deadline, appends.changed()).await {
             Ok(Ok(())) => continue,
             // Timed out, or the broker is shutting down: answer with what is there.
-            _ => return read_all(ctx, &request).0,
+            _ => return read_all(ctx, &request, max_bytes).0,
         }
     }
 }
 
-/// Reads every requested partition once. Returns the response, the record bytes in it and
-/// whether any partition has an error.
-fn read_all(ctx: &BrokerContext, request: &FetchRequest) -> (FetchResponse, i64, bool) {
-    let mut remaining: i64 = if request.max_bytes > 0 {
-        i64::from(request.max_bytes)
+/// The most record bytes the response may carry: the request's `max_bytes` (from v3; older
+/// versions have none) capped by the broker's limit for consumers or followers.
+fn response_max_bytes(ctx: &BrokerContext, request: &FetchRequest, version: i16) -> i64 {
+    let requested = if version >= 3 {
+        i64::from(request.max_bytes.max(0))
     } else {
         i64::from(i32::MAX)
     };
+    let limits = &ctx.config.limits;
+    let cap = if request.replica_id.0 >= 0 {
+        limits.replica_fetch_response_max_bytes
+    } else {
+        limits.fetch_max_bytes
+    };
+    requested.min(i64::try_from(cap).unwrap_or(i64::MAX))
+}
+
+/// Reads every requested partition once, at most `max_bytes` of records in all. Returns the
+/// response, the record bytes in it and whether any partition has an error.
+fn read_all(
+    ctx: &BrokerContext,
+    request: &FetchRequest,
+    max_bytes: i64,
+) -> (FetchResponse, i64, bool) {
+    let mut remaining = max_bytes;
     let mut total = 0i64;
     let mut errors = false;
     let mut first_with_data = true;
@@ -88,6 +116,10 @@ fn read_all(ctx: &BrokerContext, request: &FetchRequest) -> (FetchResponse, i64,
                         p.fetch_offset,
                         max,
                     )
+                } else if limit <= 0 && !first_with_data {
+                    // No room left in the response: answer the partition's offsets without
+                    // reading a batch that would be dropped.
+                    no_room(&partition)
                 } else {
                     partition.read(p.fetch_offset, max)
                 }
@@ -125,4 +157,22 @@ fn read_all(ctx: &BrokerContext, request: &FetchRequest) -> (FetchResponse, i64,
         .with_session_id(0)
         .with_responses(responses);
     (response, total, errors)
+}
+
+/// A consumer's partition read when the response has no room left: offsets, no records.
+fn no_room(
+    partition: &replication::Partition,
+) -> Result<replication::ReadResult, replication::ReplicationError> {
+    if !matches!(partition.role(), replication::Role::Leader { .. }) {
+        return Err(replication::ReplicationError::NotLeader(
+            partition.topic_partition().clone(),
+        ));
+    }
+    let high_watermark = partition.high_watermark();
+    Ok(replication::ReadResult {
+        records: Vec::new(),
+        high_watermark,
+        last_stable_offset: high_watermark,
+        log_start_offset: partition.log_start_offset(),
+    })
 }

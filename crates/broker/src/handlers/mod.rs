@@ -86,7 +86,7 @@ pub(crate) async fn handle(
         RequestKind::Produce(req) => {
             ResponseKind::Produce(produce::handle(ctx, req, version).await)
         }
-        RequestKind::Fetch(req) => ResponseKind::Fetch(fetch::handle(ctx, req).await),
+        RequestKind::Fetch(req) => ResponseKind::Fetch(fetch::handle(ctx, req, version).await),
         RequestKind::ListOffsets(req) => {
             ResponseKind::ListOffsets(list_offsets::handle(ctx, req, version))
         }
