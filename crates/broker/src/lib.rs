@@ -24,6 +24,7 @@ pub mod metadata_cache;
 mod metrics;
 mod server;
 mod socket_server;
+mod stray_logs;
 
 pub use config::BrokerConfig;
 pub use error::BrokerError;

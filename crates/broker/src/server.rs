@@ -167,10 +167,16 @@ impl Broker {
             controller_epoch: AtomicI32::new(0),
             broker_epoch: AtomicI64::new(broker_epoch),
             groups,
+            stray_scan: tokio::sync::Notify::new(),
+            stray_scan_epoch: AtomicI64::new(-1),
         });
         Groups::start(&ctx);
         let (shutdown, shutdown_rx) = watch::channel(false);
         tokio::spawn(crate::data_plane::background(
+            Arc::clone(&ctx),
+            shutdown_rx.clone(),
+        ));
+        tokio::spawn(crate::stray_logs::run(
             Arc::clone(&ctx),
             shutdown_rx.clone(),
         ));

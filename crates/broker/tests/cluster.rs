@@ -374,3 +374,113 @@ async fn controlled_shutdown_moves_leaderships_and_refuses_stale_epochs() {
     }
     store.close().await;
 }
+
+/// The topic id in a partition directory's `partition.metadata`, if any.
+fn local_topic_id(dir: &std::path::Path) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join("partition.metadata")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("topic_id: "))
+        .map(str::to_string)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_9_deleting_a_topic_never_waits_for_an_offline_broker() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MetadataStore::from_config(&config(dir.path(), &[])).unwrap();
+    let overrides = |id: i32| {
+        vec![
+            format!("broker.id={id}"),
+            format!(
+                "log.dirs={}",
+                dir.path().join(format!("broker-{id}/logs")).display()
+            ),
+            "file.delete.delay.ms=60000".to_string(),
+        ]
+    };
+    let start = |id: i32| {
+        let store = store.clone();
+        let overrides = overrides(id);
+        let path = dir.path().to_path_buf();
+        async move {
+            let overrides: Vec<&str> = overrides.iter().map(String::as_str).collect();
+            start_on(store, &path, &overrides).await
+        }
+    };
+    let first = start(1).await;
+    eventually("controller", || first.is_controller()).await;
+    let away = start(2).await;
+    let mut conn = Connection::connect(&first.local_addr().to_string(), "t")
+        .await
+        .unwrap();
+    let create = |topic: &str| {
+        CreateTopicsRequest::default()
+            .with_timeout_ms(10_000)
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(name(topic))
+                .with_num_partitions(-1)
+                .with_replication_factor(-1)
+                .with_assignments(vec![
+                    create_topics_request::CreatableReplicaAssignment::default()
+                        .with_partition_index(0)
+                        .with_broker_ids(vec![BrokerId(1), BrokerId(2)]),
+                ])])
+    };
+    for topic in ["again", "gone"] {
+        assert_eq!(
+            conn.send(create(topic)).await.unwrap().topics[0].error_code,
+            0
+        );
+    }
+    let away_logs = dir.path().join("broker-2/logs");
+    eventually("broker 2 holds both logs", || {
+        away_logs.join("again-0/partition.metadata").exists()
+            && away_logs.join("gone-0/partition.metadata").exists()
+    })
+    .await;
+    let old_id = local_topic_id(&away_logs.join("again-0")).unwrap();
+    away.shutdown().await;
+
+    // Both deletions complete while broker 2 is down.
+    let deleted = conn
+        .send(
+            DeleteTopicsRequest::default()
+                .with_timeout_ms(10_000)
+                .with_topics(vec![
+                    delete_topics_request::DeleteTopicState::default()
+                        .with_name(Some(name("again"))),
+                    delete_topics_request::DeleteTopicState::default()
+                        .with_name(Some(name("gone"))),
+                ]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(deleted.responses.len(), 2);
+    assert!(
+        deleted.responses.iter().all(|r| r.error_code == 0),
+        "{deleted:?}"
+    );
+    // "again" comes back with another topic id, on the same brokers.
+    let recreated = conn.send(create("again")).await.unwrap();
+    assert_eq!(recreated.topics[0].error_code, 0, "{recreated:?}");
+    assert!(away_logs.join("gone-0").exists() && away_logs.join("again-0").exists());
+
+    // When broker 2 returns it removes the log of "gone" on its own and replaces the old
+    // "again" with the new topic's replica.
+    let back = start(2).await;
+    eventually("the stray log of a deleted topic is removed", || {
+        !away_logs.join("gone-0").exists()
+    })
+    .await;
+    eventually("the old incarnation's log is replaced", || {
+        local_topic_id(&away_logs.join("again-0")).is_some_and(|id| id != old_id)
+    })
+    .await;
+    let first_logs = dir.path().join("broker-1/logs");
+    assert_eq!(
+        local_topic_id(&away_logs.join("again-0")),
+        local_topic_id(&first_logs.join("again-0"))
+    );
+    back.shutdown().await;
+    first.shutdown().await;
+    store.close().await;
+}

@@ -118,7 +118,8 @@ pub fn on_broker_startup(
 }
 
 /// Brokers gone (their registration vanished): partitions they led elect new leaders,
-/// their replicas go offline, and deletions in flight on them fail for a later retry.
+/// their replicas go offline, and their replicas of topics being deleted count as deleted
+/// (the deletion does not wait for them).
 pub fn on_broker_failure(
     ctx: &mut ControllerContext,
     dead_brokers: &BTreeSet<BrokerId>,
@@ -148,7 +149,10 @@ pub fn on_broker_failure(
         &serving,
         ReplicaState::Offline,
     ));
-    effects.extend(topic_deletion::fail_replica_deletion(ctx, &deleting));
+    effects.extend(topic_deletion::consider_deleted_on_offline_brokers(
+        ctx, &deleting,
+    ));
+    effects.extend(topic_deletion::resume_deletions(ctx));
     if offline_leader.is_empty() {
         effects.push(Effect::UpdateMetadata {
             brokers: ctx.live_broker_ids(),

@@ -93,7 +93,9 @@ pub fn handle_state_changes(
                 }
                 effects.extend(remove_replica_from_isr(ctx, replica));
             }
-            ReplicaState::ReplicaDeletionStarted => {
+            // A replica on an offline broker is not told (it cannot be): the deletion
+            // manager counts it as deleted, and the broker removes the log itself.
+            ReplicaState::ReplicaDeletionStarted if ctx.is_live(broker) => {
                 effects.push(Effect::StopReplica {
                     broker,
                     tp: tp.clone(),

@@ -4,9 +4,14 @@
 //! broker the leader is -2, "being deleted"), and its replicas Offline (StopReplica without
 //! delete, so followers stop fetching) -> ReplicaDeletionStarted (StopReplica with delete,
 //! only to brokers holding a replica). Each response moves a replica to
-//! ReplicaDeletionSuccessful or ReplicaDeletionIneligible. A replica on an offline broker
-//! makes its topic ineligible until the broker returns. When every replica succeeded, the
-//! topic's znodes are deleted and the controller forgets it.
+//! ReplicaDeletionSuccessful or ReplicaDeletionIneligible (a failed response; retried when a
+//! broker of the topic returns). When every replica succeeded, the topic's znodes are
+//! deleted and the controller forgets it.
+//!
+//! Better than Kafka (SPEC section 9), a deletion never waits for an offline broker: a
+//! replica on a broker that is down, or that goes down while its StopReplica is in flight,
+//! counts as deleted (without a request). When that broker returns it removes the log on its
+//! own: its topic no longer exists, or exists with another topic id (`broker::stray_logs`).
 
 use std::collections::BTreeSet;
 
@@ -60,8 +65,50 @@ pub fn complete_replica_deletion(
     effects
 }
 
-/// A StopReplica(delete) failed for these replicas, or their broker went away while it was
-/// in flight: they become ineligible and their topics wait for a retry.
+/// These replicas' brokers are offline: their replicas count as deleted (moved through
+/// Offline and ReplicaDeletionStarted, which sends nothing to an offline broker, to
+/// ReplicaDeletionSuccessful), and deletions that waited only for them complete.
+pub fn consider_deleted_on_offline_brokers(
+    ctx: &mut ControllerContext,
+    replicas: &[PartitionAndReplica],
+) -> Vec<Effect> {
+    let offline: Vec<_> = replicas
+        .iter()
+        .filter(|r| {
+            ctx.is_topic_queued_for_deletion(&r.tp.topic)
+                && !ctx.is_live(r.replica)
+                && ctx.replica_state(r) != ReplicaState::ReplicaDeletionSuccessful
+        })
+        .cloned()
+        .collect();
+    if offline.is_empty() {
+        return Vec::new();
+    }
+    info!(
+        replicas = offline.len(),
+        brokers = ?offline.iter().map(|r| r.replica).collect::<BTreeSet<_>>(),
+        "replicas on offline brokers count as deleted; those brokers remove the logs when they return"
+    );
+    let (started, rest): (Vec<_>, Vec<_>) = offline
+        .into_iter()
+        .partition(|r| ctx.replica_state(r) == ReplicaState::ReplicaDeletionStarted);
+    let mut effects = rsm::handle_state_changes(ctx, &rest, ReplicaState::Offline);
+    effects.extend(rsm::handle_state_changes(
+        ctx,
+        &rest,
+        ReplicaState::ReplicaDeletionStarted,
+    ));
+    let all: Vec<_> = started.into_iter().chain(rest).collect();
+    effects.extend(rsm::handle_state_changes(
+        ctx,
+        &all,
+        ReplicaState::ReplicaDeletionSuccessful,
+    ));
+    effects
+}
+
+/// A StopReplica(delete) failed for these replicas: they become ineligible and their topics
+/// wait for a retry.
 pub fn fail_replica_deletion(
     ctx: &mut ControllerContext,
     replicas: &[PartitionAndReplica],
@@ -174,10 +221,6 @@ fn on_partition_deletion(ctx: &mut ControllerContext, topics: &BTreeSet<TopicNam
             .replicas_for_topic(topic)
             .into_iter()
             .partition(|r| ctx.is_live(r.replica));
-        if !dead.is_empty() {
-            info!(%topic, dead = ?dead.iter().map(|r| r.replica).collect::<BTreeSet<_>>(), "topic deletion waits for offline brokers");
-            ctx.topics_ineligible_for_deletion.insert(topic.clone());
-        }
         dead_replicas.extend(dead);
         replicas_for_deletion.extend(
             alive
@@ -185,8 +228,7 @@ fn on_partition_deletion(ctx: &mut ControllerContext, topics: &BTreeSet<TopicNam
                 .filter(|r| ctx.replica_state(r) != ReplicaState::ReplicaDeletionSuccessful),
         );
     }
-    let mut effects =
-        rsm::handle_state_changes(ctx, &dead_replicas, ReplicaState::ReplicaDeletionIneligible);
+    let mut effects = consider_deleted_on_offline_brokers(ctx, &dead_replicas);
     effects.extend(rsm::handle_state_changes(
         ctx,
         &replicas_for_deletion,
@@ -289,31 +331,42 @@ mod tests {
     }
 
     #[test]
-    fn replica_on_offline_broker_makes_topic_ineligible_until_it_returns() {
+    fn issue_9_deletion_does_not_wait_for_an_offline_broker() {
         let mut ctx = online_topic(&[0, 1], &[&[0, 1]]);
         // Broker 1 dies: its replica goes offline.
         ctx.live_brokers.remove(&1);
         rsm::handle_state_changes(&mut ctx, &[replica("t", 0, 1)], ReplicaState::Offline);
 
         let effects = enqueue_topics(&mut ctx, &BTreeSet::from([name("t")]));
+        // Only the live broker is asked; the offline one's replica counts as deleted.
         assert_eq!(stop_replicas(&effects), vec![(0, 0, false), (0, 0, true)]);
-        assert!(ctx.topics_ineligible_for_deletion.contains(&name("t")));
+        assert!(!ctx.topics_ineligible_for_deletion.contains(&name("t")));
         assert_eq!(
             ctx.replica_state(&replica("t", 0, 1)),
-            ReplicaState::ReplicaDeletionIneligible
+            ReplicaState::ReplicaDeletionSuccessful
         );
-
-        // The live replica is deleted; the topic still waits for broker 1.
         let effects = complete_replica_deletion(&mut ctx, &[replica("t", 0, 0)]);
-        assert!(stop_replicas(&effects).is_empty());
-        assert!(ctx.all_topics.contains(&name("t")));
-
-        // Broker 1 returns: deletion is retried for its replica only.
-        ctx.live_brokers.insert(1, crate::test_support::broker(1));
-        let effects = resume_deletion_for_topics(&mut ctx, &BTreeSet::from([name("t")]));
-        assert_eq!(stop_replicas(&effects), vec![(1, 0, false), (1, 0, true)]);
-        let effects = complete_replica_deletion(&mut ctx, &[replica("t", 0, 1)]);
         assert!(effects.contains(&Effect::DeleteTopicZnodes(name("t"))));
+        assert!(!ctx.all_topics.contains(&name("t")));
+    }
+
+    #[test]
+    fn a_broker_that_dies_with_its_deletion_in_flight_does_not_hold_the_topic() {
+        let mut ctx = online_topic(&[0, 1], &[&[0, 1]]);
+        enqueue_topics(&mut ctx, &BTreeSet::from([name("t")]));
+        complete_replica_deletion(&mut ctx, &[replica("t", 0, 0)]);
+        assert!(
+            ctx.all_topics.contains(&name("t")),
+            "broker 1 has not answered"
+        );
+        ctx.live_brokers.remove(&1);
+        let effects = crate::lifecycle::on_broker_failure(&mut ctx, &BTreeSet::from([1]));
+        assert!(
+            effects.contains(&Effect::DeleteTopicZnodes(name("t"))),
+            "{effects:?}"
+        );
+        assert!(stop_replicas(&effects).is_empty(), "{effects:?}");
+        assert!(!ctx.all_topics.contains(&name("t")));
     }
 
     #[test]

@@ -123,7 +123,14 @@ impl LogManager {
     /// `<topic>-<partition>.<uuid>-delete`; a background task removes it after
     /// `file.delete.delay.ms`. Returns the new path, or `None` if there was no such log.
     pub fn delete_partition(&self, tp: &TopicPartition) -> Result<Option<PathBuf>, StorageError> {
-        let mut logs = self.lock();
+        self.delete_partition_locked(self.lock(), tp)
+    }
+
+    fn delete_partition_locked(
+        &self,
+        mut logs: std::sync::MutexGuard<'_, BTreeMap<TopicPartition, PathBuf>>,
+        tp: &TopicPartition,
+    ) -> Result<Option<PathBuf>, StorageError> {
         let Some(dir) = logs.get(tp).cloned() else {
             return Ok(None);
         };
@@ -138,6 +145,25 @@ impl LogManager {
             "renamed partition log for deletion");
         self.schedule_removal(renamed.clone());
         Ok(Some(renamed))
+    }
+
+    /// [`LogManager::delete_partition`], only if the log's `partition.metadata` still names
+    /// `topic_id` (`None`: the log has no `partition.metadata`); checked under the same lock
+    /// as the rename, so a log created meanwhile for another topic id is never removed.
+    /// Returns the new path, or `None` if nothing was removed.
+    pub fn delete_partition_if_topic_id(
+        &self,
+        tp: &TopicPartition,
+        topic_id: Option<TopicId>,
+    ) -> Result<Option<PathBuf>, StorageError> {
+        let logs = self.lock();
+        let Some(dir) = logs.get(tp).cloned() else {
+            return Ok(None);
+        };
+        if read_partition_metadata(&dir)? != topic_id {
+            return Ok(None);
+        }
+        self.delete_partition_locked(logs, tp)
     }
 
     /// The live partitions, sorted.

@@ -99,3 +99,41 @@ async fn leftover_delete_dirs_are_skipped_and_removed_on_open() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(entries(root.path()), vec!["live-2"]);
 }
+
+#[tokio::test]
+async fn delete_if_topic_id_removes_only_the_log_of_that_topic_id() {
+    let root = tempfile::tempdir().unwrap();
+    let logs = open(&[root.path()], 60_000);
+    let old: TopicId = "AAAAAAAAAAAAAAAAAAAAAQ".parse().unwrap();
+    let new: TopicId = "AAAAAAAAAAAAAAAAAAAAAg".parse().unwrap();
+    logs.create_partition(&tp("again", 0), Some(old)).unwrap();
+    logs.create_partition(&tp("bare", 0), None).unwrap();
+    // Another topic id, or none, leaves the log in place.
+    assert_eq!(
+        logs.delete_partition_if_topic_id(&tp("again", 0), Some(new))
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        logs.delete_partition_if_topic_id(&tp("again", 0), None)
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        logs.delete_partition_if_topic_id(&tp("bare", 0), Some(old))
+            .unwrap(),
+        None
+    );
+    assert_eq!(logs.partitions(), vec![tp("again", 0), tp("bare", 0)]);
+    assert!(logs
+        .delete_partition_if_topic_id(&tp("again", 0), Some(old))
+        .unwrap()
+        .is_some());
+    assert!(logs
+        .delete_partition_if_topic_id(&tp("bare", 0), None)
+        .unwrap()
+        .is_some());
+    assert!(logs.partitions().is_empty());
+    // The name is free for the topic's new incarnation.
+    logs.create_partition(&tp("again", 0), Some(new)).unwrap();
+}

@@ -64,18 +64,21 @@ pub(super) async fn handle(
             Ok(name) => crate::data_plane::topic_partition_config(ctx, &name).await,
             Err(_) => replication::PartitionConfig::default(),
         };
-        let errors: Vec<LeaderAndIsrPartitionError> = states
-            .iter()
-            .map(|state| {
-                let code = apply(ctx, &topic, topic_id, state, &config, &leaders)
-                    .err()
-                    .map_or(0, |e| e.code());
+        let mut errors: Vec<LeaderAndIsrPartitionError> = Vec::with_capacity(states.len());
+        for state in &states {
+            let mut result = apply(ctx, &topic, topic_id, state, &config, &leaders);
+            if matches!(result, Err(ResponseError::InconsistentTopicId))
+                && replaced_stale_log(ctx, &topic, state.partition_index, topic_id).await
+            {
+                result = apply(ctx, &topic, topic_id, state, &config, &leaders);
+            }
+            errors.push(
                 LeaderAndIsrPartitionError::default()
                     .with_topic_name(TopicName(StrBytes::from_string(topic.clone())))
                     .with_partition_index(state.partition_index)
-                    .with_error_code(code)
-            })
-            .collect();
+                    .with_error_code(result.err().map_or(0, |e| e.code())),
+            );
+        }
         if version >= 5 {
             response.topics.push(
                 LeaderAndIsrTopicError::default()
@@ -87,6 +90,20 @@ pub(super) async fn handle(
         }
     }
     response
+}
+
+/// The local log of the partition belongs to an older topic of the same name (SPEC section
+/// 9: it was deleted while this broker was away): removed if the store confirms it.
+async fn replaced_stale_log(
+    ctx: &BrokerContext,
+    topic: &str,
+    partition: i32,
+    topic_id: Uuid,
+) -> bool {
+    let Ok(name) = topic.parse::<model::TopicName>() else {
+        return false;
+    };
+    crate::stray_logs::remove_if_stale(ctx, &TopicPartition::new(name, partition), topic_id).await
 }
 
 fn apply(

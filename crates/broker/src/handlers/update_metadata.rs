@@ -29,6 +29,7 @@ pub(super) fn handle(
     }
     let removed = ctx.metadata_cache.update(&request);
     crate::groups::on_metadata_update(ctx);
+    crate::stray_logs::on_update_metadata(ctx);
     debug!(
         live_brokers = request.live_brokers.len(),
         removed = removed.len(),
