@@ -1,9 +1,19 @@
-//! Record batches (magic v2) on our side of the wire: header checks, CRC-32C, offset
-//! assignment and LogAppendTime stamping, done in place on the bytes a producer sent.
+//! Record batches on our side of the wire, and every place the broker looks inside them.
 //!
-//! The broker stores batches exactly as received, so this crate never decompresses and never
-//! re-encodes records: it reads and rewrites only the 61-byte batch header. Encoding and
-//! decoding whole records (for clients and tests) is the `kafka-protocol` crate's job.
+//! - This file: the 61-byte v2 batch header, the shallow checks every stored or replicated
+//!   batch passes (length, magic 2, codec id, CRC-32C), offset assignment and LogAppendTime
+//!   stamping in place.
+//! - [`validate`]: what the leader checks before it acknowledges a produce (Kafka's
+//!   `LogValidator`): every record's framing, compressed batches decoded, keys on compacted
+//!   topics, timestamps; batches rebuilt where Kafka rebuilds them.
+//! - [`record`]: the records inside a batch, read without copying.
+//! - [`codec`]: gzip, snappy, lz4, zstd in Kafka's framings (pure Rust).
+//! - [`builder`]: writing a v2 batch (conversion, recompression, the cleaner).
+//! - [`legacy`]: message formats v0/v1: reading produced sets, down-converting for old
+//!   consumers.
+//!
+//! Batches of an ordinary topic are stored exactly as the producer sent them (offsets and
+//! the leader epoch written in place); they are decoded to check them, not re-encoded.
 //! No I/O here: this crate is deterministic and can be fuzzed.
 
 use std::fmt;
@@ -17,25 +27,34 @@ pub const MAGIC_V2: i8 = 2;
 /// The CRC-32C of a batch covers its bytes from here (the attributes) to its end.
 pub const CRC_COVERED_FROM: usize = ATTRIBUTES;
 
+pub mod builder;
+pub mod codec;
+pub mod legacy;
+pub mod record;
+pub mod validate;
+mod varint;
+
+pub use validate::{validate_produce, ProduceError, ProduceErrorKind, ProducePolicy, Validated};
+
 // Byte offsets of the header fields (Kafka's DefaultRecordBatch layout).
-const BASE_OFFSET: usize = 0;
-const BATCH_LENGTH: usize = 8;
-const PARTITION_LEADER_EPOCH: usize = 12;
-const MAGIC: usize = 16;
-const CRC: usize = 17;
-const ATTRIBUTES: usize = 21;
-const LAST_OFFSET_DELTA: usize = 23;
-const BASE_TIMESTAMP: usize = 27;
-const MAX_TIMESTAMP: usize = 35;
-const PRODUCER_ID: usize = 43;
-const PRODUCER_EPOCH: usize = 51;
-const BASE_SEQUENCE: usize = 53;
-const RECORDS_COUNT: usize = 57;
+pub(crate) const BASE_OFFSET: usize = 0;
+pub(crate) const BATCH_LENGTH: usize = 8;
+pub(crate) const PARTITION_LEADER_EPOCH: usize = 12;
+pub(crate) const MAGIC: usize = 16;
+pub(crate) const CRC: usize = 17;
+pub(crate) const ATTRIBUTES: usize = 21;
+pub(crate) const LAST_OFFSET_DELTA: usize = 23;
+pub(crate) const BASE_TIMESTAMP: usize = 27;
+pub(crate) const MAX_TIMESTAMP: usize = 35;
+pub(crate) const PRODUCER_ID: usize = 43;
+pub(crate) const PRODUCER_EPOCH: usize = 51;
+pub(crate) const BASE_SEQUENCE: usize = 53;
+pub(crate) const RECORDS_COUNT: usize = 57;
 
 const COMPRESSION_MASK: i16 = 0x07;
-const TIMESTAMP_TYPE_BIT: i16 = 0x08;
-const TRANSACTIONAL_BIT: i16 = 0x10;
-const CONTROL_BIT: i16 = 0x20;
+pub(crate) const TIMESTAMP_TYPE_BIT: i16 = 0x08;
+pub(crate) const TRANSACTIONAL_BIT: i16 = 0x10;
+pub(crate) const CONTROL_BIT: i16 = 0x20;
 
 /// Why a batch was refused. The broker maps these to Kafka error codes at its boundary.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -71,15 +90,28 @@ pub enum RecordsError {
 /// Compression codec from the batch attributes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Compression {
-    None,
-    Gzip,
-    Snappy,
-    Lz4,
-    Zstd,
+    None = 0,
+    Gzip = 1,
+    Snappy = 2,
+    Lz4 = 3,
+    Zstd = 4,
 }
 
 impl Compression {
-    fn from_attributes(attributes: i16) -> Option<Compression> {
+    /// The codec named by a `compression.type` value (`uncompressed` is `None`); `None` for
+    /// `producer` or an unknown name.
+    pub fn from_config(name: &str) -> Option<Compression> {
+        match name {
+            "uncompressed" => Some(Compression::None),
+            "gzip" => Some(Compression::Gzip),
+            "snappy" => Some(Compression::Snappy),
+            "lz4" => Some(Compression::Lz4),
+            "zstd" => Some(Compression::Zstd),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn from_attributes(attributes: i16) -> Option<Compression> {
         match attributes & COMPRESSION_MASK {
             0 => Some(Compression::None),
             1 => Some(Compression::Gzip),
@@ -213,10 +245,10 @@ impl BatchRef {
     }
 }
 
-/// Validates every batch of a produce request's record set: complete batches only, magic 2,
-/// a known codec, a consistent record count and a correct CRC-32C. Returns the batches in order.
-///
-/// This is the write path's whole check: the records themselves are not decoded.
+/// Validates every batch of a stored or replicated record set (a follower's fetch, recovery):
+/// complete batches only, magic 2, a known codec, a record count the offset range can hold
+/// and a correct CRC-32C. Returns the batches in order. The records are not decoded: the
+/// leader did that when it accepted them ([`validate::validate_produce`]).
 pub fn validate_record_set(bytes: &[u8]) -> Result<Vec<BatchRef>, RecordsError> {
     if bytes.is_empty() {
         return Err(RecordsError::Empty);
@@ -241,8 +273,13 @@ pub fn validate_batch_at(bytes: &[u8], position: usize) -> Result<BatchRef, Reco
             codec: header.attributes & COMPRESSION_MASK,
         });
     }
-    if header.records_count < 1 || header.last_offset_delta != header.records_count - 1 {
-        // Kafka requires lastOffsetDelta = count - 1 for batches a producer sends.
+    // A producer's batch has count = lastOffsetDelta + 1 (checked on produce); a cleaned one
+    // keeps its offset range with fewer records, down to none (Kafka keeps empty batches that
+    // carry a producer's last sequence).
+    if header.records_count < 0
+        || header.last_offset_delta < 0
+        || i64::from(header.records_count) > i64::from(header.last_offset_delta) + 1
+    {
         return Err(RecordsError::InconsistentCount {
             position,
             count: header.records_count,
@@ -291,6 +328,54 @@ pub fn read_batch_header_at(bytes: &[u8], position: usize) -> Result<BatchHeader
     Ok(BatchHeader::read(rest).expect("length checked above"))
 }
 
+/// Why the records of a stored batch could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error(transparent)]
+    Header(#[from] RecordsError),
+    #[error(transparent)]
+    Codec(#[from] codec::CodecError),
+    #[error(transparent)]
+    Framing(#[from] record::FramingError),
+}
+
+/// The records section of one whole batch, decompressed when the batch is compressed.
+pub fn records_section(batch: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, DecodeError> {
+    let header = read_batch_header_at(batch, 0)?;
+    let payload = &batch[HEADER_SIZE..header.size_in_bytes()];
+    match header.compression() {
+        Some(Compression::None) => Ok(std::borrow::Cow::Borrowed(payload)),
+        Some(codec) => Ok(std::borrow::Cow::Owned(codec::decompress(
+            codec,
+            payload,
+            MAGIC_V2,
+            codec::MAX_DECOMPRESSED_BYTES,
+        )?)),
+        None => Err(RecordsError::UnknownCompression {
+            position: 0,
+            codec: header.attributes & COMPRESSION_MASK,
+        }
+        .into()),
+    }
+}
+
+/// The (timestamp, offset) of each record of one whole batch, in order; under
+/// LogAppendTime every record has the batch's max timestamp, as clients read it.
+pub fn record_timestamps(batch: &[u8]) -> Result<Vec<(i64, i64)>, DecodeError> {
+    let header = read_batch_header_at(batch, 0)?;
+    let section = records_section(batch)?;
+    let mut out = Vec::with_capacity(header.records_count.clamp(0, 1 << 16) as usize);
+    record::for_each_record(&section, header.records_count, |_, r| {
+        let ts = match header.timestamp_type() {
+            TimestampType::LogAppendTime => header.max_timestamp,
+            TimestampType::CreateTime => header.base_timestamp.wrapping_add(r.timestamp_delta),
+        };
+        out.push((ts, header.base_offset + i64::from(r.offset_delta)));
+        Ok(())
+    })?;
+    Ok(out)
+}
+
 /// Assigns offsets to validated batches in place: batch `i` gets the next offset after batch
 /// `i-1`, starting at `first_offset`, and every batch gets `partition_leader_epoch`. Both fields
 /// lie outside the CRC, so no checksum changes. With `log_append_time_ms` set (the topic's
@@ -321,22 +406,22 @@ pub fn assign_offsets(
     next
 }
 
-fn read_i16(b: &[u8], at: usize) -> i16 {
+pub(crate) fn read_i16(b: &[u8], at: usize) -> i16 {
     i16::from_be_bytes([b[at], b[at + 1]])
 }
-fn read_i32(b: &[u8], at: usize) -> i32 {
+pub(crate) fn read_i32(b: &[u8], at: usize) -> i32 {
     i32::from_be_bytes(b[at..at + 4].try_into().expect("4 bytes"))
 }
-fn read_i64(b: &[u8], at: usize) -> i64 {
+pub(crate) fn read_i64(b: &[u8], at: usize) -> i64 {
     i64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
-fn write_i16(b: &mut [u8], at: usize, v: i16) {
+pub(crate) fn write_i16(b: &mut [u8], at: usize, v: i16) {
     b[at..at + 2].copy_from_slice(&v.to_be_bytes());
 }
-fn write_i32(b: &mut [u8], at: usize, v: i32) {
+pub(crate) fn write_i32(b: &mut [u8], at: usize, v: i32) {
     b[at..at + 4].copy_from_slice(&v.to_be_bytes());
 }
-fn write_i64(b: &mut [u8], at: usize, v: i64) {
+pub(crate) fn write_i64(b: &mut [u8], at: usize, v: i64) {
     b[at..at + 8].copy_from_slice(&v.to_be_bytes());
 }
 

@@ -64,6 +64,9 @@ pub enum ReplicationError {
     /// The record set is malformed, corrupt or of an old message format.
     #[error(transparent)]
     Records(#[from] records::RecordsError),
+    /// A produced record set failed the leader's checks (Kafka's `LogValidator`).
+    #[error(transparent)]
+    Produce(#[from] records::ProduceError),
     /// The log refused the operation or failed on disk.
     #[error(transparent)]
     Log(#[from] LogError),
@@ -95,6 +98,17 @@ impl ReplicationError {
                 ResponseError::UnsupportedForMessageFormat
             }
             ReplicationError::Records(_) => ResponseError::CorruptMessage,
+            ReplicationError::Produce(e) => match e.kind {
+                records::ProduceErrorKind::CorruptMessage => ResponseError::CorruptMessage,
+                records::ProduceErrorKind::InvalidRecord => ResponseError::InvalidRecord,
+                records::ProduceErrorKind::InvalidTimestamp => ResponseError::InvalidTimestamp,
+                records::ProduceErrorKind::UnsupportedForMessageFormat => {
+                    ResponseError::UnsupportedForMessageFormat
+                }
+                records::ProduceErrorKind::UnsupportedCompressionType => {
+                    ResponseError::UnsupportedCompressionType
+                }
+            },
             ReplicationError::Log(LogError::InvalidRecords(R::UnsupportedMagic { .. })) => {
                 ResponseError::UnsupportedForMessageFormat
             }
@@ -114,6 +128,14 @@ impl ReplicationError {
             ReplicationError::Sequence(SequenceError::OutOfOrderSequence { .. }) => {
                 ResponseError::OutOfOrderSequenceNumber
             }
+        }
+    }
+
+    /// The records a produce refused one by one (Produce v8 `record_errors`).
+    pub fn record_errors(&self) -> &[records::validate::RecordError] {
+        match self {
+            ReplicationError::Produce(e) => &e.record_errors,
+            _ => &[],
         }
     }
 

@@ -235,7 +235,17 @@ impl Partition {
         records: &mut [u8],
         now_ms: i64,
     ) -> Result<AppendResult, ReplicationError> {
-        let batches = records::validate_record_set(records)?;
+        // Every record is checked (compressed batches decoded) before the lock is taken;
+        // the result is the producer's bytes or, where Kafka rebuilds a batch, a new one.
+        let policy = self.lock().config.log.produce_policy(now_ms);
+        let mut rebuilt;
+        let (records, batches) = match records::validate_produce(records, &policy)? {
+            records::Validated::InPlace(batches) => (records, batches),
+            records::Validated::Rebuilt(bytes, batches) => {
+                rebuilt = bytes;
+                (&mut rebuilt[..], batches)
+            }
+        };
         let mut state = self.lock();
         let leader_epoch = state.leader_epoch_if_leader(&self.tp)?;
         // Check every batch against the state as it will be after the batches before it.
@@ -396,21 +406,33 @@ impl Partition {
         self.lock().log.log_start_offset()
     }
 
-    /// ListOffsets: -2 earliest, -1 latest, else the first offset whose timestamp is at or
-    /// after `timestamp`. Returns (timestamp, offset); (-1, -1) when no record is that late.
-    pub fn offset_for(&self, timestamp: i64) -> Result<(i64, i64), ReplicationError> {
+    /// ListOffsets: -2 earliest, -1 latest (the high watermark), else the first record whose
+    /// timestamp is at or after `timestamp` (the exact record, on every codec: Kafka's
+    /// `fetchOffsetByTimestamp`), answered only when it lies below the high watermark.
+    /// Returns (timestamp, offset, leader epoch); (-1, -1, None) when no record is that late.
+    /// `max_timestamp` asks for the record with the largest timestamp instead (ListOffsets
+    /// v7's MAX_TIMESTAMP, -3).
+    pub fn offset_for(
+        &self,
+        timestamp: i64,
+        max_timestamp: bool,
+    ) -> Result<(i64, i64, Option<i32>), ReplicationError> {
         let state = self.lock();
-        state.leader_epoch_if_leader(&self.tp)?;
-        Ok(match timestamp {
-            -2 => (-1, state.log.log_start_offset()),
-            -1 => (-1, state.high_watermark),
-            t => match state.log.offset_for_timestamp(t)? {
-                Some((offset, ts)) => {
-                    let batch = state.log.read(offset, 1)?;
-                    first_record_at_or_after(&batch, offset, t).unwrap_or((ts, offset))
-                }
-                None => (-1, -1),
-            },
+        let epoch = state.leader_epoch_if_leader(&self.tp)?;
+        let found = if max_timestamp {
+            state.log.max_timestamp_record()?
+        } else {
+            match timestamp {
+                -2 => return Ok((-1, state.log.log_start_offset(), Some(epoch))),
+                -1 => return Ok((-1, state.high_watermark, Some(epoch))),
+                t => state.log.offset_for_timestamp(t)?,
+            }
+        };
+        Ok(match found {
+            Some((ts, offset, batch_epoch)) if offset < state.high_watermark => {
+                (ts, offset, (batch_epoch >= 0).then_some(batch_epoch))
+            }
+            _ => (-1, -1, None),
         })
     }
 
@@ -515,55 +537,6 @@ fn bytes_below(records: &[u8], limit: i64) -> usize {
         position += header.size_in_bytes();
     }
     position
-}
-
-/// Kafka answers ListOffsets by time with the exact record: walks the records of an
-/// uncompressed CreateTime batch (without copying) for the first one at or after
-/// `timestamp` and at or after `min_offset`. Returns (timestamp, offset), or `None` when the
-/// batch is compressed or LogAppendTime (the batch's own answer is then used).
-fn first_record_at_or_after(batch: &[u8], min_offset: i64, timestamp: i64) -> Option<(i64, i64)> {
-    let header = BatchHeader::read(batch)?;
-    if header.compression() != Some(records::Compression::None)
-        || header.timestamp_type() != records::TimestampType::CreateTime
-    {
-        return None;
-    }
-    let end = header.size_in_bytes().min(batch.len());
-    let mut pos = records::HEADER_SIZE;
-    for _ in 0..header.records_count {
-        let length = read_varint(batch, &mut pos)?;
-        let body_start = pos;
-        let _attributes = *batch.get(pos)?;
-        pos += 1;
-        let ts_delta = read_varint(batch, &mut pos)?;
-        let offset_delta = read_varint(batch, &mut pos)?;
-        let (ts, offset) = (
-            header.base_timestamp + ts_delta,
-            header.base_offset + offset_delta,
-        );
-        if ts >= timestamp && offset >= min_offset {
-            return Some((ts, offset));
-        }
-        pos = body_start.checked_add(usize::try_from(length).ok()?)?;
-        if pos > end {
-            return None;
-        }
-    }
-    None
-}
-
-/// A zigzag varint / varlong as in the record format.
-fn read_varint(bytes: &[u8], pos: &mut usize) -> Option<i64> {
-    let mut value: u64 = 0;
-    for shift in (0..70).step_by(7) {
-        let byte = *bytes.get(*pos)?;
-        *pos += 1;
-        value |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return Some((value >> 1) as i64 ^ -((value & 1) as i64));
-        }
-    }
-    None
 }
 
 /// Rebuilds the producer state by scanning the batch headers of the whole log (there are no

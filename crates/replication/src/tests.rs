@@ -45,12 +45,15 @@ fn append_then_read_moves_the_high_watermark() {
     assert!(p.read(5, 100).unwrap().records.is_empty());
     let err = p.read(6, 100).unwrap_err();
     assert_eq!(err.response_error(), ResponseError::OffsetOutOfRange);
-    assert_eq!(p.offset_for(-2).unwrap(), (-1, 0));
-    assert_eq!(p.offset_for(-1).unwrap(), (-1, 5));
-    assert_eq!(p.offset_for(1_001).unwrap().1, 1);
-    assert_eq!(p.offset_for(99_999).unwrap(), (-1, -1));
+    let epoch = Some(p.role().leader_epoch());
+    assert_eq!(p.offset_for(-2, false).unwrap(), (-1, 0, epoch));
+    assert_eq!(p.offset_for(-1, false).unwrap(), (-1, 5, epoch));
+    // The exact record: batch "b" starts at offset 3 with timestamps 1000, 1001.
+    assert_eq!(p.offset_for(1_001, false).unwrap(), (1_001, 1, epoch));
+    assert_eq!(p.offset_for(99_999, false).unwrap(), (-1, -1, None));
+    assert_eq!(p.offset_for(0, true).unwrap(), (1_002, 2, epoch));
     assert_eq!(p.delete_records_before(2).unwrap(), 2);
-    assert_eq!(p.offset_for(-2).unwrap(), (-1, 2));
+    assert_eq!(p.offset_for(-2, false).unwrap(), (-1, 2, epoch));
     assert_eq!(
         p.read(1, 100).unwrap_err().response_error(),
         ResponseError::OffsetOutOfRange
@@ -75,11 +78,13 @@ fn errors_map_to_kafka_codes() {
         rm.append(&tp(), &mut bad, 0).unwrap_err().response_error(),
         ResponseError::CorruptMessage
     );
+    // A v2 batch relabelled magic 1 reads as a magic 1 message whose CRC-32 is wrong;
+    // real magic 0/1 sets are converted up (records::validate tests them).
     let mut old = batch(1, "x", None);
     old[16] = 1; // magic
     assert_eq!(
         rm.append(&tp(), &mut old, 0).unwrap_err().response_error(),
-        ResponseError::UnsupportedForMessageFormat
+        ResponseError::CorruptMessage
     );
     let small = PartitionConfig {
         log: storage::log::LogConfig {
@@ -281,7 +286,7 @@ fn the_high_watermark_waits_for_every_in_sync_follower() {
     // Nothing is visible to consumers until the followers have it.
     assert_eq!(p.high_watermark(), 0);
     assert!(p.read(0, 1 << 20).unwrap().records.is_empty());
-    assert_eq!(p.offset_for(-1).unwrap().1, 0);
+    assert_eq!(p.offset_for(-1, false).unwrap().1, 0);
     let (read, moved) = p.read_for_follower(2, 0, 1 << 20).unwrap();
     assert!(!moved);
     assert_eq!(

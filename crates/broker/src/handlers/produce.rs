@@ -1,8 +1,10 @@
 //! Produce (v0–v8): append each partition's record set to the local log this broker leads.
 //!
-//! Kafka 2.8's behaviour: record batches of magic < 2 are refused with
-//! UNSUPPORTED_FOR_MESSAGE_FORMAT, a bad CRC with CORRUPT_MESSAGE, a batch over
-//! `max.message.bytes` with MESSAGE_TOO_LARGE; acks other than -1, 0, 1 answer
+//! Kafka 2.8's behaviour: every record is checked by the leader before it is acknowledged
+//! (`records::validate_produce`: framing, compressed batches decoded, keys on compacted topics,
+//! timestamps), refused with CORRUPT_MESSAGE, INVALID_RECORD or INVALID_TIMESTAMP and, from v8,
+//! an `error_message` and the refused records' `record_errors`; message sets of format v0/v1
+//! are converted up to v2; a batch over `max.message.bytes` gets MESSAGE_TOO_LARGE; acks other than -1, 0, 1 answer
 //! INVALID_REQUIRED_ACKS for every partition. acks=0 requests get no response at all (the
 //! connection skips it). acks=-1 needs `min.insync.replicas` in-sync replicas
 //! (NOT_ENOUGH_REPLICAS before appending) and is answered once the high watermark passes the
@@ -11,7 +13,9 @@
 
 use bytes::BytesMut;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 use model::TopicPartition;
@@ -19,6 +23,23 @@ use tracing::debug;
 
 use crate::context::BrokerContext;
 use crate::data_plane::now_ms;
+
+/// A partition's refusal: the error, its message (v8+), and the records at fault (v8+).
+struct Refused {
+    error: ResponseError,
+    message: Option<String>,
+    record_errors: Vec<records::validate::RecordError>,
+}
+
+impl From<(ResponseError, Option<String>)> for Refused {
+    fn from((error, message): (ResponseError, Option<String>)) -> Self {
+        Refused {
+            error,
+            message,
+            record_errors: Vec::new(),
+        }
+    }
+}
 
 pub(super) async fn handle(
     ctx: &BrokerContext,
@@ -49,15 +70,16 @@ pub(super) async fn handle(
                     .with_base_offset(-1)
                     .with_log_append_time_ms(-1)
                     .with_log_start_offset(-1);
-                let result = if !acks_valid {
-                    Err((ResponseError::InvalidRequiredAcks, None))
+                let result: Result<_, Refused> = if !acks_valid {
+                    Err((ResponseError::InvalidRequiredAcks, None).into())
                 } else if transactional {
                     Err((
                         ResponseError::TransactionalIdAuthorizationFailed,
                         Some("transactions are not supported by this broker".to_owned()),
-                    ))
+                    )
+                        .into())
                 } else if let Err(refused) = validate_records(version, data.records.as_deref()) {
-                    Err(refused)
+                    Err(refused.into())
                 } else if let Some(name) = &name {
                     let tp = TopicPartition::new(name.clone(), data.index);
                     let result = append(ctx, &tp, acks, data.records, now);
@@ -66,7 +88,7 @@ pub(super) async fn handle(
                     }
                     result
                 } else {
-                    Err((ResponseError::UnknownTopicOrPartition, None))
+                    Err((ResponseError::UnknownTopicOrPartition, None).into())
                 };
                 match result {
                     Ok(r) => {
@@ -74,9 +96,20 @@ pub(super) async fn handle(
                         out.log_append_time_ms = r.log_append_time_ms;
                         out.log_start_offset = r.log_start_offset;
                     }
-                    Err((error, message)) => {
-                        out.error_code = error.code();
-                        out.error_message = message.map(StrBytes::from_string);
+                    Err(refused) => {
+                        out.error_code = refused.error.code();
+                        out.error_message = refused.message.map(StrBytes::from_string);
+                        out.record_errors = refused
+                            .record_errors
+                            .into_iter()
+                            .map(|e| {
+                                BatchIndexAndErrorMessage::default()
+                                    .with_batch_index(e.batch_index)
+                                    .with_batch_index_error_message(Some(StrBytes::from_string(
+                                        e.message,
+                                    )))
+                            })
+                            .collect();
                     }
                 }
                 out
@@ -147,11 +180,11 @@ fn append(
     acks: i16,
     records: Option<bytes::Bytes>,
     now: i64,
-) -> Result<replication::AppendResult, (ResponseError, Option<String>)> {
+) -> Result<replication::AppendResult, Refused> {
     if acks == -1 {
         if let Some(partition) = ctx.replica_manager.get(tp) {
             if !partition.enough_replicas() {
-                return Err((ResponseError::NotEnoughReplicas, None));
+                return Err((ResponseError::NotEnoughReplicas, None).into());
             }
         }
     }
@@ -170,11 +203,18 @@ fn append(
                 error,
                 ResponseError::UnsupportedForMessageFormat
                     | ResponseError::CorruptMessage
+                    | ResponseError::InvalidRecord
+                    | ResponseError::InvalidTimestamp
+                    | ResponseError::UnsupportedCompressionType
                     | ResponseError::MessageTooLarge
                     | ResponseError::OutOfOrderSequenceNumber
                     | ResponseError::InvalidProducerEpoch
             )
             .then(|| err.to_string());
-            (error, message)
+            Refused {
+                error,
+                message,
+                record_errors: err.record_errors().to_vec(),
+            }
         })
 }

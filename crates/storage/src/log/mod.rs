@@ -23,7 +23,7 @@ use recovery::OffsetRange;
 use segment::Segment;
 
 /// The topic-level settings a log obeys (Kafka's names, units last).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LogConfig {
     pub segment_bytes: u64,
     pub segment_ms: i64,
@@ -37,6 +37,42 @@ pub struct LogConfig {
     pub retention_bytes: i64,
     /// `message.timestamp.type=LogAppendTime`.
     pub log_append_time: bool,
+    /// `cleanup.policy` includes `compact`: the cleaner keeps the latest record per key, and
+    /// produced records need keys.
+    pub compact: bool,
+    /// `cleanup.policy` includes `delete`: retention removes old segments. A `compact`-only
+    /// log is never shortened by `retention.ms` / `retention.bytes`.
+    pub delete: bool,
+    /// `message.timestamp.difference.max.ms`.
+    pub timestamp_difference_max_ms: i64,
+    /// `compression.type`: `None` keeps the producer's codec (`producer`).
+    pub compression: Option<records::Compression>,
+    /// `min.cleanable.dirty.ratio`.
+    pub min_cleanable_dirty_ratio: f64,
+    /// `min.compaction.lag.ms`: records younger than this are not compacted.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: a log whose dirty part is older than this is cleaned whatever
+    /// its dirty ratio.
+    pub max_compaction_lag_ms: i64,
+    /// `delete.retention.ms`: how long tombstones survive once cleaned.
+    pub delete_retention_ms: i64,
+    /// `message.downconversion.enable`.
+    pub downconversion_enable: bool,
+}
+
+impl Eq for LogConfig {}
+
+impl LogConfig {
+    /// What a produced record set is checked against (Kafka's `LogValidator` inputs).
+    pub fn produce_policy(&self, now_ms: i64) -> records::ProducePolicy {
+        records::ProducePolicy {
+            compacted: self.compact,
+            log_append_time: self.log_append_time,
+            timestamp_difference_max_ms: self.timestamp_difference_max_ms,
+            target_compression: self.compression,
+            now_ms,
+        }
+    }
 }
 
 impl Default for LogConfig {
@@ -51,6 +87,15 @@ impl Default for LogConfig {
             retention_ms: 7 * 24 * 60 * 60 * 1000,
             retention_bytes: -1,
             log_append_time: false,
+            compact: false,
+            delete: true,
+            timestamp_difference_max_ms: i64::MAX,
+            compression: None,
+            min_cleanable_dirty_ratio: 0.5,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            delete_retention_ms: 24 * 60 * 60 * 1000,
+            downconversion_enable: true,
         }
     }
 }
@@ -429,18 +474,42 @@ impl Log {
         Ok(Vec::new())
     }
 
-    /// The first offset whose batch has a timestamp >= `timestamp`, with that batch's max
-    /// timestamp (ListOffsets by time).
-    pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(i64, i64)>, LogError> {
+    /// ListOffsets by time (Kafka's `Log.fetchOffsetByTimestamp`): the first record at or
+    /// after the log start whose timestamp is >= `timestamp`, as (timestamp, offset, leader
+    /// epoch of its batch). The time index finds the batch; the batch is decoded (any codec)
+    /// to find the record.
+    pub fn offset_for_timestamp(
+        &self,
+        timestamp: i64,
+    ) -> Result<Option<(i64, i64, i32)>, LogError> {
         for segment in self.segments.values() {
-            if let Some((offset, ts)) = segment.find_offset_by_timestamp(timestamp)? {
-                return Ok(Some((offset.max(self.log_start_offset), ts)));
+            if segment.max_timestamp < timestamp || segment.next_offset <= self.log_start_offset {
+                continue;
+            }
+            if let Some(found) =
+                segment.find_offset_by_timestamp(timestamp, self.log_start_offset)?
+            {
+                return Ok(Some(found));
             }
         }
         Ok(None)
     }
 
-    /// The largest timestamp in the log and the offset of its batch (ListOffsets max timestamp).
+    /// The first record with the log's largest timestamp, as (timestamp, offset, leader epoch
+    /// of its batch): ListOffsets MAX_TIMESTAMP (-3, ListOffsets v7+, Kafka 3.0's KIP-734).
+    pub fn max_timestamp_record(&self) -> Result<Option<(i64, i64, i32)>, LogError> {
+        let Some(segment) = self
+            .segments
+            .values()
+            .filter(|s| s.max_timestamp >= 0 && s.next_offset > self.log_start_offset)
+            .max_by_key(|s| (s.max_timestamp, std::cmp::Reverse(s.base_offset)))
+        else {
+            return Ok(None);
+        };
+        segment.max_timestamp_record(self.log_start_offset)
+    }
+
+    /// The largest timestamp in the log.
     pub fn max_timestamp(&self) -> Option<i64> {
         self.segments
             .values()
@@ -462,8 +531,14 @@ impl Log {
     }
 
     /// Removes whole segments (never the active one) older than `retention.ms` or beyond
-    /// `retention.bytes`, and moves the log start offset. Returns how many were removed.
+    /// `retention.bytes`, and moves the log start offset, when `cleanup.policy` includes
+    /// `delete`. Returns how many were removed.
     pub fn apply_retention(&mut self, now_ms: i64) -> Result<usize, LogError> {
+        // Kafka's `deleteOldSegments`: only `cleanup.policy` with `delete` removes by time or
+        // size; a `compact`-only log keeps everything for the cleaner.
+        if !self.config.delete {
+            return Ok(0);
+        }
         let mut removed = 0;
         let mut total = self.size_in_bytes() as i64;
         while self.segments.len() > 1 {

@@ -239,26 +239,65 @@ impl Segment {
         Ok(Some(buf))
     }
 
-    /// The first offset >= `offset` whose batch has max timestamp >= `timestamp`.
+    /// Kafka's `LogSegment.findOffsetByTimestamp`: from the time index's hint, the first
+    /// record at or after `starting_offset` whose timestamp is >= `timestamp`, found by
+    /// decoding the batches whose max timestamp reaches it (any codec). Returns (timestamp,
+    /// offset, the batch's leader epoch).
     pub(crate) fn find_offset_by_timestamp(
         &self,
         timestamp: i64,
-    ) -> Result<Option<(i64, i64)>, LogError> {
+        starting_offset: i64,
+    ) -> Result<Option<(i64, i64, i32)>, LogError> {
         if self.max_timestamp < timestamp {
             return Ok(None);
         }
-        let from = self.time_index.lookup(timestamp);
+        let from = self.time_index.lookup(timestamp).max(starting_offset);
         let Some(mut position) = self.position_of(from)? else {
             return Ok(None);
         };
         while position < self.size {
             let header = self.header_at(position)?;
-            if header.max_timestamp >= timestamp {
-                return Ok(Some((header.base_offset, header.max_timestamp)));
+            if header.max_timestamp >= timestamp && header.last_offset() >= starting_offset {
+                let batch = self.read_batch(position, &header)?;
+                let records =
+                    records::record_timestamps(&batch).map_err(|_| LogError::CorruptSegment {
+                        path: self.log_path.clone(),
+                        position,
+                    })?;
+                if let Some(&(ts, offset)) = records
+                    .iter()
+                    .find(|&&(ts, offset)| ts >= timestamp && offset >= starting_offset)
+                {
+                    return Ok(Some((ts, offset, header.partition_leader_epoch)));
+                }
             }
             position += header.size_in_bytes() as u64;
         }
         Ok(None)
+    }
+
+    /// The first record carrying the segment's largest timestamp: (timestamp, offset, the
+    /// batch's leader epoch), as Kafka 3.x answers ListOffsets MAX_TIMESTAMP.
+    pub(crate) fn max_timestamp_record(
+        &self,
+        starting_offset: i64,
+    ) -> Result<Option<(i64, i64, i32)>, LogError> {
+        if self.max_timestamp < 0 {
+            return Ok(None);
+        }
+        self.find_offset_by_timestamp(self.max_timestamp, starting_offset)
+    }
+
+    /// The bytes of the whole batch at `position`.
+    pub(crate) fn read_batch(
+        &self,
+        position: u64,
+        header: &BatchHeader,
+    ) -> Result<Vec<u8>, LogError> {
+        let mut buf = vec![0u8; header.size_in_bytes()];
+        file::read_exact_at(&self.file, &self.log_path, &mut buf, position)
+            .map_err(LogError::io("read", &self.log_path))?;
+        Ok(buf)
     }
 
     /// Re-validates every batch (CRC included, offsets within `range`), truncates a torn or

@@ -222,11 +222,72 @@ fn offsets_by_timestamp_use_the_time_index() {
     for i in 0..20 {
         log.append(&mut batch(1, "t", 100 * i), 0, 0).unwrap();
     }
-    assert_eq!(log.offset_for_timestamp(0).unwrap(), Some((0, 0)));
-    assert_eq!(log.offset_for_timestamp(450).unwrap(), Some((5, 500)));
-    assert_eq!(log.offset_for_timestamp(1_900).unwrap(), Some((19, 1_900)));
+    assert_eq!(log.offset_for_timestamp(0).unwrap(), Some((0, 0, 0)));
+    assert_eq!(log.offset_for_timestamp(450).unwrap(), Some((500, 5, 0)));
+    assert_eq!(
+        log.offset_for_timestamp(1_900).unwrap(),
+        Some((1_900, 19, 0))
+    );
     assert_eq!(log.offset_for_timestamp(1_901).unwrap(), None);
     assert_eq!(log.max_timestamp(), Some(1_900));
+}
+
+/// A batch of `n` keyed records with timestamps `first + 10 * i`, in `codec`.
+fn timed_batch(n: i64, first: i64, codec: records::Compression) -> Vec<u8> {
+    use records::builder::{BatchBuilder, BatchSpec, NewRecord};
+    let mut spec = BatchSpec::new(0);
+    spec.compression = codec;
+    let mut b = BatchBuilder::new(spec);
+    for i in 0..n {
+        let key = format!("k{i}");
+        b.push(&NewRecord {
+            offset: i,
+            timestamp: first + 10 * i,
+            key: Some(key.as_bytes()),
+            value: Some(b"v"),
+            headers: &[],
+        });
+    }
+    b.build()
+}
+
+#[test]
+fn offsets_by_timestamp_are_the_exact_record_on_every_codec() {
+    use records::Compression as C;
+    for codec in [C::None, C::Gzip, C::Snappy, C::Lz4, C::Zstd] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), small_segments(), 0, 0).unwrap();
+        // Batches of 5 records: offsets 5b..5b+4 at times 1000b + 10i.
+        for b in 0..6 {
+            log.append(&mut timed_batch(5, 1000 * b, codec), 3, 0)
+                .unwrap();
+        }
+        let at = |t| log.offset_for_timestamp(t).unwrap();
+        assert_eq!(at(2_020), Some((2_020, 12, 3)), "{codec:?}: at a record");
+        assert_eq!(
+            at(2_015),
+            Some((2_020, 12, 3)),
+            "{codec:?}: between records"
+        );
+        assert_eq!(
+            at(2_041),
+            Some((3_000, 15, 3)),
+            "{codec:?}: between batches"
+        );
+        assert_eq!(at(-5), Some((0, 0, 3)), "{codec:?}: before everything");
+        assert_eq!(at(5_041), None, "{codec:?}: after everything");
+        assert_eq!(
+            log.max_timestamp_record().unwrap(),
+            Some((5_040, 29, 3)),
+            "{codec:?}"
+        );
+        // Below the log start offset nothing is answered.
+        log.delete_records_before(13).unwrap();
+        assert_eq!(
+            log.offset_for_timestamp(2_000).unwrap(),
+            Some((2_030, 13, 3))
+        );
+    }
 }
 
 #[test]
@@ -304,4 +365,30 @@ fn append_replicated_keeps_offsets_and_refuses_gaps() {
             found: 0
         })
     ));
+}
+
+#[test]
+fn retention_never_deletes_from_a_compact_only_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        retention_ms: 1,
+        retention_bytes: 1,
+        compact: true,
+        delete: false,
+        ..small_segments()
+    };
+    let mut log = Log::open(dir.path(), config.clone(), 0, 0).unwrap();
+    for i in 0..20 {
+        log.append(&mut batch(1, "c", i), 0, 0).unwrap();
+    }
+    let segments = log.segment_count();
+    assert!(segments > 2);
+    assert_eq!(log.apply_retention(1_000_000).unwrap(), 0);
+    assert_eq!((log.segment_count(), log.log_start_offset()), (segments, 0));
+    // compact,delete: retention applies again.
+    log.set_config(LogConfig {
+        delete: true,
+        ..config
+    });
+    assert!(log.apply_retention(1_000_000).unwrap() > 0);
 }
