@@ -84,8 +84,33 @@ impl BrokerContext {
     }
 
     /// Fences control requests from deposed controllers: `false` if `epoch` is older than one
-    /// already seen, else records it.
-    pub fn accept_controller_epoch(&self, epoch: i32) -> bool {
+    /// already seen. A newer epoch is not adopted on the sender's word: it must not exceed
+    /// the store's `/controller_epoch` (one read per new epoch; a control request cannot
+    /// lock this broker out of the real controller by claiming a huge epoch). When the store
+    /// cannot be read the epoch is taken, as Kafka takes every newer one.
+    pub async fn accept_controller_epoch(&self, epoch: i32) -> bool {
+        let known = self.controller_epoch.load(Ordering::SeqCst);
+        if epoch < known {
+            return false;
+        }
+        if epoch > known {
+            match self.zk().get_controller_epoch().await {
+                Ok(Some((current, _))) if epoch <= current => {}
+                Ok(current) => {
+                    tracing::warn!(
+                        request_epoch = epoch,
+                        store_epoch = ?current.map(|(e, _)| e),
+                        "control request claims a controller epoch the store has not reached; refused"
+                    );
+                    return false;
+                }
+                Err(err) => tracing::warn!(
+                    request_epoch = epoch,
+                    error = %err,
+                    "cannot read /controller_epoch; taking the newer controller epoch"
+                ),
+            }
+        }
         self.controller_epoch.fetch_max(epoch, Ordering::SeqCst) <= epoch
     }
 

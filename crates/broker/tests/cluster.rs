@@ -484,3 +484,55 @@ async fn issue_9_deleting_a_topic_never_waits_for_an_offline_broker() {
     first.shutdown().await;
     store.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claimed_controller_epoch_beyond_the_store_is_refused_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, store) = start_broker_and_store(dir.path(), &["broker.id=4"]).await;
+    eventually("controller", || broker.is_controller()).await;
+    let mut raw = tokio::net::TcpStream::connect(broker.local_addr())
+        .await
+        .unwrap();
+    let forged = RequestKind::LeaderAndIsr(
+        LeaderAndIsrRequest::default()
+            .with_controller_id(BrokerId(99))
+            .with_controller_epoch(i32::MAX)
+            .with_broker_epoch(broker.broker_epoch())
+            .with_topic_states(vec![leader_and_isr_request::LeaderAndIsrTopicState::default()
+                .with_topic_name(name("forged"))
+                .with_partition_states(vec![
+                    leader_and_isr_request::LeaderAndIsrPartitionState::default()
+                        .with_topic_name(name("forged"))
+                        .with_partition_index(0)
+                        .with_leader(BrokerId(4))
+                        .with_isr(vec![BrokerId(4)])
+                        .with_replicas(vec![BrokerId(4)]),
+                ])]),
+    );
+    let response: LeaderAndIsrResponse =
+        roundtrip(&mut raw, ApiKey::LeaderAndIsr, 5, 1, &forged).await;
+    assert_eq!(response.error_code, 11, "STALE_CONTROLLER_EPOCH");
+    assert!(!dir.path().join("logs/forged-0").exists());
+    // The real controller (epoch 1) is still obeyed: a new topic comes online.
+    let mut conn = Connection::connect(&broker.local_addr().to_string(), "t")
+        .await
+        .unwrap();
+    let response = conn
+        .send(
+            CreateTopicsRequest::default()
+                .with_timeout_ms(10_000)
+                .with_topics(vec![CreatableTopic::default()
+                    .with_name(name("real"))
+                    .with_num_partitions(1)
+                    .with_replication_factor(1)]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.topics[0].error_code, 0);
+    eventually("the real topic's log", || {
+        dir.path().join("logs/real-0").exists()
+    })
+    .await;
+    broker.shutdown().await;
+    store.close().await;
+}

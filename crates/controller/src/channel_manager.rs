@@ -401,6 +401,7 @@ async fn send_loop(
     loop {
         let request = queue.next().await;
         let mut backoff = RECONNECT_BACKOFF_MIN;
+        let mut stale_refusals = 0;
         loop {
             match send_once(broker, &mut connection, &addr, &options, &request).await {
                 Ok(Some(event)) => {
@@ -408,21 +409,41 @@ async fn send_loop(
                     break;
                 }
                 Ok(None) => break,
-                Err(err @ (ClientError::UnsupportedVersion { .. } | ClientError::Config(_))) => {
-                    // Retrying cannot help: the broker cannot take this request at all.
-                    error!(broker, %addr, error = %err, "control request refused for good; dropped");
-                    if let ControlRequest::StopReplica { deleted, .. } = &request {
-                        if !deleted.is_empty() {
-                            let code = ResponseError::UnsupportedVersion.code();
-                            let deleted = deleted.iter().map(|tp| (tp.clone(), code)).collect();
-                            let _ = events
-                                .send(ControllerEvent::StopReplicaResponse { broker, deleted })
-                                .await;
-                        }
-                    }
+                Err(SendError::StaleControllerEpoch) if stale_refusals < STALE_EPOCH_RETRIES => {
+                    // The broker checks a new controller epoch against the store, whose
+                    // replica it reads may lag behind ours: ask again shortly.
+                    stale_refusals += 1;
+                    warn!(broker, %addr, attempt = stale_refusals,
+                        "broker refused our controller epoch; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(RECONNECT_BACKOFF_MAX);
+                }
+                Err(SendError::StaleControllerEpoch) => {
+                    error!(broker, %addr, "broker keeps refusing our controller epoch (a newer controller exists); request given up");
+                    report_undeliverable(
+                        broker,
+                        &request,
+                        ResponseError::StaleControllerEpoch,
+                        &events,
+                    )
+                    .await;
                     break;
                 }
-                Err(err) => {
+                Err(SendError::Client(
+                    err @ (ClientError::UnsupportedVersion { .. } | ClientError::Config(_)),
+                )) => {
+                    // Retrying cannot help: the broker cannot take this request at all.
+                    error!(broker, %addr, error = %err, "control request refused for good; dropped");
+                    report_undeliverable(
+                        broker,
+                        &request,
+                        ResponseError::UnsupportedVersion,
+                        &events,
+                    )
+                    .await;
+                    break;
+                }
+                Err(SendError::Client(err)) => {
                     warn!(broker, %addr, error = %err, "control request failed; reconnecting");
                     connection = None;
                     tokio::time::sleep(backoff).await;
@@ -434,6 +455,44 @@ async fn send_loop(
     }
 }
 
+/// How often a request refused for its controller epoch is sent again.
+const STALE_EPOCH_RETRIES: u32 = 10;
+
+/// Why a request was not answered.
+#[derive(Debug)]
+enum SendError {
+    /// Transport or protocol failure.
+    Client(ClientError),
+    /// The broker answered STALE_CONTROLLER_EPOCH.
+    StaleControllerEpoch,
+}
+
+impl From<ClientError> for SendError {
+    fn from(err: ClientError) -> Self {
+        SendError::Client(err)
+    }
+}
+
+/// A StopReplica(delete) that will never be answered: tell the deletion manager it failed.
+async fn report_undeliverable(
+    broker: BrokerId,
+    request: &ControlRequest,
+    error: ResponseError,
+    events: &mpsc::Sender<ControllerEvent>,
+) {
+    if let ControlRequest::StopReplica { deleted, .. } = request {
+        if !deleted.is_empty() {
+            let deleted = deleted
+                .iter()
+                .map(|tp| (tp.clone(), error.code()))
+                .collect();
+            let _ = events
+                .send(ControllerEvent::StopReplicaResponse { broker, deleted })
+                .await;
+        }
+    }
+}
+
 /// Sends one request; returns the event its response produces, if any.
 async fn send_once(
     broker: BrokerId,
@@ -441,7 +500,8 @@ async fn send_once(
     addr: &str,
     options: &ConnectionOptions,
     request: &ControlRequest,
-) -> Result<Option<ControllerEvent>, client::ClientError> {
+) -> Result<Option<ControllerEvent>, SendError> {
+    let stale = ResponseError::StaleControllerEpoch.code();
     if connection.is_none() {
         *connection = Some(Connection::connect_with(addr, options.clone()).await?);
     }
@@ -453,6 +513,9 @@ async fn send_once(
             let response = conn
                 .send_version(req.clone(), LEADER_AND_ISR_VERSION)
                 .await?;
+            if response.error_code == stale {
+                return Err(SendError::StaleControllerEpoch);
+            }
             if response.error_code != 0 {
                 warn!(%addr, error_code = response.error_code, "LeaderAndIsr refused");
             }
@@ -467,6 +530,9 @@ async fn send_once(
             let response = conn
                 .send_version(req.clone(), UPDATE_METADATA_VERSION)
                 .await?;
+            if response.error_code == stale {
+                return Err(SendError::StaleControllerEpoch);
+            }
             if response.error_code != 0 {
                 warn!(%addr, error_code = response.error_code, "UpdateMetadata refused");
             }
@@ -476,6 +542,9 @@ async fn send_once(
             let response = conn
                 .send_version(request.clone(), STOP_REPLICA_VERSION)
                 .await?;
+            if response.error_code == stale {
+                return Err(SendError::StaleControllerEpoch);
+            }
             debug!(%addr, error_code = response.error_code, "StopReplica answered");
             if deleted.is_empty() {
                 return Ok(None);

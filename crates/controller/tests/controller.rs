@@ -971,7 +971,10 @@ async fn zookeeper_backend_create_add_delete_and_failover() {
     );
 
     // Broker 0 is gone and never returns here: the deletion does not wait for it.
-    let response = second.controller.delete_topics(delete_request("zk"), 4).await;
+    let response = second
+        .controller
+        .delete_topics(delete_request("zk"), 4)
+        .await;
     assert_eq!(response.responses[0].error_code, 0, "{response:?}");
     assert_eq!(data(&second.zk, &paths::delete_topic(&t)).await, None);
     assert_eq!(data(&second.zk, &paths::topic(&t)).await, None);

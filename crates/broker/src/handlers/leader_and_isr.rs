@@ -29,7 +29,7 @@ pub(super) async fn handle(
         return LeaderAndIsrResponse::default()
             .with_error_code(ResponseError::StaleBrokerEpoch.code());
     }
-    if !ctx.accept_controller_epoch(request.controller_epoch) {
+    if !ctx.accept_controller_epoch(request.controller_epoch).await {
         warn!(
             controller = request.controller_id.0,
             epoch = request.controller_epoch,

@@ -77,9 +77,11 @@ pub(crate) async fn handle(
             ResponseKind::LeaderAndIsr(leader_and_isr::handle(ctx, req, version).await)
         }
         RequestKind::UpdateMetadata(req) => {
-            ResponseKind::UpdateMetadata(update_metadata::handle(ctx, req))
+            ResponseKind::UpdateMetadata(update_metadata::handle(ctx, req).await)
         }
-        RequestKind::StopReplica(req) => ResponseKind::StopReplica(stop_replica::handle(ctx, req)),
+        RequestKind::StopReplica(req) => {
+            ResponseKind::StopReplica(stop_replica::handle(ctx, req).await)
+        }
         RequestKind::ControlledShutdown(req) => {
             ResponseKind::ControlledShutdown(controlled_shutdown::handle(ctx, req).await)
         }

@@ -10,7 +10,10 @@ use tracing::{info, warn};
 
 use crate::context::BrokerContext;
 
-pub(super) fn handle(ctx: &BrokerContext, request: StopReplicaRequest) -> StopReplicaResponse {
+pub(super) async fn handle(
+    ctx: &BrokerContext,
+    request: StopReplicaRequest,
+) -> StopReplicaResponse {
     if ctx.is_broker_epoch_stale(request.broker_epoch) {
         warn!(
             request_epoch = request.broker_epoch,
@@ -19,7 +22,7 @@ pub(super) fn handle(ctx: &BrokerContext, request: StopReplicaRequest) -> StopRe
         return StopReplicaResponse::default()
             .with_error_code(ResponseError::StaleBrokerEpoch.code());
     }
-    if !ctx.accept_controller_epoch(request.controller_epoch) {
+    if !ctx.accept_controller_epoch(request.controller_epoch).await {
         warn!(
             controller = request.controller_id.0,
             epoch = request.controller_epoch,

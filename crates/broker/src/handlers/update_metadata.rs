@@ -6,7 +6,7 @@ use tracing::{debug, warn};
 
 use crate::context::BrokerContext;
 
-pub(super) fn handle(
+pub(super) async fn handle(
     ctx: &BrokerContext,
     request: UpdateMetadataRequest,
 ) -> UpdateMetadataResponse {
@@ -18,7 +18,7 @@ pub(super) fn handle(
         return UpdateMetadataResponse::default()
             .with_error_code(ResponseError::StaleBrokerEpoch.code());
     }
-    if !ctx.accept_controller_epoch(request.controller_epoch) {
+    if !ctx.accept_controller_epoch(request.controller_epoch).await {
         warn!(
             controller = request.controller_id.0,
             epoch = request.controller_epoch,
