@@ -298,20 +298,28 @@ impl EventLoop {
         for (id, broker) in self.zk.get_all_brokers(true).await? {
             self.add_live_broker(id, &broker);
         }
-        for topic in self.zk.get_all_topics(true).await? {
-            self.load_topic(&topic).await?;
-        }
+        // The whole tree in bulk: every assignment, then every partition state, each read
+        // concurrently (Kafka 2.8 pipelines these reads too).
+        let topics = self.zk.get_all_topics(true).await?;
+        self.load_topics(&topics).await?;
         let partitions: Vec<_> = self
             .ctx
             .all_topics
             .iter()
             .flat_map(|t| self.ctx.partitions_for_topic(t))
             .collect();
-        for tp in partitions {
-            if let Some(state) = self.zk.get_partition_state(&tp).await? {
-                self.ctx
-                    .leadership
-                    .insert(tp, leadership_from(state.state, state.zk_version));
+        for (tp, result) in self.zk.get_partition_states(&partitions).await {
+            match result {
+                Ok(Some(state)) => {
+                    self.ctx
+                        .leadership
+                        .insert(tp, leadership_from(state.state, state.zk_version));
+                }
+                Ok(None) => {}
+                Err(ZkClientError::Decode { path, reason }) => {
+                    error!(%path, %reason, "cannot read a partition state; the partition is treated as New");
+                }
+                Err(err) => return Err(err),
             }
         }
         let queued = self.read_deletion_marks().await?;
@@ -332,7 +340,7 @@ impl EventLoop {
         );
         self.refresh_unclean_election_topics().await?;
         let effects = lifecycle::on_controller_failover(&mut self.ctx);
-        self.execute(effects).await
+        self.execute(effects).await.map(drop)
     }
 
     /// ControlledShutdown (Kafka's `doControlledShutdown`): refuses an unknown broker or a
@@ -512,7 +520,7 @@ impl EventLoop {
         if !dead.is_empty() {
             effects.extend(lifecycle::on_broker_failure(&mut self.ctx, &dead));
         }
-        self.execute(effects).await
+        self.execute(effects).await.map(drop)
     }
 
     async fn on_topic_change(&mut self) -> Result<(), ZkClientError> {
@@ -524,16 +532,14 @@ impl EventLoop {
             self.ctx.remove_topic(topic);
         }
         let mut partitions = Vec::new();
-        for topic in &new {
-            if self.load_topic(topic).await? {
-                partitions.extend(self.ctx.partitions_for_topic(topic));
-            }
+        for topic in self.load_topics(&new).await? {
+            partitions.extend(self.ctx.partitions_for_topic(&topic));
         }
         if !new.is_empty() {
             info!(new = ?new, "new topics");
         }
         let effects = lifecycle::on_new_partition_creation(&mut self.ctx, &partitions);
-        self.execute(effects).await
+        self.execute(effects).await.map(drop)
     }
 
     async fn on_partition_modifications(&mut self, topic: &str) -> Result<(), ZkClientError> {
@@ -589,7 +595,7 @@ impl EventLoop {
             .map(|&p| TopicPartition::new(topic.clone(), p))
             .collect();
         let effects = lifecycle::on_new_partition_creation(&mut self.ctx, &partitions);
-        self.execute(effects).await
+        self.execute(effects).await.map(drop)
     }
 
     async fn on_topic_deletion(&mut self) -> Result<(), ZkClientError> {
@@ -603,7 +609,7 @@ impl EventLoop {
         }
         info!(topics = ?new, "topics queued for deletion");
         let effects = topic_deletion::enqueue_topics(&mut self.ctx, &new);
-        self.execute(effects).await
+        self.execute(effects).await.map(drop)
     }
 
     /// Reads `/admin/delete_topics` (re-registering the watch), removes marks that name no
@@ -671,7 +677,7 @@ impl EventLoop {
                 &failed,
             ));
         }
-        self.execute(effects).await
+        self.execute(effects).await.map(drop)
     }
 
     // ---- Loading ----
@@ -700,17 +706,33 @@ impl EventLoop {
         self.ctx.live_brokers.insert(id, live);
     }
 
-    /// Reads a topic's assignment into the context, watching it. False if it is gone.
-    async fn load_topic(&mut self, topic: &TopicName) -> Result<bool, ZkClientError> {
-        let versioned = match self.zk.get_topic_assignment(topic, true).await {
-            Ok(Some(a)) => a,
-            Ok(None) => return Ok(false),
-            Err(ZkClientError::Decode { path, reason }) => {
-                error!(%path, %reason, "cannot read a topic's assignment; the topic is ignored");
-                return Ok(false);
-            }
-            Err(err) => return Err(err),
-        };
+    /// Reads the assignments of `topics` into the context (concurrently), watching each.
+    /// Returns the topics loaded (those gone or unreadable are left out).
+    async fn load_topics(&mut self, topics: &[TopicName]) -> Result<Vec<TopicName>, ZkClientError> {
+        let mut loaded = Vec::with_capacity(topics.len());
+        for (topic, result) in self.zk.get_topic_assignments(topics, true).await {
+            let versioned = match result {
+                Ok(Some(a)) => a,
+                Ok(None) => continue,
+                Err(ZkClientError::Decode { path, reason }) => {
+                    error!(%path, %reason, "cannot read a topic's assignment; the topic is ignored");
+                    continue;
+                }
+                Err(err) => return Err(err),
+            };
+            self.load_assignment(&topic, versioned).await?;
+            loaded.push(topic);
+        }
+        Ok(loaded)
+    }
+
+    /// Records a topic's assignment in the context, giving the topic an id first when it has
+    /// none.
+    async fn load_assignment(
+        &mut self,
+        topic: &TopicName,
+        versioned: znodes::zk_client::VersionedTopicAssignment,
+    ) -> Result<(), ZkClientError> {
         let mut assignment = versioned.assignment;
         if assignment.topic_id.is_none() {
             // Written without an id (by hand, or by an older writer): give it one, as Kafka
@@ -741,35 +763,51 @@ impl EventLoop {
         self.ctx
             .set_topic_assignment(topic.clone(), assignment.partitions.clone());
         update_reassignment_flag(&mut self.ctx, topic, &assignment);
-        Ok(true)
+        Ok(())
     }
 
     // ---- Effects ----
 
-    /// Carries out `effects` in order: store writes now (fenced on the epoch), control
-    /// requests batched per broker and sent at the end.
-    async fn execute(&mut self, effects: Vec<Effect>) -> Result<(), ZkClientError> {
-        let mut batch = RequestBatch::default();
-        let mut failed: BTreeSet<TopicPartition> = BTreeSet::new();
+    /// Carries out the effects of one event. Partition-state writes first, batched: all
+    /// creates and updates go to the store in a few chunked, epoch-fenced multis issued
+    /// together (a partition written twice in one event gets its writes in order, one round
+    /// each). Then the other effects in order (topic znode deletions, the deletion hook), and
+    /// last the control requests, built from the context after the writes and left out for
+    /// partitions whose write failed: one LeaderAndIsr, UpdateMetadata and StopReplica per
+    /// broker. Returns what happened to each written partition.
+    pub(crate) async fn execute(
+        &mut self,
+        effects: Vec<Effect>,
+    ) -> Result<Executed, ZkClientError> {
+        let mut rounds: Vec<Round> = Vec::new();
+        let mut writes_per_partition: BTreeMap<TopicPartition, usize> = BTreeMap::new();
+        let mut others = Vec::new();
         for effect in effects {
             match effect {
                 Effect::CreatePartitionState { tp, state } => {
-                    if !self.create_partition_state(&tp, &state).await? {
-                        failed.insert(tp);
-                    }
+                    let round = next_round(&mut writes_per_partition, &mut rounds, &tp);
+                    round.creates.push((tp, state));
                 }
                 Effect::UpdatePartitionState {
                     tp,
                     state,
                     expected_zk_version,
                 } => {
-                    if !self
-                        .update_partition_state(&tp, &state, expected_zk_version)
-                        .await?
-                    {
-                        failed.insert(tp);
-                    }
+                    let round = next_round(&mut writes_per_partition, &mut rounds, &tp);
+                    round.updates.push((tp, state, expected_zk_version));
                 }
+                other => others.push(other),
+            }
+        }
+        let mut executed = Executed::default();
+        for round in rounds {
+            self.write_round(round, &mut executed).await?;
+        }
+        let failed = executed.failed();
+        let mut batch = RequestBatch::default();
+        for effect in others {
+            match effect {
+                Effect::CreatePartitionState { .. } | Effect::UpdatePartitionState { .. } => {}
                 Effect::LeaderAndIsr {
                     brokers,
                     tp,
@@ -811,87 +849,129 @@ impl EventLoop {
         }
         self.channels
             .send_batch(&self.ctx, self.config.broker_id, batch);
-        Ok(())
+        Ok(executed)
     }
 
-    /// Writes a new partition's state; adopts an existing state znode (written by hand or by
-    /// an earlier controller) instead of failing. False if the partition must not be announced.
-    async fn create_partition_state(
+    /// One round of partition-state writes: the creates and the updates go to the store
+    /// together; the context follows what the store did.
+    async fn write_round(
         &mut self,
-        tp: &TopicPartition,
-        state: &LeaderIsrAndControllerEpoch,
-    ) -> Result<bool, ZkClientError> {
-        let znode = PartitionStateZNode::new(
-            state.controller_epoch,
-            state.leader,
-            state.leader_epoch,
-            state.isr.clone(),
-        );
-        match self
-            .zk
-            .create_partition_state(tp, &znode, self.ctx.epoch_zk_version)
-            .await
-        {
-            Ok(()) => Ok(true),
-            Err(ZkClientError::NodeExists(_)) => match self.zk.get_partition_state(tp).await {
-                Ok(Some(existing)) => {
-                    info!(%tp, "partition state znode exists already; adopting it");
-                    self.ctx.leadership.insert(
-                        tp.clone(),
-                        leadership_from(existing.state, existing.zk_version),
-                    );
-                    Ok(true)
+        round: Round,
+        executed: &mut Executed,
+    ) -> Result<(), ZkClientError> {
+        // A partition whose earlier write failed in this event is not written again: its
+        // later write was computed from a state the store does not have.
+        let skipped = executed.failed();
+        let to_znode = |state: &LeaderIsrAndControllerEpoch| {
+            PartitionStateZNode::new(
+                state.controller_epoch,
+                state.leader,
+                state.leader_epoch,
+                state.isr.clone(),
+            )
+        };
+        let creates: Vec<_> = round
+            .creates
+            .iter()
+            .filter(|(tp, _)| !skipped.contains(tp))
+            .map(|(tp, state)| (tp.clone(), to_znode(state)))
+            .collect();
+        let updates: Vec<_> = round
+            .updates
+            .iter()
+            .filter(|(tp, _, _)| !skipped.contains(tp))
+            .map(|(tp, state, expected)| (tp.clone(), to_znode(state), *expected))
+            .collect();
+        let epoch_zk_version = self.ctx.epoch_zk_version;
+        let (created, updated) = tokio::join!(
+            async {
+                if creates.is_empty() {
+                    Ok(Vec::new())
+                } else {
+                    self.zk
+                        .create_partition_states(creates, epoch_zk_version)
+                        .await
                 }
-                Ok(None) | Err(ZkClientError::Decode { .. }) => {
-                    self.revert_to_new(tp);
-                    Ok(false)
-                }
-                Err(err) => Err(err),
             },
-            Err(err @ ZkClientError::ControllerMoved { .. }) => Err(err),
-            Err(err) => {
-                error!(%tp, error = %err, "could not write the partition state; the partition stays New");
-                self.revert_to_new(tp);
-                Ok(false)
-            }
-        }
-    }
-
-    async fn update_partition_state(
-        &mut self,
-        tp: &TopicPartition,
-        state: &LeaderIsrAndControllerEpoch,
-        expected_zk_version: i32,
-    ) -> Result<bool, ZkClientError> {
-        let znode = PartitionStateZNode::new(
-            state.controller_epoch,
-            state.leader,
-            state.leader_epoch,
-            state.isr.clone(),
+            async {
+                if updates.is_empty() {
+                    Ok(Vec::new())
+                } else {
+                    self.zk
+                        .set_partition_states(updates, epoch_zk_version)
+                        .await
+                }
+            },
         );
-        match self
-            .zk
-            .set_partition_state(tp, &znode, expected_zk_version, self.ctx.epoch_zk_version)
-            .await
-        {
-            Ok(version) => {
-                if let Some(l) = self.ctx.leadership.get_mut(tp) {
-                    l.zk_version = version;
+        let (created, updated) = (created?, updated?);
+        let mut reread = Vec::new();
+        let mut adopt = Vec::new();
+        for (tp, result) in created {
+            match result {
+                Ok(()) => {
+                    executed
+                        .partitions
+                        .insert(tp, PartitionWrite::Written { zk_version: 0 });
                 }
-                Ok(true)
-            }
-            Err(err @ ZkClientError::ControllerMoved { .. }) => Err(err),
-            Err(err) => {
-                error!(%tp, error = %err, "could not update the partition state; reloading it");
-                if let Some(current) = self.zk.get_partition_state(tp).await? {
-                    self.ctx.leadership.insert(
-                        tp.clone(),
-                        leadership_from(current.state, current.zk_version),
-                    );
+                // Written by hand or by an earlier controller: adopt it instead of failing.
+                Err(ZkClientError::NodeExists(_)) => adopt.push(tp),
+                Err(err) => {
+                    error!(%tp, error = %err, "could not write the partition state; the partition stays New");
+                    self.revert_to_new(&tp);
+                    executed.partitions.insert(tp, PartitionWrite::Failed);
                 }
-                Ok(false)
             }
         }
+        for (tp, result) in updated {
+            match result {
+                Ok(zk_version) => {
+                    if let Some(l) = self.ctx.leadership.get_mut(&tp) {
+                        l.zk_version = zk_version;
+                    }
+                    executed
+                        .partitions
+                        .insert(tp, PartitionWrite::Written { zk_version });
+                }
+                Err(err) => {
+                    error!(%tp, error = %err, "could not update the partition state; reloading it");
+                    executed
+                        .partitions
+                        .insert(tp.clone(), PartitionWrite::Failed);
+                    reread.push(tp);
+                }
+            }
+        }
+        if !adopt.is_empty() {
+            for (tp, result) in self.zk.get_partition_states(&adopt).await {
+                match result {
+                    Ok(Some(existing)) => {
+                        info!(%tp, "partition state znode exists already; adopting it");
+                        let zk_version = existing.zk_version;
+                        self.ctx
+                            .leadership
+                            .insert(tp.clone(), leadership_from(existing.state, zk_version));
+                        executed
+                            .partitions
+                            .insert(tp, PartitionWrite::Written { zk_version });
+                    }
+                    Ok(None) | Err(ZkClientError::Decode { .. }) => {
+                        self.revert_to_new(&tp);
+                        executed.partitions.insert(tp, PartitionWrite::Failed);
+                    }
+                    Err(err) => return Err(err),
+                }
+            }
+        }
+        if !reread.is_empty() {
+            for (tp, result) in self.zk.get_partition_states(&reread).await {
+                if let Some(current) = result? {
+                    self.ctx
+                        .leadership
+                        .insert(tp, leadership_from(current.state, current.zk_version));
+                }
+            }
+        }
+        Ok(())
     }
 
     fn revert_to_new(&mut self, tp: &TopicPartition) {
@@ -959,6 +1039,60 @@ impl EventLoop {
             );
         }
     }
+}
+
+/// What [`EventLoop::execute`] did to the partitions whose state znode the event wrote.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Executed {
+    /// Per partition: its last write of the event.
+    pub partitions: BTreeMap<TopicPartition, PartitionWrite>,
+}
+
+impl Executed {
+    /// The partitions whose write failed (left out of the control requests).
+    pub fn failed(&self) -> BTreeSet<TopicPartition> {
+        self.partitions
+            .iter()
+            .filter(|(_, w)| **w == PartitionWrite::Failed)
+            .map(|(tp, _)| tp.clone())
+            .collect()
+    }
+}
+
+/// The outcome of one partition's state write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PartitionWrite {
+    /// The state znode has this version now (created, adopted or updated).
+    Written {
+        /// The znode version (Kafka's partition epoch).
+        zk_version: i32,
+    },
+    /// The write failed; the context holds what the store has (re-read), or the partition
+    /// went back to New.
+    Failed,
+}
+
+/// The partition-state writes of one event that go to the store together.
+#[derive(Debug, Default)]
+struct Round {
+    creates: Vec<(TopicPartition, LeaderIsrAndControllerEpoch)>,
+    updates: Vec<(TopicPartition, LeaderIsrAndControllerEpoch, i32)>,
+}
+
+/// The round of `tp`'s next write: the partition's n-th write of an event goes to round n,
+/// so writes to one partition keep their order.
+fn next_round<'a>(
+    writes: &mut BTreeMap<TopicPartition, usize>,
+    rounds: &'a mut Vec<Round>,
+    tp: &TopicPartition,
+) -> &'a mut Round {
+    let count = writes.entry(tp.clone()).or_default();
+    let index = *count;
+    *count += 1;
+    if rounds.len() <= index {
+        rounds.resize_with(index + 1, Round::default);
+    }
+    &mut rounds[index]
 }
 
 fn leadership_from(state: PartitionStateZNode, zk_version: i32) -> LeaderIsrAndControllerEpoch {

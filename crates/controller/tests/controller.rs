@@ -524,6 +524,87 @@ async fn topic_written_straight_into_the_store_comes_online() {
     .await;
 }
 
+/// A 10,000-partition topic costs a handful of store commits, not one per partition: the
+/// partition states go in chunked multis that the embedded store commits together. A state
+/// written beforehand is adopted; brokers get one LeaderAndIsr each.
+#[tokio::test]
+async fn ten_thousand_partitions_in_a_few_store_commits() {
+    // A durable store: each commit is an fsync, so writes queued meanwhile commit together
+    // (an in-memory store commits each write the moment it arrives).
+    let dir = tempfile::tempdir().unwrap();
+    let store = EmbeddedStore::open(dir.path()).unwrap();
+    let n = node(&store, 0, ControllerConfig::default()).await;
+    let handle = n.controller.clone();
+    eventually("the controller is active", async || handle.is_active()).await;
+    let t = name("wide");
+    // Written straight into the store, with the state of partition 17 already there.
+    let assignment = TopicAssignment::new(
+        TopicId::random(),
+        (0..10_000).map(|p| (p, vec![0])).collect(),
+    );
+    let create = |path: String, data: &[u8]| metastore::Op::Create {
+        path,
+        data: data.to_vec(),
+        mode: metastore::CreateMode::Persistent,
+    };
+    let before = store.commit_stats().commits;
+    n.zk.client()
+        .multi(vec![
+            create(paths::topic(&t), &assignment.to_json_bytes()),
+            create(paths::topic_partitions(&t), b""),
+            create(paths::topic_partition(&t, 17), b""),
+            create(
+                paths::partition_state(&t, 17),
+                br#"{"controller_epoch":1,"leader":0,"version":1,"leader_epoch":4,"isr":[0]}"#,
+            ),
+        ])
+        .await
+        .unwrap();
+    let fake = n.fake.clone();
+    eventually("the broker heard every partition", async || {
+        fake.update_metadata_leaders("wide").len() >= 10_000
+    })
+    .await;
+    let commits = store.commit_stats().commits - before;
+    assert!(
+        commits < 50,
+        "{commits} store commits for one 10,000-partition topic"
+    );
+    let leader_and_isr: Vec<_> = n
+        .fake
+        .received()
+        .into_iter()
+        .filter_map(|r| match r {
+            Received::LeaderAndIsr(req) => Some(req),
+            _ => None,
+        })
+        .filter(|req| {
+            req.topic_states
+                .iter()
+                .any(|t| t.topic_name.0.as_str() == "wide")
+        })
+        .collect();
+    assert_eq!(
+        leader_and_isr.len(),
+        1,
+        "one LeaderAndIsr for the whole topic"
+    );
+    let states = &leader_and_isr[0].topic_states[0].partition_states;
+    assert_eq!(states.len(), 10_000);
+    for p in states {
+        let expected_epoch = if p.partition_index == 17 { 4 } else { 0 };
+        assert_eq!(
+            p.leader_epoch, expected_epoch,
+            "partition {}",
+            p.partition_index
+        );
+    }
+    let read =
+        n.zk.get_partition_states(&[model::TopicPartition::new(t.clone(), 9_999)])
+            .await;
+    assert_eq!(read[0].1.as_ref().unwrap().as_ref().unwrap().zk_version, 0);
+}
+
 #[tokio::test]
 async fn deletion_disabled_refuses_and_removes_marks() {
     let config = ControllerConfig {

@@ -24,6 +24,10 @@ use crate::json::{
 };
 use crate::paths;
 
+mod batch;
+
+pub use batch::{Outcomes, MAX_IN_FLIGHT, MULTI_MAX_BYTES, MULTI_MAX_OPS};
+
 /// How many watch events may wait for one subscriber.
 pub const WATCH_QUEUE_CAPACITY: usize = 1024;
 
@@ -618,38 +622,6 @@ impl KafkaZkClient {
         Ok(())
     }
 
-    /// The last step of a topic deletion, in one fenced multi: `/brokers/topics/<t>` and
-    /// everything under it, `/config/topics/<t>` and `/admin/delete_topics/<t>`.
-    pub async fn delete_topic_znodes(
-        &self,
-        topic: &TopicName,
-        epoch_zk_version: i32,
-    ) -> Result<()> {
-        let mut ops = Vec::new();
-        let mut subtree = Vec::new();
-        self.collect_subtree(&paths::topic(topic), &mut subtree)
-            .await?;
-        // Children before parents.
-        ops.extend(subtree.into_iter().rev().map(|path| Op::Delete {
-            path,
-            version: None,
-        }));
-        for path in [paths::config_topic(topic), paths::delete_topic(topic)] {
-            if self.client.exists(&path, false).await?.is_some() {
-                ops.push(Op::Delete {
-                    path,
-                    version: None,
-                });
-            }
-        }
-        if ops.is_empty() {
-            return Ok(());
-        }
-        self.fenced_multi(Some(epoch_zk_version), ops)
-            .await
-            .map(drop)
-    }
-
     /// A topic's config overrides (`/config/topics/<t>`), empty when the node is missing.
     pub async fn get_topic_config(&self, topic: &TopicName) -> Result<BTreeMap<String, String>> {
         let path = paths::config_topic(topic);
@@ -693,22 +665,6 @@ impl KafkaZkClient {
                 CreateMode::PersistentSequential,
             )
             .await?)
-    }
-
-    async fn collect_subtree(&self, root: &str, out: &mut Vec<String>) -> Result<()> {
-        // Iterative pre-order walk; `out` ends parents-first.
-        let mut stack = vec![root.to_owned()];
-        while let Some(path) = stack.pop() {
-            match self.client.get_children(&path, false).await {
-                Ok(children) => {
-                    out.push(path.clone());
-                    stack.extend(children.into_iter().map(|c| format!("{path}/{c}")));
-                }
-                Err(metastore::Error::NoNode(_)) => {}
-                Err(err) => return Err(err.into()),
-            }
-        }
-        Ok(())
     }
 
     /// Runs `ops` in a multi, preceded by a check of `/controller_epoch`'s version when given.
