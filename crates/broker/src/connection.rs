@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::BytesMut;
+use kafka_protocol::messages::RequestKind;
 use protocol::frame::decode_frame;
 use protocol::request::RequestBody;
 use protocol::response::encode_unsupported_api_versions;
@@ -17,6 +18,7 @@ use tracing::{debug, info_span, warn, Instrument};
 
 use crate::context::BrokerContext;
 use crate::handlers;
+use crate::metrics::ClientSoftware;
 
 /// Serves one connection until the peer closes it, it sends something unreadable, or the
 /// broker shuts down (checked between requests).
@@ -27,6 +29,9 @@ pub(crate) async fn serve(
     mut shutdown: watch::Receiver<bool>,
 ) {
     ctx.metrics.connection_opened();
+    // What the client says it is (ApiVersions v3+, KIP-511), for the per-software metrics.
+    let mut software = ClientSoftware::unknown();
+    ctx.metrics.client_software_set(None, &software);
     let _ = stream.set_nodelay(true);
     let max_bytes = ctx.config.socket_request_max_bytes;
     let idle = ctx.config.connections_max_idle;
@@ -80,11 +85,22 @@ pub(crate) async fn serve(
                 break;
             }
         };
+        if let RequestBody::Supported(RequestKind::ApiVersions(api_versions)) = &request.body {
+            if let Some(named) =
+                handlers::api_versions::client_software(api_versions, request.api_version())
+            {
+                if named != software {
+                    debug!(%peer, name = %named.name, version = %named.version, "client software");
+                    ctx.metrics.client_software_set(Some(&software), &named);
+                    software = named;
+                }
+            }
+        }
         let span = info_span!("request", api = ?request.api_key, version = request.api_version(),
             correlation_id = request.correlation_id(), client_id = request.header.client_id.as_deref().unwrap_or(""));
         // A Produce with acks=0 is never answered (the client does not read a response).
         let no_response = matches!(&request.body,
-            RequestBody::Supported(kafka_protocol::messages::RequestKind::Produce(p)) if p.acks == 0);
+            RequestBody::Supported(RequestKind::Produce(p)) if p.acks == 0);
         let Some(response) = respond(&ctx, request, peer).instrument(span).await else {
             break;
         };
@@ -96,6 +112,7 @@ pub(crate) async fn serve(
             break;
         }
     }
+    ctx.metrics.client_software_closed(&software);
     ctx.metrics.connection_closed();
 }
 

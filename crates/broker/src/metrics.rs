@@ -12,6 +12,31 @@ pub struct Metrics {
     request_errors: AtomicU64,
     connections_open: AtomicI64,
     connections_total: AtomicU64,
+    /// Open connections by the client software they named in ApiVersions v3+ (KIP-511);
+    /// an entry goes when its count drops to zero, so the map is never larger than the
+    /// number of open connections.
+    client_software: Mutex<BTreeMap<ClientSoftware, u64>>,
+}
+
+/// What a connection's client said it is in ApiVersions v3+ (KIP-511): Kafka's
+/// `ClientInformation`. Both parts match `[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?`, so
+/// they need no escaping as Prometheus label values.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ClientSoftware {
+    /// `client_software_name`, or `unknown` before (or without) ApiVersions v3+.
+    pub name: String,
+    /// `client_software_version`, or `unknown`.
+    pub version: String,
+}
+
+impl ClientSoftware {
+    /// Kafka's `ClientInformation.EMPTY`: what a connection is until it says otherwise.
+    pub fn unknown() -> ClientSoftware {
+        ClientSoftware {
+            name: "unknown".to_owned(),
+            version: "unknown".to_owned(),
+        }
+    }
 }
 
 impl Metrics {
@@ -39,6 +64,49 @@ impl Metrics {
     /// A connection closed.
     pub fn connection_closed(&self) {
         self.connections_open.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// A connection now counts as `software` (at open: [`ClientSoftware::unknown`]); it no
+    /// longer counts as `previous`, if given.
+    pub fn client_software_set(
+        &self,
+        previous: Option<&ClientSoftware>,
+        software: &ClientSoftware,
+    ) {
+        let mut map = self
+            .client_software
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(previous) = previous {
+            Self::release(&mut map, previous);
+        }
+        *map.entry(software.clone()).or_default() += 1;
+    }
+
+    /// A connection that counted as `software` closed.
+    pub fn client_software_closed(&self, software: &ClientSoftware) {
+        let mut map = self
+            .client_software
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        Self::release(&mut map, software);
+    }
+
+    fn release(map: &mut BTreeMap<ClientSoftware, u64>, software: &ClientSoftware) {
+        if let Some(count) = map.get_mut(software) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                map.remove(software);
+            }
+        }
+    }
+
+    /// Open connections by client software.
+    pub fn client_software(&self) -> BTreeMap<ClientSoftware, u64> {
+        self.client_software
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Requests counted so far, by API name.
@@ -94,6 +162,17 @@ pub fn render(samples: &[MetricsSample<'_>]) -> String {
             );
         }
     }
+    // Kafka's `socket-server-metrics` `connections` by clientSoftwareName/Version (KIP-511).
+    let _ = writeln!(out, "# TYPE gregor_client_connections gauge");
+    for s in samples {
+        for (software, count) in s.metrics.client_software() {
+            let _ = writeln!(
+                out,
+                "gregor_client_connections{{broker=\"{}\",client_software_name=\"{}\",client_software_version=\"{}\"}} {count}",
+                s.broker_id, software.name, software.version
+            );
+        }
+    }
     let gauges: [(&str, &str, SampleValue); 5] = [
         ("gregor_request_errors_total", "counter", |s| {
             s.metrics.request_errors().to_string()
@@ -116,4 +195,45 @@ pub fn render(samples: &[MetricsSample<'_>]) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn software(name: &str, version: &str) -> ClientSoftware {
+        ClientSoftware {
+            name: name.to_owned(),
+            version: version.to_owned(),
+        }
+    }
+
+    #[test]
+    fn client_software_counts_follow_connections_and_render_as_labels() {
+        let metrics = Metrics::default();
+        let unknown = ClientSoftware::unknown();
+        let rdkafka = software("librdkafka", "2.16.1");
+        metrics.client_software_set(None, &unknown);
+        metrics.client_software_set(None, &unknown);
+        metrics.client_software_set(Some(&unknown), &rdkafka);
+        let text = render(&[MetricsSample {
+            broker_id: 7,
+            metrics: &metrics,
+            partitions: 0,
+            is_controller: false,
+        }]);
+        assert!(text.contains("gregor_client_connections{broker=\"7\",client_software_name=\"librdkafka\",client_software_version=\"2.16.1\"} 1\n"), "{text}");
+        assert!(
+            text.contains(
+                "client_software_name=\"unknown\",client_software_version=\"unknown\"} 1\n"
+            ),
+            "{text}"
+        );
+        metrics.client_software_closed(&rdkafka);
+        metrics.client_software_closed(&unknown);
+        assert!(metrics.client_software().is_empty());
+        // Closing what is not counted changes nothing.
+        metrics.client_software_closed(&rdkafka);
+        assert!(metrics.client_software().is_empty());
+    }
 }

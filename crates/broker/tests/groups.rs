@@ -168,7 +168,7 @@ async fn a_group_forms_commits_and_its_offsets_survive_a_restart() {
     create_topic(&mut conn, "orders", 4).await;
 
     let found = conn
-        .send(FindCoordinatorRequest::default().with_key(s("g1")))
+        .send_version(FindCoordinatorRequest::default().with_key(s("g1")), 3)
         .await
         .unwrap();
     assert_eq!(found.error_code, 0);
@@ -365,7 +365,7 @@ async fn only_the_controller_coordinates() {
     let mut found = None;
     for _ in 0..250 {
         let response = conn
-            .send(FindCoordinatorRequest::default().with_key(s("g")))
+            .send_version(FindCoordinatorRequest::default().with_key(s("g")), 3)
             .await
             .unwrap();
         if response.error_code == 0 {
@@ -451,7 +451,7 @@ async fn committed_offsets_survive_a_coordinator_failover() {
     eventually("the survivor takes over", || survivor.is_controller()).await;
     let mut conn = connect(&survivor).await;
     let found = conn
-        .send(FindCoordinatorRequest::default().with_key(s("g")))
+        .send_version(FindCoordinatorRequest::default().with_key(s("g")), 3)
         .await
         .unwrap();
     assert_eq!(found.node_id.0, survivor.broker_id());

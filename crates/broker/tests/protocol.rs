@@ -6,7 +6,7 @@ mod common;
 use bytes::Buf;
 use common::*;
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Encodable, StrBytes};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
@@ -21,11 +21,7 @@ async fn api_versions_v0_and_v3_list_the_supported_table() {
             ApiKey::ApiVersions,
             version,
             correlation_id,
-            &RequestKind::ApiVersions(
-                ApiVersionsRequest::default()
-                    .with_client_software_name(StrBytes::from_static_str("test"))
-                    .with_client_software_version(StrBytes::from_static_str("1")),
-            ),
+            &RequestKind::ApiVersions(api_versions_request()),
         )
         .await;
         assert_eq!(response.error_code, 0);
@@ -43,16 +39,35 @@ async fn api_versions_v0_and_v3_list_the_supported_table() {
     broker.shutdown().await;
 }
 
+/// ApiVersions v3+ names the client software (KIP-511), in Kafka's pattern.
+fn api_versions_request() -> ApiVersionsRequest {
+    ApiVersionsRequest::default()
+        .with_client_software_name(StrBytes::from_static_str("broker-test"))
+        .with_client_software_version(StrBytes::from_static_str("1.0"))
+}
+
 #[tokio::test]
-async fn api_versions_v4_gets_v0_unsupported_version_then_v3_works() {
+async fn api_versions_above_ours_gets_v0_unsupported_version_then_ours_works() {
     let dir = tempfile::tempdir().unwrap();
     let broker = start_broker(dir.path(), &[]).await;
     let mut stream = TcpStream::connect(broker.local_addr()).await.unwrap();
-    let request = RequestKind::ApiVersions(ApiVersionsRequest::default());
-    stream
-        .write_all(&request_frame(ApiKey::ApiVersions, 4, 11, &request))
-        .await
+    let ours = protocol::supported_range(ApiKey::ApiVersions)
+        .unwrap()
+        .max_version;
+    // A version no codec knows yet: header v2 (as every flexible ApiVersions), then a body
+    // the broker must not try to parse.
+    let mut payload = bytes::BytesMut::new();
+    RequestHeader::default()
+        .with_request_api_key(ApiKey::ApiVersions as i16)
+        .with_request_api_version(ours + 1)
+        .with_correlation_id(11)
+        .with_client_id(Some(StrBytes::from_static_str("future-client")))
+        .encode(&mut payload, 2)
         .unwrap();
+    payload.extend_from_slice(&[0x42; 7]);
+    let mut frame = (payload.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&payload);
+    stream.write_all(&frame).await.unwrap();
     let mut payload = read_frame(&mut stream).await;
     // Header v0 (no tagged fields) and a v0 body: error code, then the array.
     assert_eq!(payload.get_i32(), 11);
@@ -63,11 +78,17 @@ async fn api_versions_v4_gets_v0_unsupported_version_then_v3_works() {
         .iter()
         .find(|k| k.api_key == ApiKey::ApiVersions as i16)
         .unwrap();
-    assert_eq!(own.max_version, 3);
+    assert_eq!(own.max_version, ours);
     assert!(payload.is_empty());
     // The connection stays usable.
-    let response: ApiVersionsResponse =
-        roundtrip(&mut stream, ApiKey::ApiVersions, 3, 12, &request).await;
+    let response: ApiVersionsResponse = roundtrip(
+        &mut stream,
+        ApiKey::ApiVersions,
+        ours,
+        12,
+        &RequestKind::ApiVersions(api_versions_request()),
+    )
+    .await;
     assert_eq!(response.error_code, 0);
     broker.shutdown().await;
 }
@@ -79,20 +100,24 @@ async fn unsupported_api_or_version_answers_an_error_and_keeps_the_connection() 
     let dir = tempfile::tempdir().unwrap();
     let broker = start_broker(dir.path(), &[]).await;
     let mut stream = TcpStream::connect(broker.local_addr()).await.unwrap();
-    // FindCoordinator v4 (batched keys) is past our v3.
-    let find = RequestKind::FindCoordinator(
-        FindCoordinatorRequest::default()
-            .with_coordinator_keys(vec![StrBytes::from_static_str("g")]),
-    );
-    let response: FindCoordinatorResponse =
-        roundtrip(&mut stream, ApiKey::FindCoordinator, 4, 1, &find).await;
-    assert_eq!(response.coordinators.len(), 1);
-    assert_eq!(response.coordinators[0].error_code, 35);
-    // ListGroups v5 (type filter) is past our v4.
-    let list = RequestKind::ListGroups(ListGroupsRequest::default());
-    let response: ListGroupsResponse =
-        roundtrip(&mut stream, ApiKey::ListGroups, 5, 2, &list).await;
+    // DescribeAcls v3 (USER resources) is past our v2.
+    assert!(!protocol::api_versions::is_supported(
+        ApiKey::DescribeAcls,
+        3
+    ));
+    let acls = RequestKind::DescribeAcls(DescribeAclsRequest::default());
+    let response: DescribeAclsResponse =
+        roundtrip(&mut stream, ApiKey::DescribeAcls, 3, 1, &acls).await;
     assert_eq!(response.error_code, 35);
+    // Fetch v13 (topics by id) is past our v12: the error goes on every partition.
+    assert!(!protocol::api_versions::is_supported(ApiKey::Fetch, 13));
+    let fetch = RequestKind::Fetch(FetchRequest::default().with_topics(vec![
+        fetch_request::FetchTopic::default()
+            .with_topic_id(uuid::Uuid::from_u128(7))
+            .with_partitions(vec![fetch_request::FetchPartition::default().with_partition(0)]),
+    ]));
+    let response: FetchResponse = roundtrip(&mut stream, ApiKey::Fetch, 13, 2, &fetch).await;
+    assert_eq!(response.responses[0].partitions[0].error_code, 35);
     let metadata = RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![
         metadata_request::MetadataRequestTopic::default()
             .with_name(Some(TopicName(StrBytes::from_static_str("x")))),
@@ -139,7 +164,7 @@ async fn malformed_frame_closes_only_that_connection() {
         ApiKey::ApiVersions,
         3,
         7,
-        &RequestKind::ApiVersions(ApiVersionsRequest::default()),
+        &RequestKind::ApiVersions(api_versions_request()),
     )
     .await;
     assert_eq!(response.error_code, 0);
@@ -156,7 +181,7 @@ async fn pipelined_requests_are_answered_in_order() {
         let (key, body) = if correlation_id % 2 == 0 {
             (
                 ApiKey::ApiVersions,
-                RequestKind::ApiVersions(ApiVersionsRequest::default()),
+                RequestKind::ApiVersions(api_versions_request()),
             )
         } else {
             (
@@ -240,7 +265,7 @@ async fn crafted_array_counts_close_the_connection_without_harming_the_broker() 
         ApiKey::ApiVersions,
         3,
         1,
-        &RequestKind::ApiVersions(ApiVersionsRequest::default()),
+        &RequestKind::ApiVersions(api_versions_request()),
     )
     .await;
     assert_eq!(response.error_code, 0);
@@ -257,7 +282,7 @@ async fn idle_connections_are_closed_after_connections_max_idle_ms() {
         ApiKey::ApiVersions,
         3,
         1,
-        &RequestKind::ApiVersions(ApiVersionsRequest::default()),
+        &RequestKind::ApiVersions(api_versions_request()),
     )
     .await;
     assert_eq!(response.error_code, 0);
@@ -269,5 +294,109 @@ async fn idle_connections_are_closed_after_connections_max_idle_ms() {
     .await
     .expect("closed well before 5 s");
     assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    broker.shutdown().await;
+}
+
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut text = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut stream, &mut text)
+        .await
+        .unwrap();
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    text
+}
+
+#[tokio::test]
+async fn client_software_is_recorded_per_connection_and_exported_as_metric_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let admin = broker::admin_http::AdminServer::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        vec![broker.admin_view()],
+    )
+    .await
+    .unwrap();
+    let label = |name: &str, version: &str, count: u32| {
+        format!(
+            "gregor_client_connections{{broker=\"{}\",client_software_name=\"{name}\",client_software_version=\"{version}\"}} {count}\n",
+            broker.broker_id()
+        )
+    };
+    let named = |name: &'static str, version: &'static str| {
+        RequestKind::ApiVersions(
+            ApiVersionsRequest::default()
+                .with_client_software_name(StrBytes::from_static_str(name))
+                .with_client_software_version(StrBytes::from_static_str(version)),
+        )
+    };
+    // Two connections name the same software; a third has not said anything yet.
+    let mut a = TcpStream::connect(broker.local_addr()).await.unwrap();
+    let mut b = TcpStream::connect(broker.local_addr()).await.unwrap();
+    let silent = TcpStream::connect(broker.local_addr()).await.unwrap();
+    for (stream, id) in [(&mut a, 1), (&mut b, 2)] {
+        let r: ApiVersionsResponse = roundtrip(
+            stream,
+            ApiKey::ApiVersions,
+            3,
+            id,
+            &named("metrics-test", "2.0"),
+        )
+        .await;
+        assert_eq!(r.error_code, 0);
+    }
+    // An invalid name is refused and leaves the connection counted as it was.
+    let r: ApiVersionsResponse =
+        roundtrip(&mut b, ApiKey::ApiVersions, 4, 3, &named("bad name", "2.0")).await;
+    assert_eq!(r.error_code, 42, "INVALID_REQUEST");
+    let metrics = http_get(admin.local_addr(), "/metrics").await;
+    assert!(
+        metrics.contains(&label("metrics-test", "2.0", 2)),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(&label("unknown", "unknown", 1)),
+        "{metrics}"
+    );
+    // The same connection may name itself again (a client upgrade in place is not a thing,
+    // but a new ApiVersions is allowed): it moves to the new label.
+    let r: ApiVersionsResponse = roundtrip(
+        &mut a,
+        ApiKey::ApiVersions,
+        4,
+        4,
+        &named("metrics-test", "2.1"),
+    )
+    .await;
+    assert_eq!(r.error_code, 0);
+    drop(b);
+    drop(silent);
+    let mut metrics = String::new();
+    for _ in 0..100 {
+        metrics = http_get(admin.local_addr(), "/metrics").await;
+        if !metrics.contains("client_software_version=\"2.0\"")
+            && !metrics.contains("client_software_name=\"unknown\"")
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(
+        metrics.contains(&label("metrics-test", "2.1", 1)),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("client_software_version=\"2.0\""),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("client_software_name=\"unknown\""),
+        "{metrics}"
+    );
+    admin.shutdown().await;
     broker.shutdown().await;
 }

@@ -300,21 +300,33 @@ impl Cluster {
     async fn coordinator(&mut self, group: &str) -> anyhow::Result<&mut Connection> {
         let mut last = 0;
         for _ in 0..20 {
-            let response = self
+            let key = StrBytes::from_string(group.to_owned());
+            // v4+ (KIP-699) asks for a batch of keys and answers one coordinator per key.
+            let version = self
                 .bootstrap
-                .send(
-                    FindCoordinatorRequest::default()
-                        .with_key(StrBytes::from_string(group.to_owned())),
-                )
-                .await?;
-            if response.error_code == 0 {
-                let id = response.node_id.0;
+                .negotiated_version::<FindCoordinatorRequest>()?;
+            let request = if version >= 4 {
+                FindCoordinatorRequest::default().with_coordinator_keys(vec![key])
+            } else {
+                FindCoordinatorRequest::default().with_key(key)
+            };
+            let response = self.bootstrap.send_version(request, version).await?;
+            let (error_code, id, host, port) = match response.coordinators.first() {
+                Some(c) if version >= 4 => (c.error_code, c.node_id.0, c.host.clone(), c.port),
+                _ => (
+                    response.error_code,
+                    response.node_id.0,
+                    response.host.clone(),
+                    response.port,
+                ),
+            };
+            if error_code == 0 {
                 self.brokers
                     .entry(id)
-                    .or_insert_with(|| format!("{}:{}", response.host, response.port));
+                    .or_insert_with(|| format!("{host}:{port}"));
                 return self.broker(id).await;
             }
-            last = response.error_code;
+            last = error_code;
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         }
         bail!(

@@ -2,7 +2,7 @@
 //!
 //! [`Connection::send`](crate::Connection::send) picks the highest version inside both this
 //! range and the broker's ApiVersions answer. For every API in Gregor's own table
-//! ([`protocol::SUPPORTED_APIS`], Kafka 2.8's ranges) the client stays inside that table, so a
+//! ([`protocol::SUPPORTED_APIS`], Kafka 3.9's ZooKeeper-mode ranges) the client stays inside that table, so a
 //! Gregor client never sends a version a Gregor broker would refuse; any other API may be sent
 //! at any version the `kafka-protocol` crate can encode.
 
@@ -30,7 +30,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn caps_follow_kafka_2_8_and_never_exceed_the_codec() {
+    fn caps_follow_the_table_and_never_exceed_the_codec() {
         assert_eq!(
             client_versions(ApiKey::CreateTopics),
             VersionRange { min: 0, max: 7 }

@@ -949,6 +949,17 @@ impl CoordinatorCore {
         version: i16,
         request: &LeaveGroupRequest,
     ) -> LeaveGroupResponse {
+        if version >= 5 {
+            // KIP-800: the client says why each member leaves.
+            for m in &request.members {
+                tracing::info!(
+                    group_id = request.group_id.0.as_str(),
+                    member_id = m.member_id.as_str(),
+                    reason = m.reason.as_ref().map_or("not provided", |r| r.as_str()),
+                    "leave request"
+                );
+            }
+        }
         let leaving: Vec<(String, Option<String>)> = if version >= 3 {
             request
                 .members
@@ -1064,6 +1075,14 @@ fn accept_joining_member(group: &ClassicGroup, member_id: &str, max_size: usize)
     }
 }
 
+/// The reason a JoinGroup v8+ gives (KIP-800), for the rebalance log line.
+fn client_reason(request: &JoinGroupRequest) -> &str {
+    request
+        .reason
+        .as_ref()
+        .map_or("not provided", |r| r.as_str())
+}
+
 /// JoinGroup v0 has no rebalance timeout: Kafka uses the session timeout.
 fn rebalance_timeout_of(request: &JoinGroupRequest, version: i16) -> i32 {
     if version == 0 || request.rebalance_timeout_ms < 0 {
@@ -1176,7 +1195,13 @@ fn add_member_and_rebalance(
         heartbeat_deadline_ms: None,
     };
     group.add_member(env, member, request.protocol_type.as_str(), reply);
-    group.maybe_prepare_rebalance(env, &format!("adding new member {member_id}"));
+    group.maybe_prepare_rebalance(
+        env,
+        &format!(
+            "adding new member {member_id}; client reason: {}",
+            client_reason(request)
+        ),
+    );
 }
 
 fn static_member_rejoin(
@@ -1340,7 +1365,13 @@ fn current_member_join(
     match group.state {
         ClassicGroupState::PreparingRebalance => {
             group.update_member(env, member_id, protocols, reply);
-            group.maybe_prepare_rebalance(env, "member joining during PreparingRebalance");
+            group.maybe_prepare_rebalance(
+                env,
+                &format!(
+                    "member {member_id} joining during PreparingRebalance; client reason: {}",
+                    client_reason(request)
+                ),
+            );
         }
         ClassicGroupState::CompletingRebalance if matches => {
             // The member lost our JoinGroup answer and asks again: same answer.
@@ -1366,7 +1397,13 @@ fn current_member_join(
             // A changed subscription, or the leader asking for a new assignment (for topic
             // changes the metadata does not show): rebalance.
             group.update_member(env, member_id, protocols, reply);
-            group.maybe_prepare_rebalance(env, "member rejoined with new metadata or as leader");
+            group.maybe_prepare_rebalance(
+                env,
+                &format!(
+                    "member {member_id} rejoined with new metadata or as leader; client reason: {}",
+                    client_reason(request)
+                ),
+            );
         }
         ClassicGroupState::Empty | ClassicGroupState::Dead => {
             ClassicGroup::answer_join(

@@ -67,16 +67,16 @@ fn unsupported_api_versions_is_v0_format() {
     let frame = encode_unsupported_api_versions(9);
     let mut wire = frame.clone();
     let payload = decode_frame(&mut wire, 1 << 20).unwrap().unwrap();
-    // Correlation id, UNSUPPORTED_VERSION, one row: ApiVersions 0..=3.
+    // Correlation id, UNSUPPORTED_VERSION, one row: ApiVersions 0..=4.
     assert_eq!(
         payload.as_ref(),
-        b"\x00\x00\x00\x09\x00\x23\x00\x00\x00\x01\x00\x12\x00\x00\x00\x03"
+        b"\x00\x00\x00\x09\x00\x23\x00\x00\x00\x01\x00\x12\x00\x00\x00\x04"
     );
 }
 
 #[test]
-fn api_versions_v4_is_recognised_as_unsupported() {
-    let bytes = request_bytes(
+fn api_versions_v4_is_ours_and_v5_is_recognised_as_unsupported() {
+    let v4 = request_bytes(
         ApiKey::ApiVersions,
         4,
         3,
@@ -86,7 +86,15 @@ fn api_versions_v4_is_recognised_as_unsupported() {
                 .with_client_software_version(StrBytes::from_static_str("3.0")),
         ),
     );
-    let req = decode_request(bytes).unwrap();
+    let req = decode_request(v4).unwrap();
+    assert!(matches!(
+        req.body,
+        RequestBody::Supported(RequestKind::ApiVersions(_))
+    ));
+    // v5 (no codec knows it yet): header v2 (key 18, version 5, correlation 3, client id,
+    // no tagged fields), then a body that must not be parsed.
+    let v5 = Bytes::from_static(b"\x00\x12\x00\x05\x00\x00\x00\x03\x00\x06golden\x00\x42\x42");
+    let req = decode_request(v5).unwrap();
     assert!(matches!(req.body, RequestBody::UnsupportedApiVersions));
     assert_eq!(req.correlation_id(), 3);
 }
@@ -112,17 +120,21 @@ fn flexible_metadata_request_round_trips() {
 
 #[test]
 fn unsupported_api_is_still_decoded_for_an_error_reply() {
-    // FindCoordinator v4 (batched keys) is past the supported range.
+    // DescribeAcls v3 (USER resources) is past the supported range.
+    assert!(!protocol::api_versions::is_supported(
+        ApiKey::DescribeAcls,
+        3
+    ));
     let bytes = request_bytes(
-        ApiKey::FindCoordinator,
-        4,
+        ApiKey::DescribeAcls,
+        3,
         5,
-        &RequestKind::FindCoordinator(Default::default()),
+        &RequestKind::DescribeAcls(Default::default()),
     );
     let req = decode_request(bytes).unwrap();
     assert!(matches!(
         req.body,
-        RequestBody::Unsupported(RequestKind::FindCoordinator(_))
+        RequestBody::Unsupported(RequestKind::DescribeAcls(_))
     ));
 }
 

@@ -1,7 +1,11 @@
-//! FindCoordinator (v0-3): the active controller coordinates every consumer group (see
-//! `crate::groups`), so the answer is the controller of the metadata cache. Transaction
-//! coordinators do not exist here: `key_type` 1 reads COORDINATOR_NOT_AVAILABLE.
+//! FindCoordinator (v0-6): the active controller coordinates every consumer group (see
+//! `crate::groups`), so the answer is the controller of the metadata cache. v0-3 ask for one
+//! key; v4+ for a batch (`coordinator_keys`, KIP-699), answered key by key in `coordinators`.
+//! Transaction coordinators do not exist here: `key_type` 1 reads COORDINATOR_NOT_AVAILABLE,
+//! and so does `key_type` 2 (share groups, v6+), as in Kafka 3.9; a share key below v6 is
+//! INVALID_REQUEST.
 
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::StrBytes;
 
@@ -11,49 +15,88 @@ use crate::groups::COORDINATOR_NOT_AVAILABLE;
 /// Kafka's INVALID_REQUEST error code.
 const INVALID_REQUEST: i16 = 42;
 
+/// Kafka's `CoordinatorType` ids.
+const GROUP: i8 = 0;
+const TRANSACTION: i8 = 1;
+const SHARE: i8 = 2;
+
+/// The answer for one key: the coordinator's id, host and port, or an error and its message.
+type Lookup = Result<(i32, String, i32), (i16, String)>;
+
 pub(super) fn handle(
     ctx: &BrokerContext,
     request: &FindCoordinatorRequest,
+    version: i16,
 ) -> FindCoordinatorResponse {
-    let unavailable = |code: i16, message: &str| {
-        FindCoordinatorResponse::default()
+    if version >= 4 {
+        let coordinators = request
+            .coordinator_keys
+            .iter()
+            .map(|key| {
+                let entry = Coordinator::default().with_key(key.clone());
+                match lookup(ctx, request.key_type, key.as_str(), version) {
+                    Ok((id, host, port)) => entry
+                        .with_node_id(BrokerId(id))
+                        .with_host(StrBytes::from_string(host))
+                        .with_port(port),
+                    Err((code, message)) => entry
+                        .with_error_code(code)
+                        .with_error_message(Some(StrBytes::from_string(message)))
+                        .with_node_id(BrokerId(-1))
+                        .with_port(-1),
+                }
+            })
+            .collect();
+        return FindCoordinatorResponse::default().with_coordinators(coordinators);
+    }
+    match lookup(ctx, request.key_type, request.key.as_str(), version) {
+        Ok((id, host, port)) => FindCoordinatorResponse::default()
+            .with_node_id(BrokerId(id))
+            .with_host(StrBytes::from_string(host))
+            .with_port(port),
+        Err((code, message)) => FindCoordinatorResponse::default()
             .with_error_code(code)
-            .with_error_message(Some(StrBytes::from_string(message.to_owned())))
+            .with_error_message(Some(StrBytes::from_string(message)))
             .with_node_id(BrokerId(-1))
-            .with_host(StrBytes::default())
-            .with_port(-1)
-    };
-    if request.key_type != 0 {
-        return unavailable(
-            COORDINATOR_NOT_AVAILABLE,
-            "transactions are not supported by this broker",
-        );
+            .with_port(-1),
     }
-    if request.key.is_empty() {
-        return unavailable(INVALID_REQUEST, "the group id must not be empty");
+}
+
+/// Kafka's `getCoordinator` for one key.
+fn lookup(ctx: &BrokerContext, key_type: i8, key: &str, version: i16) -> Lookup {
+    let unavailable = |why: &str| Err((COORDINATOR_NOT_AVAILABLE, why.to_owned()));
+    match key_type {
+        GROUP => {}
+        TRANSACTION => return unavailable("transactions are not supported by this broker"),
+        SHARE if version < 6 => {
+            return Err((
+                INVALID_REQUEST,
+                "share group coordinators need FindCoordinator v6 or later".to_owned(),
+            ))
+        }
+        SHARE => return unavailable("share groups are not supported by this broker"),
+        other => {
+            return Err((
+                INVALID_REQUEST,
+                format!(
+                    "unknown coordinator key type {other} (0 = group, 1 = transaction, 2 = share)"
+                ),
+            ))
+        }
     }
-    let (id, host, port) = if ctx.controller().is_active() {
-        (
+    if key.is_empty() {
+        return Err((INVALID_REQUEST, "the group id must not be empty".to_owned()));
+    }
+    if ctx.controller().is_active() {
+        return Ok((
             ctx.broker_id,
             ctx.advertised.0.clone(),
             i32::from(ctx.advertised.1),
-        )
-    } else {
-        let snapshot = ctx.metadata_cache.snapshot();
-        match snapshot.brokers.get(&snapshot.controller_id) {
-            Some(b) => (b.id, b.host.clone(), b.port),
-            None => {
-                return unavailable(
-                    COORDINATOR_NOT_AVAILABLE,
-                    "no controller is known yet to coordinate groups",
-                )
-            }
-        }
-    };
-    FindCoordinatorResponse::default()
-        .with_error_code(0)
-        .with_error_message(None)
-        .with_node_id(BrokerId(id))
-        .with_host(StrBytes::from_string(host))
-        .with_port(port)
+        ));
+    }
+    let snapshot = ctx.metadata_cache.snapshot();
+    match snapshot.brokers.get(&snapshot.controller_id) {
+        Some(b) => Ok((b.id, b.host.clone(), b.port)),
+        None => unavailable("no controller is known yet to coordinate groups"),
+    }
 }

@@ -1,5 +1,7 @@
-//! InitProducerId (v0–v4) for idempotent producers: a fresh producer id, epoch 0, as Kafka
-//! 2.8 answers a request without a transactional id. Ids are handed out from blocks of
+//! InitProducerId (v0–v5) for idempotent producers: a fresh producer id, epoch 0, as Kafka
+//! answers a request without a transactional id (v3+ may name the producer's current id and
+//! epoch; both or neither, else INVALID_REQUEST; an idempotent producer gets a new id either
+//! way; v4's PRODUCER_FENCED and v5's TRANSACTION_ABORTABLE concern transactions only). Ids are handed out from blocks of
 //! [`BLOCK_SIZE`] claimed on `/latest_producer_id_block` with a versioned write, so every
 //! broker's ids are unique cluster-wide (Kafka's `ProducerIdManager`). Transactions are not
 //! supported: a request with a transactional id is refused.
@@ -39,6 +41,10 @@ pub(super) async fn handle(
         .as_ref()
         .is_some_and(|id| id.0.is_empty())
     {
+        return refuse(ResponseError::InvalidRequest);
+    }
+    // Kafka's NO_PRODUCER_ID / NO_PRODUCER_EPOCH: one without the other is malformed.
+    if (request.producer_id.0 == -1) != (request.producer_epoch == -1) {
         return refuse(ResponseError::InvalidRequest);
     }
     if request.transactional_id.is_some() {

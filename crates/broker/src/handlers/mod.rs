@@ -1,7 +1,7 @@
 //! One file per API and one `match` to route (Kafka's `KafkaApis.handle`).
 
 mod alter_configs;
-mod api_versions;
+pub(crate) mod api_versions;
 mod consumer_group_describe;
 mod consumer_group_heartbeat;
 mod controlled_shutdown;
@@ -47,7 +47,9 @@ pub(crate) async fn handle(
 ) -> ResponseKind {
     let version = header.request_api_version;
     match request {
-        RequestKind::ApiVersions(req) => ResponseKind::ApiVersions(api_versions::handle(req)),
+        RequestKind::ApiVersions(req) => {
+            ResponseKind::ApiVersions(api_versions::handle(&req, version))
+        }
         RequestKind::Metadata(req) => {
             ResponseKind::Metadata(metadata::handle(ctx, req, version).await)
         }
@@ -70,7 +72,7 @@ pub(crate) async fn handle(
             ResponseKind::IncrementalAlterConfigs(incremental_alter_configs::handle(ctx, req).await)
         }
         RequestKind::DescribeCluster(req) => {
-            ResponseKind::DescribeCluster(describe_cluster::handle(ctx, req))
+            ResponseKind::DescribeCluster(describe_cluster::handle(ctx, req, version))
         }
         RequestKind::DescribeAcls(req) => ResponseKind::DescribeAcls(describe_acls::handle(req)),
         RequestKind::LeaderAndIsr(req) => {
@@ -99,7 +101,7 @@ pub(crate) async fn handle(
             ResponseKind::InitProducerId(init_producer_id::handle(ctx, req).await)
         }
         RequestKind::FindCoordinator(req) => {
-            ResponseKind::FindCoordinator(find_coordinator::handle(ctx, &req))
+            ResponseKind::FindCoordinator(find_coordinator::handle(ctx, &req, version))
         }
         RequestKind::JoinGroup(req) => ResponseKind::JoinGroup(
             join_group::handle(ctx, req, version, header.client_id.as_deref()).await,
