@@ -498,16 +498,18 @@ async fn a_claimed_controller_epoch_beyond_the_store_is_refused_and_changes_noth
             .with_controller_id(BrokerId(99))
             .with_controller_epoch(i32::MAX)
             .with_broker_epoch(broker.broker_epoch())
-            .with_topic_states(vec![leader_and_isr_request::LeaderAndIsrTopicState::default()
-                .with_topic_name(name("forged"))
-                .with_partition_states(vec![
-                    leader_and_isr_request::LeaderAndIsrPartitionState::default()
-                        .with_topic_name(name("forged"))
-                        .with_partition_index(0)
-                        .with_leader(BrokerId(4))
-                        .with_isr(vec![BrokerId(4)])
-                        .with_replicas(vec![BrokerId(4)]),
-                ])]),
+            .with_topic_states(vec![
+                leader_and_isr_request::LeaderAndIsrTopicState::default()
+                    .with_topic_name(name("forged"))
+                    .with_partition_states(vec![
+                        leader_and_isr_request::LeaderAndIsrPartitionState::default()
+                            .with_topic_name(name("forged"))
+                            .with_partition_index(0)
+                            .with_leader(BrokerId(4))
+                            .with_isr(vec![BrokerId(4)])
+                            .with_replicas(vec![BrokerId(4)]),
+                    ]),
+            ]),
     );
     let response: LeaderAndIsrResponse =
         roundtrip(&mut raw, ApiKey::LeaderAndIsr, 5, 1, &forged).await;

@@ -33,11 +33,14 @@ use crate::context::{
 use crate::effect::Effect;
 use crate::election::{self, ElectionOutcome};
 use crate::event::ControllerEvent;
-use crate::partition_state_machine::PartitionState;
+use crate::partition_state_machine::{self, PartitionState};
 use crate::{lifecycle, topic_deletion, ControllerConfig};
 
 /// The topic config key (and broker default) that allows electing an out-of-sync replica.
 const UNCLEAN_LEADER_ELECTION_ENABLE: &str = "unclean.leader.election.enable";
+
+/// How many times an election whose write lost a race is run again within one event.
+const ELECTION_RETRIES: usize = 3;
 
 /// How long a broker whose failover failed waits before giving up `/controller`.
 const FAILOVER_RETRY_BACKOFF: Duration = Duration::from_millis(200);
@@ -340,7 +343,50 @@ impl EventLoop {
         );
         self.refresh_unclean_election_topics().await?;
         let effects = lifecycle::on_controller_failover(&mut self.ctx);
-        self.execute(effects).await.map(drop)
+        self.execute_electing(effects).await.map(drop)
+    }
+
+    /// [`EventLoop::execute`], then elects again the partitions whose state write failed
+    /// (another writer moved the znode; the context now holds what the store has) and whose
+    /// leader is not online, from the state read back, at most [`ELECTION_RETRIES`] times:
+    /// Kafka retries an election on a version conflict until it is written.
+    async fn execute_electing(&mut self, effects: Vec<Effect>) -> Result<Executed, ZkClientError> {
+        let mut executed = self.execute(effects).await?;
+        for attempt in 1..=ELECTION_RETRIES {
+            let retry: Vec<_> = executed
+                .failed()
+                .into_iter()
+                .filter(|tp| {
+                    !self.ctx.is_topic_queued_for_deletion(&tp.topic)
+                        && self
+                            .ctx
+                            .leadership
+                            .get(tp)
+                            .is_some_and(|l| !self.ctx.is_replica_online(l.leader))
+                })
+                .collect();
+            if retry.is_empty() {
+                break;
+            }
+            warn!(
+                partitions = retry.len(),
+                attempt,
+                "leader elections lost a write race; electing again from the store's state"
+            );
+            for tp in &retry {
+                self.ctx
+                    .partition_states
+                    .insert(tp.clone(), PartitionState::Offline);
+            }
+            let effects = partition_state_machine::handle_state_changes(
+                &mut self.ctx,
+                &retry,
+                PartitionState::Online,
+            );
+            let again = self.execute(effects).await?;
+            executed.partitions.extend(again.partitions);
+        }
+        Ok(executed)
     }
 
     /// ControlledShutdown (Kafka's `doControlledShutdown`): refuses an unknown broker or a
@@ -377,7 +423,7 @@ impl EventLoop {
         }
         info!(broker, "controlled shutdown: moving leaderships away");
         let effects = lifecycle::on_controlled_shutdown(&mut self.ctx, broker);
-        if let Err(err) = self.execute(effects).await {
+        if let Err(err) = self.execute_electing(effects).await {
             return (
                 ControlledShutdownResponse::default()
                     .with_error_code(ResponseError::NotController.code()),
@@ -520,7 +566,7 @@ impl EventLoop {
         if !dead.is_empty() {
             effects.extend(lifecycle::on_broker_failure(&mut self.ctx, &dead));
         }
-        self.execute(effects).await.map(drop)
+        self.execute_electing(effects).await.map(drop)
     }
 
     async fn on_topic_change(&mut self) -> Result<(), ZkClientError> {

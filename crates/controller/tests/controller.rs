@@ -1093,3 +1093,51 @@ async fn measure_1000_partition_topic_on_disk() {
     );
     eprintln!("1000 partitions deleted in {:?}", started.elapsed());
 }
+
+#[tokio::test]
+async fn an_election_that_loses_a_write_race_is_run_again_from_the_stored_state() {
+    let (store, n) = active_single_node(ControllerConfig::default()).await;
+    let fake1 = FakeBroker::start().await;
+    let session1 = register(&store, 1, &fake1).await;
+    let fake0 = n.fake.clone();
+    eventually("the controller sees broker 1", async || {
+        last_live_brokers(&fake0) == vec![0, 1]
+    })
+    .await;
+    let response = n
+        .controller
+        .create_topics(create_request("race", 2, 2, &[]), 5)
+        .await;
+    assert_eq!(response.topics[0].error_code, 0);
+    let t = name("race");
+    let mut led_by_1 = None;
+    for p in 0..2 {
+        let state = n
+            .zk
+            .get_partition_state(&model::TopicPartition::new(t.clone(), p))
+            .await
+            .unwrap()
+            .unwrap();
+        if state.state.leader == 1 {
+            led_by_1 = Some((p, state));
+        }
+    }
+    let (p, before) = led_by_1.expect("balanced placement gives broker 1 a leader");
+    // Someone else rewrites the state znode: the controller's version is now stale.
+    let path = paths::partition_state(&t, p);
+    let (bytes, _) = n.zk.client().get_data(&path, false).await.unwrap();
+    n.zk.client().set_data(&path, &bytes, None).await.unwrap();
+
+    store.expire_session(session1.session_id());
+    let zk = n.zk.clone();
+    let tp = model::TopicPartition::new(t.clone(), p);
+    eventually("broker 0 leads after the retried election", async || {
+        let state = zk.get_partition_state(&tp).await.unwrap().unwrap();
+        state.state.leader == 0
+    })
+    .await;
+    let after = n.zk.get_partition_state(&tp).await.unwrap().unwrap();
+    assert_eq!(after.zk_version, before.zk_version + 2, "one foreign write, one election");
+    assert_eq!(after.state.leader_epoch, before.state.leader_epoch + 1);
+    assert_eq!(after.state.isr, vec![0]);
+}
