@@ -96,3 +96,32 @@ def test_partitions_and_deletion_are_visible_when_answered(make_cluster, backend
         assert r.returncode == 0, r.stdout + r.stderr
         r = topics(other, "--list")
         assert topic not in r.stdout.split(), f"round {i}: {topic} still listed after its deletion was answered"
+
+
+def test_one_request_cannot_add_unbounded_partitions(make_server):
+    """max.partitions.per.request bounds CreateTopics and CreatePartitions (INVALID_PARTITIONS,
+    with a message naming the setting); nothing is created by a refused request."""
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+    g = make_server("max.partitions.per.request=1000")
+    a = AdminClient({"bootstrap.servers": g.bootstrap})
+    futures = a.create_topics([NewTopic("huge", num_partitions=50_000, replication_factor=1)])
+    try:
+        futures["huge"].result(timeout=30)
+        raise AssertionError("a 50,000-partition topic was accepted")
+    except Exception as e:  # confluent_kafka.KafkaException
+        err = e.args[0]
+        assert err.code() == KafkaError.INVALID_PARTITIONS, err
+        assert "max.partitions.per.request (1000)" in err.str(), err.str()
+    assert "huge" not in a.list_topics(timeout=10).topics
+    a.create_topics([NewTopic("grows", num_partitions=10, replication_factor=1)])["grows"].result(timeout=30)
+    try:
+        a.create_partitions([NewPartitions("grows", 1011)])["grows"].result(timeout=30)
+        raise AssertionError("1,001 new partitions in one request were accepted")
+    except Exception as e:
+        err = e.args[0]
+        assert err.code() == KafkaError.INVALID_PARTITIONS, err
+        assert "max.partitions.per.request" in err.str(), err.str()
+    assert len(a.list_topics(topic="grows", timeout=10).topics["grows"].partitions) == 10
+    a.create_partitions([NewPartitions("grows", 1010)])["grows"].result(timeout=60)

@@ -130,6 +130,9 @@ pub struct BrokerConfig {
     pub controlled_shutdown_retry_backoff: Duration,
     /// `placement.strategy`: `balanced` (default) or `kafka`.
     pub placement_strategy: assignment::Strategy,
+    /// `max.partitions.per.request`: the most partitions one CreateTopics or CreatePartitions
+    /// request may add (default 10,000, Kafka's KRaft cap).
+    pub max_partitions_per_request: i32,
     /// `create.topic.policy.*`.
     pub create_topic_policy: CreateTopicPolicyConfig,
     /// `admin.listener` (HTTP); `None` when set to `none` or empty.
@@ -173,6 +176,7 @@ const KNOWN_KEYS: &[&str] = &[
     "fetch.max.bytes",
     "replica.fetch.response.max.bytes",
     "placement.strategy",
+    "max.partitions.per.request",
     "create.topic.policy.min.partitions",
     "create.topic.policy.min.replication.factor",
     "create.topic.policy.required.configs",
@@ -316,6 +320,12 @@ impl BrokerConfig {
                 0,
             )?),
             placement_strategy,
+            max_partitions_per_request: parse_num(
+                &props,
+                "max.partitions.per.request",
+                controller::DEFAULT_MAX_PARTITIONS_PER_REQUEST,
+                1,
+            )?,
             create_topic_policy: CreateTopicPolicyConfig {
                 min_partitions: parse_opt_num(&props, "create.topic.policy.min.partitions", 1)?,
                 min_replication_factor: parse_opt_num(
@@ -385,6 +395,7 @@ impl BrokerConfig {
             default_replication_factor: self.default_replication_factor,
             delete_topic_enable: self.delete_topic_enable,
             placement_strategy: self.placement_strategy,
+            max_partitions_per_request: self.max_partitions_per_request,
             create_topic_policy: controller::CreateTopicPolicy {
                 min_partitions: self.create_topic_policy.min_partitions,
                 min_replication_factor: self.create_topic_policy.min_replication_factor,
@@ -591,13 +602,24 @@ mod tests {
             Some("127.0.0.1:9644".parse().unwrap())
         );
         assert_eq!(config.placement_strategy, assignment::Strategy::Balanced);
+        assert_eq!(config.max_partitions_per_request, 10_000);
     }
 
     #[test]
     fn properties_file_and_overrides() {
         let text = "# comment\nbroker.id=3\nlisteners = PLAINTEXT://:9093\nlog.dirs=/a,/b\n\
                     log.retention.ms: 1000\nbroker.rack r1\nnum.partitions=\\\n 4\n";
-        let config = load(text, &["broker.id=5", "placement.strategy=kafka"]).unwrap();
+        let config = load(
+            text,
+            &[
+                "broker.id=5",
+                "placement.strategy=kafka",
+                "max.partitions.per.request=500",
+            ],
+        )
+        .unwrap();
+        assert_eq!(config.max_partitions_per_request, 500);
+        assert_eq!(config.controller_config().max_partitions_per_request, 500);
         assert_eq!(config.broker_id, 5);
         assert_eq!(config.listener().bind_addr(), "0.0.0.0:9093");
         assert_eq!(
@@ -651,6 +673,7 @@ mod tests {
             ("delete.topic.enable=yes", "delete.topic.enable"),
             ("log.retention.ms=abc", "log.retention.ms"),
             ("placement.strategy=random", "placement.strategy"),
+            ("max.partitions.per.request=0", "max.partitions.per.request"),
             ("admin.listener=localhost", "admin.listener"),
         ] {
             let err = load("", &[o]).unwrap_err().to_string();

@@ -5,6 +5,7 @@ use kafka_protocol::messages::{
     CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
 };
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 use model::{BrokerId, TopicPartition};
 
@@ -31,6 +32,9 @@ pub enum ControllerEvent {
         api_version: i16,
         /// Where the response goes.
         reply: oneshot::Sender<CreateTopicsResponse>,
+        /// When the request reached the controller: its timeout counts from here, and a
+        /// request already past it when dequeued is answered REQUEST_TIMED_OUT unrun.
+        received: Instant,
     },
     /// A CreatePartitions request.
     CreatePartitions {
@@ -40,6 +44,9 @@ pub enum ControllerEvent {
         api_version: i16,
         /// Where the response goes.
         reply: oneshot::Sender<CreatePartitionsResponse>,
+        /// When the request reached the controller: its timeout counts from here, and a
+        /// request already past it when dequeued is answered REQUEST_TIMED_OUT unrun.
+        received: Instant,
     },
     /// A DeleteTopics request.
     DeleteTopics {
@@ -49,6 +56,9 @@ pub enum ControllerEvent {
         api_version: i16,
         /// Where the response goes.
         reply: oneshot::Sender<DeleteTopicsResponse>,
+        /// When the request reached the controller: its timeout counts from here, and a
+        /// request already past it when dequeued is answered REQUEST_TIMED_OUT unrun.
+        received: Instant,
     },
     /// A broker asks to give up its leaderships before it stops (ControlledShutdown).
     ControlledShutdown {

@@ -137,9 +137,15 @@ impl EventLoop {
                 request,
                 api_version,
                 reply,
+                received,
             } => {
                 if !self.active {
                     let _ = reply.send(admin::create_topics::not_controller(&request, api_version));
+                    return Flow::Continue;
+                }
+                if expired_in_queue(received, request.timeout_ms) {
+                    let response = admin::create_topics::not_controller(&request, api_version);
+                    Responder::CreateTopics(reply, response).time_out_in_queue();
                     return Flow::Continue;
                 }
                 let (response, awaits) = admin::create_topics::handle(
@@ -151,6 +157,7 @@ impl EventLoop {
                 )
                 .await;
                 self.reply_or_wait(
+                    received,
                     request.timeout_ms,
                     awaits,
                     Responder::CreateTopics(reply, response),
@@ -161,15 +168,22 @@ impl EventLoop {
                 request,
                 api_version: _,
                 reply,
+                received,
             } => {
                 if !self.active {
                     let _ = reply.send(admin::create_partitions::not_controller(&request));
+                    return Flow::Continue;
+                }
+                if expired_in_queue(received, request.timeout_ms) {
+                    let response = admin::create_partitions::not_controller(&request);
+                    Responder::CreatePartitions(reply, response).time_out_in_queue();
                     return Flow::Continue;
                 }
                 let (response, awaits) =
                     admin::create_partitions::handle(&self.ctx, &self.zk, &self.config, &request)
                         .await;
                 self.reply_or_wait(
+                    received,
                     request.timeout_ms,
                     awaits,
                     Responder::CreatePartitions(reply, response),
@@ -180,9 +194,15 @@ impl EventLoop {
                 request,
                 api_version,
                 reply,
+                received,
             } => {
                 if !self.active {
                     let _ = reply.send(admin::delete_topics::not_controller(&request, api_version));
+                    return Flow::Continue;
+                }
+                if expired_in_queue(received, request.timeout_ms) {
+                    let response = admin::delete_topics::not_controller(&request, api_version);
+                    Responder::DeleteTopics(reply, response).time_out_in_queue();
                     return Flow::Continue;
                 }
                 let (response, awaits) = admin::delete_topics::handle(
@@ -194,6 +214,7 @@ impl EventLoop {
                 )
                 .await;
                 self.reply_or_wait(
+                    received,
                     request.timeout_ms,
                     awaits,
                     Responder::DeleteTopics(reply, response),
@@ -1029,9 +1050,15 @@ impl EventLoop {
 
     // ---- Waiting requests ----
 
-    fn reply_or_wait(&mut self, timeout_ms: i32, awaits: Vec<Await>, responder: Responder) {
+    fn reply_or_wait(
+        &mut self,
+        received: Instant,
+        timeout_ms: i32,
+        awaits: Vec<Await>,
+        responder: Responder,
+    ) {
         let pending = PendingReply {
-            deadline: Instant::now() + Duration::from_millis(timeout_ms.max(0) as u64),
+            deadline: received + Duration::from_millis(timeout_ms.max(0) as u64),
             awaits: awaits.into_iter().map(|a| (a, None)).collect(),
             responder,
         };
@@ -1165,6 +1192,13 @@ fn update_reassignment_flag(
     }
 }
 
+/// Whether a request that reached the controller at `received` is past its timeout already
+/// (a non-positive timeout asks for an immediate answer with the work going on, so it never
+/// expires in the queue).
+fn expired_in_queue(received: Instant, timeout_ms: i32) -> bool {
+    timeout_ms > 0 && received + Duration::from_millis(timeout_ms as u64) <= Instant::now()
+}
+
 fn condition_met(ctx: &ControllerContext, condition: &AwaitCondition) -> bool {
     match condition {
         AwaitCondition::Online { topic, partitions } => (0..*partitions).all(|p| {
@@ -1232,6 +1266,24 @@ impl Responder {
         }
     }
 
+    /// Answers REQUEST_TIMED_OUT for every item of a request that waited in the controller's
+    /// queue past its timeout, without running it (nothing was changed).
+    fn time_out_in_queue(mut self) {
+        let items = match &self {
+            Responder::CreateTopics(_, r) => r.topics.len(),
+            Responder::CreatePartitions(_, r) => r.results.len(),
+            Responder::DeleteTopics(_, r) => r.responses.len(),
+        };
+        for index in 0..items {
+            self.set_error(
+                index,
+                ResponseError::RequestTimedOut.code(),
+                "The request waited for the controller longer than its timeout; it was not run.",
+            );
+        }
+        self.send();
+    }
+
     fn send(self) {
         // The requester may have gone away (connection closed); nothing to do then.
         match self {
@@ -1239,5 +1291,85 @@ impl Responder {
             Responder::CreatePartitions(tx, r) => drop(tx.send(r)),
             Responder::DeleteTopics(tx, r) => drop(tx.send(r)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::{CreateTopicsRequest, TopicName as WireName};
+    use metastore::{EmbeddedStore, SessionOptions};
+
+    use super::*;
+
+    fn request(topic: &str, timeout_ms: i32) -> CreateTopicsRequest {
+        CreateTopicsRequest::default()
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(WireName(StrBytes::from_string(topic.to_owned())))
+                .with_num_partitions(-1)
+                .with_replication_factor(-1)
+                .with_assignments(vec![
+                    kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment::default()
+                        .with_partition_index(0)
+                        .with_broker_ids(vec![kafka_protocol::messages::BrokerId(0)]),
+                ])])
+            .with_timeout_ms(timeout_ms)
+    }
+
+    /// A request that waited in the queue past its timeout is answered REQUEST_TIMED_OUT and
+    /// not run; one still in time runs, and its wait counts from its arrival.
+    #[tokio::test]
+    async fn a_request_past_its_timeout_when_dequeued_is_not_run() {
+        let store = EmbeddedStore::open_in_memory();
+        let (client, events) = store.connect(SessionOptions::default());
+        let zk = KafkaZkClient::new(client, events);
+        zk.ensure_persistent_paths().await.unwrap();
+        let (tx, _rx) = mpsc::channel(16);
+        let mut event_loop = EventLoop::new(
+            zk.clone(),
+            ControllerConfig::default(),
+            tx,
+            Arc::new(AtomicBool::new(false)),
+        );
+        event_loop.process(ControllerEvent::Startup).await;
+        assert!(event_loop.active);
+
+        let (reply, answer) = oneshot::channel();
+        let arrived = Instant::now() - Duration::from_millis(1_500);
+        event_loop
+            .process(ControllerEvent::CreateTopics {
+                request: request("late", 1_000),
+                api_version: 5,
+                reply,
+                received: arrived,
+            })
+            .await;
+        let mut answer = answer;
+        let response = answer.try_recv().expect("answered at once");
+        assert_eq!(response.topics[0].error_code, 7, "REQUEST_TIMED_OUT");
+        assert!(response.topics[0]
+            .error_message
+            .as_deref()
+            .unwrap()
+            .contains("it was not run"));
+        assert!(!zk.topic_exists(&"late".parse().unwrap()).await.unwrap());
+
+        // In time: it runs (the topic is written) and then waits for its partition, which
+        // has no live broker here, until 1,000 ms after its arrival.
+        let (reply, answer) = oneshot::channel();
+        let arrived = Instant::now() - Duration::from_millis(700);
+        event_loop
+            .process(ControllerEvent::CreateTopics {
+                request: request("in-time", 1_000),
+                api_version: 5,
+                reply,
+                received: arrived,
+            })
+            .await;
+        assert!(zk.topic_exists(&"in-time".parse().unwrap()).await.unwrap());
+        let deadline = event_loop.pending[0].deadline;
+        assert_eq!(deadline, arrived + Duration::from_millis(1_000));
+        event_loop.expire_pending(deadline);
+        assert_eq!(answer.await.unwrap().topics[0].error_code, 7);
     }
 }

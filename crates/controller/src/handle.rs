@@ -66,6 +66,7 @@ impl ControllerHandle {
             request,
             api_version,
             reply,
+            received: tokio::time::Instant::now(),
         };
         self.ask(event, response).await.unwrap_or(fallback)
     }
@@ -85,6 +86,7 @@ impl ControllerHandle {
             request,
             api_version,
             reply,
+            received: tokio::time::Instant::now(),
         };
         self.ask(event, response).await.unwrap_or(fallback)
     }
@@ -105,6 +107,7 @@ impl ControllerHandle {
             request,
             api_version,
             reply,
+            received: tokio::time::Instant::now(),
         };
         self.ask(event, response).await.unwrap_or(fallback)
     }

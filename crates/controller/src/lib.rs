@@ -95,7 +95,13 @@ pub struct ControllerConfig {
     pub on_topic_deleted: TopicDeletedHook,
     /// The broker default of `unclean.leader.election.enable` (a topic override wins).
     pub unclean_leader_election_enable: bool,
+    /// The most partitions one CreateTopics or CreatePartitions request may add
+    /// (`max.partitions.per.request`; Kafka's KRaft controller has the same cap of 10,000).
+    pub max_partitions_per_request: i32,
 }
+
+/// The default of [`ControllerConfig::max_partitions_per_request`].
+pub const DEFAULT_MAX_PARTITIONS_PER_REQUEST: i32 = 10_000;
 
 impl Default for ControllerConfig {
     fn default() -> Self {
@@ -109,6 +115,7 @@ impl Default for ControllerConfig {
             request_timeout: Duration::from_millis(30_000),
             on_topic_deleted: TopicDeletedHook::default(),
             unclean_leader_election_enable: false,
+            max_partitions_per_request: DEFAULT_MAX_PARTITIONS_PER_REQUEST,
         }
     }
 }

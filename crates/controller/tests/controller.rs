@@ -605,6 +605,66 @@ async fn ten_thousand_partitions_in_a_few_store_commits() {
     assert_eq!(read[0].1.as_ref().unwrap().as_ref().unwrap().zk_version, 0);
 }
 
+/// One request cannot add more than max.partitions.per.request partitions: CreateTopics is
+/// refused whole (nothing written), CreatePartitions per topic once the budget is spent.
+#[tokio::test]
+async fn partitions_per_request_are_bounded() {
+    let config = ControllerConfig {
+        max_partitions_per_request: 100,
+        ..ControllerConfig::default()
+    };
+    let (_store, n) = active_single_node(config).await;
+    let mut request = create_request("big-a", 60, 1, &[]);
+    request
+        .topics
+        .push(create_request("big-b", 41, 1, &[]).topics.remove(0));
+    let response = n.controller.create_topics(request, 5).await;
+    for result in &response.topics {
+        assert_eq!(result.error_code, 37, "{:?}", result.error_message);
+        let message = result.error_message.as_deref().unwrap();
+        assert!(message.contains("101 partitions in total"), "{message}");
+    }
+    for topic in ["big-a", "big-b"] {
+        assert!(data(&n.zk, &paths::topic(&name(topic))).await.is_none());
+    }
+    let response = n
+        .controller
+        .create_topics(create_request("grows", 50, 1, &[]), 5)
+        .await;
+    assert_eq!(response.topics[0].error_code, 0);
+    let grow = |count: i32| {
+        CreatePartitionsTopic::default()
+            .with_name(wire("grows"))
+            .with_count(count)
+            .with_assignments(None)
+    };
+    let request = CreatePartitionsRequest::default()
+        .with_topics(vec![grow(151)])
+        .with_timeout_ms(10_000);
+    let response = n.controller.create_partitions(request, 3).await;
+    assert_eq!(response.results[0].error_code, 37);
+    assert!(response.results[0]
+        .error_message
+        .as_deref()
+        .unwrap()
+        .contains("max.partitions.per.request (100)"));
+    let stored =
+        n.zk.get_topic_assignment(&name("grows"), false)
+            .await
+            .unwrap()
+            .unwrap();
+    assert_eq!(stored.assignment.partitions.len(), 50);
+    let request = CreatePartitionsRequest::default()
+        .with_topics(vec![grow(150)])
+        .with_timeout_ms(10_000);
+    let response = n.controller.create_partitions(request, 3).await;
+    assert_eq!(
+        response.results[0].error_code, 0,
+        "{:?}",
+        response.results[0].error_message
+    );
+}
+
 #[tokio::test]
 async fn deletion_disabled_refuses_and_removes_marks() {
     let config = ControllerConfig {

@@ -33,13 +33,15 @@ pub async fn handle(
     }
     let mut results = Vec::with_capacity(request.topics.len());
     let mut awaits = Vec::new();
+    // What is left of max.partitions.per.request for the topics after this one.
+    let mut budget = config.max_partitions_per_request;
     for (index, topic) in request.topics.iter().enumerate() {
         let outcome = if counts[topic.name.0.as_str()] > 1 {
             Err(AdminError::InvalidRequest(
                 "Duplicate topic in request.".to_owned(),
             ))
         } else {
-            add_partitions(ctx, zk, config, topic, request.validate_only).await
+            add_partitions(ctx, zk, config, topic, request.validate_only, &mut budget).await
         };
         let (code, message) = match outcome {
             Ok(name) => {
@@ -80,6 +82,7 @@ async fn add_partitions(
     config: &ControllerConfig,
     topic: &CreatePartitionsTopic,
     validate_only: bool,
+    budget: &mut i32,
 ) -> Result<TopicName, AdminError> {
     let raw = topic.name.0.as_str();
     let unknown =
@@ -101,7 +104,15 @@ async fn add_partitions(
     else {
         return Err(unknown());
     };
+    let increment = i64::from(topic.count) - current.assignment.partitions.len() as i64;
+    if increment > i64::from(*budget) {
+        return Err(AdminError::InvalidPartitions(format!(
+            "Adding {increment} partitions to '{name}' would pass max.partitions.per.request ({}) for this request ({} left); add them in several requests or raise max.partitions.per.request.",
+            config.max_partitions_per_request, *budget
+        )));
+    }
     let new_partitions = plan_new_partitions(ctx, config, &name, &current.assignment, topic)?;
+    *budget -= new_partitions.len() as i32;
     if validate_only {
         return Ok(name);
     }

@@ -69,6 +69,9 @@ pub async fn handle(
             )
         }
     };
+    if let Err(err) = check_partition_budget(config, request) {
+        return (error_response(request, api_version, &err), Vec::new());
+    }
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for topic in &request.topics {
         *counts.entry(topic.name.0.as_str()).or_default() += 1;
@@ -122,6 +125,35 @@ pub async fn handle(
         }
     }
     (CreateTopicsResponse::default().with_topics(results), awaits)
+}
+
+/// Refuses the whole request (nothing is created) when its topics ask for more partitions
+/// in total than `max.partitions.per.request`, before anything is placed: one request must
+/// not make the controller allocate without limit.
+pub fn check_partition_budget(
+    config: &ControllerConfig,
+    request: &CreateTopicsRequest,
+) -> Result<(), AdminError> {
+    let total: i64 = request
+        .topics
+        .iter()
+        .map(|t| {
+            if !t.assignments.is_empty() {
+                t.assignments.len() as i64
+            } else if t.num_partitions == -1 {
+                i64::from(config.num_partitions)
+            } else {
+                i64::from(t.num_partitions.max(0))
+            }
+        })
+        .sum();
+    let limit = i64::from(config.max_partitions_per_request);
+    if total > limit {
+        return Err(AdminError::InvalidPartitions(format!(
+            "The request asks for {total} partitions in total, more than max.partitions.per.request ({limit}) allows; create them in several requests or raise max.partitions.per.request."
+        )));
+    }
+    Ok(())
 }
 
 /// Validates one topic and computes its assignment, in Kafka's order of checks. Pure.
@@ -520,6 +552,38 @@ mod tests {
                     assert!(text.contains(message), "{raw}: {text:?} lacks {message:?}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn the_partitions_of_a_request_are_bounded() {
+        let config = ControllerConfig {
+            max_partitions_per_request: 100,
+            num_partitions: 30,
+            ..ControllerConfig::default()
+        };
+        let request =
+            |topics: Vec<CreatableTopic>| CreateTopicsRequest::default().with_topics(topics);
+        assert!(check_partition_budget(&config, &request(vec![topic("a", 100, 1)])).is_ok());
+        // Defaults (-1) and explicit assignments count too.
+        let ok = request(vec![
+            topic("a", 40, 1),
+            topic("b", -1, -1),
+            with_assignment(topic("c", -1, -1), &[(0, &[0]), (1, &[1])]),
+        ]);
+        assert!(check_partition_budget(&config, &ok).is_ok());
+        for over in [
+            request(vec![topic("a", 101, 1)]),
+            request(vec![topic("a", 60, 1), topic("b", 41, 1)]),
+            request(vec![topic("a", i32::MAX, 1), topic("b", i32::MAX, 1)]),
+            request(vec![topic("a", 71, 1), topic("b", -1, -1)]),
+        ] {
+            let err = check_partition_budget(&config, &over).unwrap_err();
+            assert_eq!(err.code(), 37, "INVALID_PARTITIONS");
+            assert!(
+                err.to_string().contains("max.partitions.per.request (100)"),
+                "{err}"
+            );
         }
     }
 
