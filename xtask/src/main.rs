@@ -13,6 +13,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("assignment", 0),
     ("protocol", 0),
     ("records", 0),
+    ("security", 0),
     ("metastore", 1),
     ("storage", 1),
     ("client", 1),
@@ -50,6 +51,7 @@ const ZNODE_PREFIXES: &[&str] = &[
     "\"/config/",
     "\"/consumers",
     "\"/cluster/",
+    "\"/gregor",
 ];
 
 /// Ways of calling a lock that panic on a poisoned lock (turning one panic into a panic in

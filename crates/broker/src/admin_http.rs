@@ -210,6 +210,9 @@ async fn describe_znode(
     };
     let data = if data.is_empty() {
         Value::Null
+    } else if znodes::security::is_secret(path) {
+        // Secrets stay in the store: whoever reaches this listener is not thereby a broker.
+        Value::String("<redacted>".to_owned())
     } else {
         serde_json::from_slice(&data)
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&data).into_owned()))

@@ -366,6 +366,12 @@ impl BrokerConfig {
         &self.listeners[0]
     }
 
+    /// The listener control requests (LeaderAndIsr, UpdateMetadata, StopReplica) must arrive
+    /// on: `control.plane.listener.name` if set, else the inter-broker listener.
+    pub fn control_plane_listener_name(&self) -> &str {
+        &self.listener().name
+    }
+
     /// The endpoint advertised in `/brokers/ids/<id>` for `bound_port`: `advertised.listeners`
     /// if set (a port of 0 there means the bound port), else the listener, with an empty or
     /// wildcard host replaced by `127.0.0.1`.

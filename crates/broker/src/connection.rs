@@ -2,7 +2,6 @@
 //! response. Requests are handled one at a time, so pipelined requests are answered in the
 //! order they arrived (as Kafka does by muting a channel while it has a request in flight).
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::BytesMut;
@@ -16,6 +15,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tracing::{debug, info_span, warn, Instrument};
 
+use crate::auth::RequestContext;
 use crate::context::BrokerContext;
 use crate::handlers;
 use crate::metrics::ClientSoftware;
@@ -25,9 +25,10 @@ use crate::metrics::ClientSoftware;
 pub(crate) async fn serve(
     ctx: Arc<BrokerContext>,
     mut stream: TcpStream,
-    peer: SocketAddr,
+    rctx: RequestContext,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let peer = rctx.peer;
     ctx.metrics.connection_opened();
     // What the client says it is (ApiVersions v3+, KIP-511), for the per-software metrics.
     let mut software = ClientSoftware::unknown();
@@ -101,7 +102,7 @@ pub(crate) async fn serve(
         // A Produce with acks=0 is never answered (the client does not read a response).
         let no_response = matches!(&request.body,
             RequestBody::Supported(RequestKind::Produce(p)) if p.acks == 0);
-        let Some(response) = respond(&ctx, request, peer).instrument(span).await else {
+        let Some(response) = respond(&ctx, request, &rctx).instrument(span).await else {
             break;
         };
         if no_response {
@@ -120,8 +121,9 @@ pub(crate) async fn serve(
 async fn respond(
     ctx: &BrokerContext,
     request: DecodedRequest,
-    peer: SocketAddr,
+    rctx: &RequestContext,
 ) -> Option<BytesMut> {
+    let peer = rctx.peer;
     let api_key = request.api_key;
     let version = request.api_version();
     let correlation_id = request.correlation_id();
@@ -129,7 +131,7 @@ async fn respond(
     let body = match request.body {
         RequestBody::Supported(kind) => {
             crate::groups::PEER
-                .scope(peer, handlers::handle(ctx, &request.header, kind))
+                .scope(peer, handlers::handle(ctx, rctx, &request.header, kind))
                 .await
         }
         RequestBody::UnsupportedApiVersions => {

@@ -103,7 +103,7 @@ async fn reconnect(
     };
     let controller = controller::start(
         zk.clone(),
-        crate::groups::controller_config(&ctx.config, &ctx.groups),
+        crate::server::controller_config(&ctx.config, &ctx.groups, ctx.control_plane.key()),
     )
     .await;
     Ok((Session { zk, controller }, broker_epoch))

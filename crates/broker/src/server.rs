@@ -15,6 +15,9 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 use znodes::zk_client::KafkaZkClient;
 
+use security::control_plane::{ControlPlaneKey, SECRET_LEN};
+
+use crate::auth::control_plane::ControlPlaneGuard;
 use crate::config::BrokerConfig;
 use crate::context::{BrokerContext, Session};
 use crate::error::BrokerError;
@@ -117,6 +120,7 @@ impl Broker {
         let broker_id = config.broker_id;
         zk.ensure_persistent_paths().await?;
         let cluster_id = zk.get_or_create_cluster_id(&new_cluster_id()).await?;
+        let control_plane_key = control_plane_key(&zk).await?;
         let log_manager = LogManager::open(LogManagerConfig {
             log_dirs: config.log_dirs.clone(),
             file_delete_delay: config.file_delete_delay,
@@ -148,8 +152,11 @@ impl Broker {
         let advertised = config.advertised_endpoint(local_addr.port());
         let broker_epoch = lifecycle::register(&zk, &config, &advertised).await?;
         let groups = Arc::new(Groups::default());
-        let controller =
-            controller::start(zk.clone(), groups::controller_config(&config, &groups)).await;
+        let controller = controller::start(
+            zk.clone(),
+            controller_config(&config, &groups, &control_plane_key),
+        )
+        .await;
         info!(broker_id, %cluster_id, listener = %local_addr, advertised = %format!("{}:{}", advertised.0, advertised.1),
             "broker started");
         let ctx = Arc::new(BrokerContext {
@@ -169,6 +176,7 @@ impl Broker {
             groups,
             stray_scan: tokio::sync::Notify::new(),
             stray_scan_epoch: AtomicI64::new(-1),
+            control_plane: ControlPlaneGuard::new(control_plane_key),
         });
         Groups::start(&ctx);
         let (shutdown, shutdown_rx) = watch::channel(false);
@@ -183,6 +191,7 @@ impl Broker {
         let socket_server = tokio::spawn(socket_server::serve(
             Arc::clone(&ctx),
             listener,
+            Arc::from(ctx.config.listener().name.as_str()),
             shutdown_rx.clone(),
         ));
         let lifecycle = tokio::spawn(lifecycle::keep_registered(
@@ -309,6 +318,39 @@ pub(crate) fn session_options(config: &BrokerConfig) -> SessionOptions {
     SessionOptions {
         session_timeout: config.zookeeper_session_timeout,
     }
+}
+
+/// The controller config of this broker: the groups' hook and the control-plane secret.
+pub(crate) fn controller_config(
+    config: &BrokerConfig,
+    groups: &Arc<Groups>,
+    key: &ControlPlaneKey,
+) -> controller::ControllerConfig {
+    controller::ControllerConfig {
+        control_plane_key: Some(key.clone()),
+        ..groups::controller_config(config, groups)
+    }
+}
+
+/// The cluster's control-plane secret from the store, created by the first broker.
+async fn control_plane_key(zk: &KafkaZkClient) -> Result<ControlPlaneKey, BrokerError> {
+    use base64::Engine as _;
+    let engine = base64::engine::general_purpose::STANDARD;
+    let fresh: [u8; SECRET_LEN] = rand::random();
+    let text = zk
+        .get_or_create_control_plane_secret(&engine.encode(fresh))
+        .await?;
+    let secret = engine
+        .decode(text.as_bytes())
+        .ok()
+        .and_then(|bytes| <[u8; SECRET_LEN]>::try_from(bytes).ok())
+        .ok_or_else(|| {
+            BrokerError::Store(znodes::ZkClientError::Decode {
+                path: znodes::security::control_plane_secret().to_owned(),
+                reason: format!("not {SECRET_LEN} bytes of base64"),
+            })
+        })?;
+    Ok(ControlPlaneKey::new(secret))
 }
 
 /// A new cluster id in Kafka's format: a random UUID as 22 characters of URL-safe base64.

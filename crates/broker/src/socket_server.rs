@@ -8,6 +8,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
+use crate::auth::RequestContext;
 use crate::connection;
 use crate::context::BrokerContext;
 
@@ -19,6 +20,7 @@ pub(crate) const MAX_CONNECTIONS: usize = 4096;
 pub(crate) async fn serve(
     ctx: Arc<BrokerContext>,
     listener: TcpListener,
+    listener_name: Arc<str>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let limit = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
@@ -37,8 +39,9 @@ pub(crate) async fn serve(
                 debug!(%peer, "accepted connection");
                 let ctx = Arc::clone(&ctx);
                 let shutdown = shutdown.clone();
+                let rctx = RequestContext::anonymous(Arc::clone(&listener_name), peer);
                 connections.spawn(async move {
-                    connection::serve(ctx, stream, peer, shutdown).await;
+                    connection::serve(ctx, stream, rctx, shutdown).await;
                     drop(permit);
                 });
             }

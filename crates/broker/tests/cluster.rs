@@ -178,17 +178,27 @@ async fn broker_registers_again_after_session_expiry() {
     eventually("controller again", || broker.is_controller()).await;
     eventually("a new broker epoch", || broker.broker_epoch() > first_epoch).await;
 
-    // A control request addressed to the old registration is refused.
+    // A control request from the current controller addressed to the old registration is
+    // refused.
     let mut raw = tokio::net::TcpStream::connect(broker.local_addr())
         .await
         .unwrap();
+    let (key, controller_id, epoch) = control_plane_key(&store).await;
     let stale = RequestKind::UpdateMetadata(
         UpdateMetadataRequest::default()
-            .with_controller_epoch(i32::MAX)
+            .with_controller_id(BrokerId(controller_id))
+            .with_controller_epoch(epoch)
             .with_broker_epoch(first_epoch),
     );
+    let frame = tagged_request_frame(
+        ApiKey::UpdateMetadata,
+        7,
+        1,
+        &stale,
+        proof_tags(&key, controller_id, epoch, 3),
+    );
     let response: UpdateMetadataResponse =
-        roundtrip(&mut raw, ApiKey::UpdateMetadata, 7, 1, &stale).await;
+        roundtrip_frame(&mut raw, ApiKey::UpdateMetadata, 7, 1, frame).await;
     assert_eq!(response.error_code, 77, "STALE_BROKER_EPOCH");
     let admin = AdminServer::bind("127.0.0.1:0".parse().unwrap(), vec![broker.admin_view()])
         .await
@@ -511,8 +521,18 @@ async fn a_claimed_controller_epoch_beyond_the_store_is_refused_and_changes_noth
                     ]),
             ]),
     );
+    // Signed with the cluster's key (as a broker could), so the epoch check is what refuses it;
+    // without the proof it is refused earlier (tests/control_plane.rs).
+    let (key, _, _) = control_plane_key(&store).await;
+    let frame = tagged_request_frame(
+        ApiKey::LeaderAndIsr,
+        5,
+        1,
+        &forged,
+        proof_tags(&key, 99, i32::MAX, 4),
+    );
     let response: LeaderAndIsrResponse =
-        roundtrip(&mut raw, ApiKey::LeaderAndIsr, 5, 1, &forged).await;
+        roundtrip_frame(&mut raw, ApiKey::LeaderAndIsr, 5, 1, frame).await;
     assert_eq!(response.error_code, 11, "STALE_CONTROLLER_EPOCH");
     assert!(!dir.path().join("logs/forged-0").exists());
     // The real controller (epoch 1) is still obeyed: a new topic comes online.

@@ -256,12 +256,13 @@ fn topic_lifecycle_against_a_live_server() {
     assert!(quiet.status.success(), "{}", stdout(&quiet));
     assert_eq!(stdout(&quiet), "");
 
-    let listed = server.topics(&["--list"]);
-    assert!(
-        stdout(&listed).lines().any(|line| line == "orders"),
-        "{}",
-        stdout(&listed)
-    );
+    // Creation reaches the broker's metadata asynchronously (Kafka's CLI returns after phase
+    // 1 too), so --list shows the topic once the controller's UpdateMetadata has arrived.
+    wait_until(Duration::from_secs(20), || {
+        stdout(&server.topics(&["--list"]))
+            .lines()
+            .any(|line| line == "orders")
+    });
 
     let described = server.describe_when_online("orders", 3);
     let mut lines = described.lines();

@@ -5,7 +5,7 @@
 //! the reader checks that each response carries the correlation id of the oldest outstanding
 //! request; anything else breaks the protocol and closes the connection.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -176,8 +176,30 @@ impl Connection {
         request: R,
         version: i16,
     ) -> Result<R::Response, ClientError> {
+        self.send_version_tagged(request, version, &BTreeMap::new())
+            .await
+    }
+
+    /// Like [`Connection::send_version`], with tagged fields in the request header (header
+    /// version 2, so only flexible request versions can carry them). The controller sends
+    /// its control-plane proof this way.
+    pub async fn send_version_tagged<R: Request>(
+        &mut self,
+        request: R,
+        version: i16,
+        header_tags: &BTreeMap<i32, Bytes>,
+    ) -> Result<R::Response, ClientError> {
         self.check_version::<R>(version)?;
-        let reply = self.dispatch(&request, version).await?;
+        if !header_tags.is_empty() && R::header_version(version) < 2 {
+            return Err(ClientError::Protocol {
+                addr: self.addr.clone(),
+                message: format!(
+                    "{:?} v{version} has no header tagged fields (not a flexible version)",
+                    api_key(R::KEY)
+                ),
+            });
+        }
+        let reply = self.dispatch_tagged(&request, version, header_tags).await?;
         self.await_response::<R>(reply, version).await
     }
 
@@ -270,10 +292,20 @@ impl Connection {
         request: &R,
         version: i16,
     ) -> Result<oneshot::Receiver<Result<Bytes, ClientError>>, ClientError> {
+        self.dispatch_tagged(request, version, &BTreeMap::new())
+            .await
+    }
+
+    async fn dispatch_tagged<R: Request>(
+        &mut self,
+        request: &R,
+        version: i16,
+        header_tags: &BTreeMap<i32, Bytes>,
+    ) -> Result<oneshot::Receiver<Result<Bytes, ClientError>>, ClientError> {
         let api = api_key(R::KEY);
         let correlation_id = self.next_correlation_id;
         self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
-        let frame = self.encode(request, version, correlation_id)?;
+        let frame = self.encode(request, version, correlation_id, header_tags)?;
         let (reply, receiver) = oneshot::channel();
         {
             let mut shared = lock(&self.shared);
@@ -307,12 +339,14 @@ impl Connection {
         request: &R,
         version: i16,
         correlation_id: i32,
+        header_tags: &BTreeMap<i32, Bytes>,
     ) -> Result<BytesMut, ClientError> {
         let header = RequestHeader::default()
             .with_request_api_key(R::KEY)
             .with_request_api_version(version)
             .with_correlation_id(correlation_id)
-            .with_client_id(Some(StrBytes::from_string(self.options.client_id.clone())));
+            .with_client_id(Some(StrBytes::from_string(self.options.client_id.clone())))
+            .with_unknown_tagged_fields(header_tags.clone());
         let mut frame = BytesMut::with_capacity(64);
         frame.extend_from_slice(&[0; 4]);
         let encoded = header

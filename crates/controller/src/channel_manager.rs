@@ -11,11 +11,17 @@
 //! ([`resync_batch`]: every replica's leadership or stop, and the whole metadata). A broker
 //! that leaves takes its queue with it, which is logged; it is told everything again when it
 //! registers.
+//!
+//! Every request carries the control-plane proof (`security::control_plane`) in its header,
+//! so the receiver knows it comes from a broker of this cluster.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+use bytes::Bytes;
+use security::control_plane::{ControlPlaneKey, PROOF_TAG};
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::leader_and_isr_request::{
@@ -88,6 +94,7 @@ pub struct ChannelManager {
     next_generation: u64,
     /// Requests each broker's queue holds before it merges ([`BROKER_QUEUE_CAPACITY`]).
     queue_capacity: usize,
+    key: Option<ControlPlaneKey>,
 }
 
 #[derive(Debug)]
@@ -152,6 +159,7 @@ impl ChannelManager {
     pub fn new(
         controller_id: BrokerId,
         request_timeout: Duration,
+        key: Option<ControlPlaneKey>,
         events: mpsc::Sender<ControllerEvent>,
     ) -> Self {
         let options = ConnectionOptions {
@@ -166,6 +174,7 @@ impl ChannelManager {
             progress: Arc::new(Notify::new()),
             next_generation: 0,
             queue_capacity: BROKER_QUEUE_CAPACITY,
+            key,
         }
     }
 
@@ -224,6 +233,7 @@ impl ChannelManager {
             addr,
             self.options.clone(),
             Arc::clone(&queue),
+            self.key.clone(),
             self.events.clone(),
             Progress {
                 completed: Arc::clone(&completed),
@@ -394,6 +404,7 @@ async fn send_loop(
     addr: String,
     options: ConnectionOptions,
     queue: Arc<SharedQueue>,
+    key: Option<ControlPlaneKey>,
     events: mpsc::Sender<ControllerEvent>,
     progress: Progress,
 ) {
@@ -402,8 +413,9 @@ async fn send_loop(
         let request = queue.next().await;
         let mut backoff = RECONNECT_BACKOFF_MIN;
         let mut stale_refusals = 0;
+        let tags = proof_tags(key.as_ref(), &request, broker);
         loop {
-            match send_once(broker, &mut connection, &addr, &options, &request).await {
+            match send_once(broker, &mut connection, &addr, &options, &request, &tags).await {
                 Ok(Some(event)) => {
                     let _ = events.send(event).await;
                     break;
@@ -493,6 +505,26 @@ async fn report_undeliverable(
     }
 }
 
+/// The header tags that prove `request` comes from the controller it names.
+fn proof_tags(
+    key: Option<&ControlPlaneKey>,
+    request: &ControlRequest,
+    receiver: BrokerId,
+) -> BTreeMap<i32, Bytes> {
+    let Some(key) = key else {
+        return BTreeMap::new();
+    };
+    let (controller_id, epoch) = match request {
+        ControlRequest::LeaderAndIsr(r) => (r.controller_id.0, r.controller_epoch),
+        ControlRequest::UpdateMetadata(r) => (r.controller_id.0, r.controller_epoch),
+        ControlRequest::StopReplica { request, .. } => {
+            (request.controller_id.0, request.controller_epoch)
+        }
+    };
+    let proof = key.proof(controller_id, epoch, receiver);
+    BTreeMap::from([(PROOF_TAG, Bytes::copy_from_slice(&proof))])
+}
+
 /// Sends one request; returns the event its response produces, if any.
 async fn send_once(
     broker: BrokerId,
@@ -500,6 +532,7 @@ async fn send_once(
     addr: &str,
     options: &ConnectionOptions,
     request: &ControlRequest,
+    tags: &BTreeMap<i32, Bytes>,
 ) -> Result<Option<ControllerEvent>, SendError> {
     let stale = ResponseError::StaleControllerEpoch.code();
     if connection.is_none() {
@@ -511,7 +544,7 @@ async fn send_once(
     match request {
         ControlRequest::LeaderAndIsr(req) => {
             let response = conn
-                .send_version(req.clone(), LEADER_AND_ISR_VERSION)
+                .send_version_tagged(req.clone(), LEADER_AND_ISR_VERSION, tags)
                 .await?;
             if response.error_code == stale {
                 return Err(SendError::StaleControllerEpoch);
@@ -528,7 +561,7 @@ async fn send_once(
         }
         ControlRequest::UpdateMetadata(req) => {
             let response = conn
-                .send_version(req.clone(), UPDATE_METADATA_VERSION)
+                .send_version_tagged(req.clone(), UPDATE_METADATA_VERSION, tags)
                 .await?;
             if response.error_code == stale {
                 return Err(SendError::StaleControllerEpoch);
@@ -540,7 +573,7 @@ async fn send_once(
         }
         ControlRequest::StopReplica { request, deleted } => {
             let response = conn
-                .send_version(request.clone(), STOP_REPLICA_VERSION)
+                .send_version_tagged(request.clone(), STOP_REPLICA_VERSION, tags)
                 .await?;
             if response.error_code == stale {
                 return Err(SendError::StaleControllerEpoch);
@@ -984,7 +1017,7 @@ mod tests {
         );
         let (events, _queue) = mpsc::channel(16);
         let mut channels =
-            ChannelManager::new(7, Duration::from_secs(60), events).with_queue_capacity(2);
+            ChannelManager::new(7, Duration::from_secs(60), None, events).with_queue_capacity(2);
         channels.add_broker(&ctx.live_brokers[&0]);
         let metadata = |ctx: &ControllerContext, p: i32| {
             ControlRequest::UpdateMetadata(update_metadata_request(

@@ -70,7 +70,12 @@ impl EventLoop {
         events: mpsc::Sender<ControllerEvent>,
         active_flag: Arc<AtomicBool>,
     ) -> Self {
-        let channels = ChannelManager::new(config.broker_id, config.request_timeout, events);
+        let channels = ChannelManager::new(
+            config.broker_id,
+            config.request_timeout,
+            config.control_plane_key.clone(),
+            events,
+        );
         EventLoop {
             zk,
             config,

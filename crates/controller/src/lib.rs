@@ -98,6 +98,9 @@ pub struct ControllerConfig {
     /// The most partitions one CreateTopics or CreatePartitions request may add
     /// (`max.partitions.per.request`; Kafka's KRaft controller has the same cap of 10,000).
     pub max_partitions_per_request: i32,
+    /// The cluster's control-plane secret: control requests carry a proof made with it, so
+    /// brokers can tell them from forgeries. `None` sends no proof (tests with fake brokers).
+    pub control_plane_key: Option<security::control_plane::ControlPlaneKey>,
 }
 
 /// The default of [`ControllerConfig::max_partitions_per_request`].
@@ -116,6 +119,7 @@ impl Default for ControllerConfig {
             on_topic_deleted: TopicDeletedHook::default(),
             unclean_leader_election_enable: false,
             max_partitions_per_request: DEFAULT_MAX_PARTITIONS_PER_REQUEST,
+            control_plane_key: None,
         }
     }
 }

@@ -1172,12 +1172,11 @@ async fn an_election_that_loses_a_write_race_is_run_again_from_the_stored_state(
     let t = name("race");
     let mut led_by_1 = None;
     for p in 0..2 {
-        let state = n
-            .zk
-            .get_partition_state(&model::TopicPartition::new(t.clone(), p))
-            .await
-            .unwrap()
-            .unwrap();
+        let state =
+            n.zk.get_partition_state(&model::TopicPartition::new(t.clone(), p))
+                .await
+                .unwrap()
+                .unwrap();
         if state.state.leader == 1 {
             led_by_1 = Some((p, state));
         }
@@ -1197,7 +1196,11 @@ async fn an_election_that_loses_a_write_race_is_run_again_from_the_stored_state(
     })
     .await;
     let after = n.zk.get_partition_state(&tp).await.unwrap().unwrap();
-    assert_eq!(after.zk_version, before.zk_version + 2, "one foreign write, one election");
+    assert_eq!(
+        after.zk_version,
+        before.zk_version + 2,
+        "one foreign write, one election"
+    );
     assert_eq!(after.state.leader_epoch, before.state.leader_epoch + 1);
     assert_eq!(after.state.isr, vec![0]);
 }

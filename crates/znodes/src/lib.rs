@@ -13,6 +13,7 @@
 pub mod consumers;
 pub mod json;
 pub mod paths;
+pub mod security;
 pub mod zk_client;
 
 pub use json::FormatError;

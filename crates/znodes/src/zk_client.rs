@@ -709,7 +709,7 @@ fn topic_of_assignment_path(path: &str) -> Option<&str> {
     (!topic.is_empty() && !topic.contains('/')).then_some(topic)
 }
 
-fn decode<T, E: std::fmt::Display>(
+pub(crate) fn decode<T, E: std::fmt::Display>(
     path: &str,
     data: &[u8],
     f: impl FnOnce(&[u8]) -> std::result::Result<T, E>,

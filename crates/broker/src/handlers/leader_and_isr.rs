@@ -8,19 +8,36 @@ use kafka_protocol::messages::leader_and_isr_request::LeaderAndIsrPartitionState
 use kafka_protocol::messages::leader_and_isr_response::{
     LeaderAndIsrPartitionError, LeaderAndIsrTopicError,
 };
-use kafka_protocol::messages::{LeaderAndIsrRequest, LeaderAndIsrResponse, TopicName};
+use kafka_protocol::messages::{
+    LeaderAndIsrRequest, LeaderAndIsrResponse, RequestHeader, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 use model::{TopicId, TopicPartition};
 use tracing::{info, warn};
 use uuid::Uuid;
 
+use crate::auth::{control_plane, RequestContext};
 use crate::context::{BrokerContext, ReplicaRole};
 
 pub(super) async fn handle(
     ctx: &BrokerContext,
+    rctx: &RequestContext,
+    header: &RequestHeader,
     request: LeaderAndIsrRequest,
-    version: i16,
 ) -> LeaderAndIsrResponse {
+    let version = header.request_api_version;
+    if let Err(code) = control_plane::check(
+        ctx,
+        rctx,
+        header,
+        "LeaderAndIsr",
+        request.controller_id.0,
+        request.controller_epoch,
+    )
+    .await
+    {
+        return LeaderAndIsrResponse::default().with_error_code(code.code());
+    }
     if ctx.is_broker_epoch_stale(request.broker_epoch) {
         warn!(
             request_epoch = request.broker_epoch,

@@ -37,11 +37,13 @@ mod produce;
 
 use kafka_protocol::messages::{RequestHeader, RequestKind, ResponseKind};
 
+use crate::auth::RequestContext;
 use crate::context::BrokerContext;
 
 /// Handles one decoded request of a supported API and version.
 pub(crate) async fn handle(
     ctx: &BrokerContext,
+    rctx: &RequestContext,
     header: &RequestHeader,
     request: RequestKind,
 ) -> ResponseKind {
@@ -76,13 +78,13 @@ pub(crate) async fn handle(
         }
         RequestKind::DescribeAcls(req) => ResponseKind::DescribeAcls(describe_acls::handle(req)),
         RequestKind::LeaderAndIsr(req) => {
-            ResponseKind::LeaderAndIsr(leader_and_isr::handle(ctx, req, version).await)
+            ResponseKind::LeaderAndIsr(leader_and_isr::handle(ctx, rctx, header, req).await)
         }
         RequestKind::UpdateMetadata(req) => {
-            ResponseKind::UpdateMetadata(update_metadata::handle(ctx, req).await)
+            ResponseKind::UpdateMetadata(update_metadata::handle(ctx, rctx, header, req).await)
         }
         RequestKind::StopReplica(req) => {
-            ResponseKind::StopReplica(stop_replica::handle(ctx, req).await)
+            ResponseKind::StopReplica(stop_replica::handle(ctx, rctx, header, req).await)
         }
         RequestKind::ControlledShutdown(req) => {
             ResponseKind::ControlledShutdown(controlled_shutdown::handle(ctx, req).await)

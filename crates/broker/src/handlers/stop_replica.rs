@@ -4,16 +4,31 @@
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::stop_replica_response::StopReplicaPartitionError;
-use kafka_protocol::messages::{StopReplicaRequest, StopReplicaResponse, TopicName};
+use kafka_protocol::messages::{RequestHeader, StopReplicaRequest, StopReplicaResponse, TopicName};
 use model::TopicPartition;
 use tracing::{info, warn};
 
+use crate::auth::{control_plane, RequestContext};
 use crate::context::BrokerContext;
 
 pub(super) async fn handle(
     ctx: &BrokerContext,
+    rctx: &RequestContext,
+    header: &RequestHeader,
     request: StopReplicaRequest,
 ) -> StopReplicaResponse {
+    if let Err(code) = control_plane::check(
+        ctx,
+        rctx,
+        header,
+        "StopReplica",
+        request.controller_id.0,
+        request.controller_epoch,
+    )
+    .await
+    {
+        return StopReplicaResponse::default().with_error_code(code.code());
+    }
     if ctx.is_broker_epoch_stale(request.broker_epoch) {
         warn!(
             request_epoch = request.broker_epoch,

@@ -1,15 +1,30 @@
 //! UpdateMetadata: replace the metadata cache's view with the controller's.
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::{UpdateMetadataRequest, UpdateMetadataResponse};
+use kafka_protocol::messages::{RequestHeader, UpdateMetadataRequest, UpdateMetadataResponse};
 use tracing::{debug, warn};
 
+use crate::auth::{control_plane, RequestContext};
 use crate::context::BrokerContext;
 
 pub(super) async fn handle(
     ctx: &BrokerContext,
+    rctx: &RequestContext,
+    header: &RequestHeader,
     request: UpdateMetadataRequest,
 ) -> UpdateMetadataResponse {
+    if let Err(code) = control_plane::check(
+        ctx,
+        rctx,
+        header,
+        "UpdateMetadata",
+        request.controller_id.0,
+        request.controller_epoch,
+    )
+    .await
+    {
+        return UpdateMetadataResponse::default().with_error_code(code.code());
+    }
     if ctx.is_broker_epoch_stale(request.broker_epoch) {
         warn!(
             request_epoch = request.broker_epoch,

@@ -46,12 +46,24 @@ pub fn config(data_dir: &Path, overrides: &[&str]) -> BrokerConfig {
 
 /// Encodes a request frame (size prefix included).
 pub fn request_frame(key: ApiKey, version: i16, correlation_id: i32, body: &RequestKind) -> Bytes {
+    tagged_request_frame(key, version, correlation_id, body, Default::default())
+}
+
+/// Like [`request_frame`], with tagged fields in the request header (header v2 only).
+pub fn tagged_request_frame(
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &RequestKind,
+    header_tags: std::collections::BTreeMap<i32, Bytes>,
+) -> Bytes {
     let mut payload = BytesMut::new();
     RequestHeader::default()
         .with_request_api_key(key as i16)
         .with_request_api_version(version)
         .with_correlation_id(correlation_id)
         .with_client_id(Some(StrBytes::from_static_str("broker-test")))
+        .with_unknown_tagged_fields(header_tags)
         .encode(&mut payload, key.request_header_version(version))
         .unwrap();
     body.encode(&mut payload, version).unwrap();
@@ -94,6 +106,63 @@ pub async fn roundtrip<R: Decodable>(
     .unwrap();
     assert_eq!(header.correlation_id, correlation_id);
     R::decode(&mut payload, version).unwrap()
+}
+
+/// Sends one raw frame and decodes the response body of type `R` at `version`.
+pub async fn roundtrip_frame<R: Decodable>(
+    stream: &mut TcpStream,
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    frame: Bytes,
+) -> R {
+    stream.write_all(&frame).await.unwrap();
+    let mut payload = read_frame(stream).await;
+    let header = kafka_protocol::messages::ResponseHeader::decode(
+        &mut payload,
+        key.response_header_version(version),
+    )
+    .unwrap();
+    assert_eq!(header.correlation_id, correlation_id);
+    R::decode(&mut payload, version).unwrap()
+}
+
+/// What a broker of the cluster knows and a client does not: the control-plane key, and the
+/// current controller (id, epoch) as the store records it.
+pub async fn control_plane_key(
+    store: &MetadataStore,
+) -> (security::control_plane::ControlPlaneKey, i32, i32) {
+    use base64::Engine as _;
+    let MetadataStore::Embedded(embedded) = store else {
+        panic!("the tests use the embedded store")
+    };
+    let (client, events) = embedded.connect(metastore::SessionOptions::default());
+    let zk = znodes::KafkaZkClient::new(client, events);
+    let secret = zk
+        .get_or_create_control_plane_secret("unused")
+        .await
+        .unwrap();
+    let (id, epoch) = zk.get_controller_identity().await.unwrap().unwrap();
+    zk.close().await;
+    let secret = base64::engine::general_purpose::STANDARD
+        .decode(secret)
+        .unwrap();
+    let key = security::control_plane::ControlPlaneKey::new(secret.try_into().unwrap());
+    (key, id, epoch)
+}
+
+/// The header tags a controller sends: its proof for (`controller_id`, `epoch`, `receiver`).
+pub fn proof_tags(
+    key: &security::control_plane::ControlPlaneKey,
+    controller_id: i32,
+    epoch: i32,
+    receiver: i32,
+) -> std::collections::BTreeMap<i32, Bytes> {
+    let proof = key.proof(controller_id, epoch, receiver);
+    std::collections::BTreeMap::from([(
+        security::control_plane::PROOF_TAG,
+        Bytes::copy_from_slice(&proof),
+    )])
 }
 
 /// Polls `check` every 20 ms for up to 10 s.

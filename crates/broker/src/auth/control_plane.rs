@@ -1,0 +1,179 @@
+//! The gate in front of LeaderAndIsr, UpdateMetadata and StopReplica: only the current
+//! controller may drive a broker, whatever the listener, authorizer or epoch a sender claims.
+//!
+//! A control request is served only if all of these hold, checked in this order so that a
+//! forgery costs no store read:
+//! 1. it arrived on the control-plane listener (`control.plane.listener.name`), or on the
+//!    inter-broker listener when there is none;
+//! 2. its header carries the control-plane proof for the controller id and epoch it names
+//!    (`security::control_plane`: made with the secret every broker reads from the store);
+//! 3. that controller id and epoch are the ones the store records now (`/controller`,
+//!    `/controller_epoch`). A higher epoch than the store's is refused, never adopted.
+//!
+//! With the single-listener default every connection arrives on the inter-broker listener,
+//! so check 2 is what tells the controller from a client that copied its id and epoch.
+
+use std::sync::Mutex;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::RequestHeader;
+use model::BrokerId;
+use security::control_plane::{ControlPlaneKey, PROOF_TAG};
+use tracing::warn;
+
+use super::RequestContext;
+use crate::context::BrokerContext;
+
+/// The control-plane secret and the controller last confirmed against the store.
+#[derive(Debug)]
+pub(crate) struct ControlPlaneGuard {
+    key: ControlPlaneKey,
+    /// The (controller id, epoch) the store recorded at the last read.
+    confirmed: Mutex<Option<(BrokerId, i32)>>,
+    /// Serializes store reads, so a burst of requests from a new controller reads once.
+    refresh: tokio::sync::Mutex<()>,
+}
+
+/// Why a control request was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ControlRefusal {
+    /// Not the listener control requests are served on.
+    #[error("control requests are served only on listener {expected}, not {actual}")]
+    WrongListener {
+        /// The listener the request came on.
+        actual: String,
+        /// The control-plane (or inter-broker) listener.
+        expected: String,
+    },
+    /// The header carries no proof (a client, or a request version without header tags).
+    #[error("no controller proof in the request header (not sent by a broker of this cluster)")]
+    NoProof,
+    /// The proof does not match the claimed controller id and epoch.
+    #[error("the controller proof does not match controller {controller_id} epoch {epoch}")]
+    BadProof {
+        /// The claimed controller.
+        controller_id: BrokerId,
+        /// The claimed epoch.
+        epoch: i32,
+    },
+    /// The claimed controller or epoch is not the store's current one.
+    #[error("controller {controller_id} epoch {epoch} is not the current controller ({current})")]
+    NotCurrent {
+        /// The claimed controller.
+        controller_id: BrokerId,
+        /// The claimed epoch.
+        epoch: i32,
+        /// What the store says.
+        current: String,
+    },
+    /// The store could not be read.
+    #[error("cannot read the current controller from the store: {0}")]
+    Store(String),
+}
+
+impl ControlRefusal {
+    /// Kafka's code for the refusal: an unauthenticated sender is not authorized for the
+    /// cluster; an authenticated one with the wrong epoch is a stale controller.
+    pub(crate) fn code(&self) -> ResponseError {
+        match self {
+            ControlRefusal::WrongListener { .. }
+            | ControlRefusal::NoProof
+            | ControlRefusal::BadProof { .. } => ResponseError::ClusterAuthorizationFailed,
+            ControlRefusal::NotCurrent { .. } => ResponseError::StaleControllerEpoch,
+            ControlRefusal::Store(_) => ResponseError::NotController,
+        }
+    }
+}
+
+impl ControlPlaneGuard {
+    pub(crate) fn new(key: ControlPlaneKey) -> Self {
+        ControlPlaneGuard {
+            key,
+            confirmed: Mutex::new(None),
+            refresh: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// The secret (the controller running on this broker signs with it).
+    pub(crate) fn key(&self) -> &ControlPlaneKey {
+        &self.key
+    }
+}
+
+/// Checks a control request; on refusal logs why and returns Kafka's code.
+pub(crate) async fn check(
+    ctx: &BrokerContext,
+    rctx: &RequestContext,
+    header: &RequestHeader,
+    api: &'static str,
+    controller_id: BrokerId,
+    epoch: i32,
+) -> Result<(), ResponseError> {
+    match verify(ctx, rctx, header, controller_id, epoch).await {
+        Ok(()) => Ok(()),
+        Err(refusal) => {
+            warn!(api, peer = %rctx.peer, listener = %rctx.listener, principal = %rctx.principal,
+                controller_id, epoch, reason = %refusal, "control request refused; nothing changed");
+            Err(refusal.code())
+        }
+    }
+}
+
+async fn verify(
+    ctx: &BrokerContext,
+    rctx: &RequestContext,
+    header: &RequestHeader,
+    controller_id: BrokerId,
+    epoch: i32,
+) -> Result<(), ControlRefusal> {
+    let expected = ctx.config.control_plane_listener_name();
+    if *rctx.listener != *expected {
+        return Err(ControlRefusal::WrongListener {
+            actual: rctx.listener.to_string(),
+            expected: expected.to_owned(),
+        });
+    }
+    let guard = &ctx.control_plane;
+    let proof = header
+        .unknown_tagged_fields
+        .get(&PROOF_TAG)
+        .ok_or(ControlRefusal::NoProof)?;
+    if !guard.key.verify(proof, controller_id, epoch, ctx.broker_id) {
+        return Err(ControlRefusal::BadProof {
+            controller_id,
+            epoch,
+        });
+    }
+    let claimed = (controller_id, epoch);
+    if confirmed(guard) == Some(claimed) {
+        return Ok(());
+    }
+    // A new controller (or one this broker has not confirmed yet): ask the store, one
+    // request at a time; a request that waited may find the answer already there.
+    let _one_at_a_time = guard.refresh.lock().await;
+    if confirmed(guard) == Some(claimed) {
+        return Ok(());
+    }
+    let current = ctx
+        .zk()
+        .get_controller_identity()
+        .await
+        .map_err(|err| ControlRefusal::Store(err.to_string()))?;
+    *guard.confirmed.lock().unwrap_or_else(|p| p.into_inner()) = current;
+    if current == Some(claimed) {
+        Ok(())
+    } else {
+        Err(ControlRefusal::NotCurrent {
+            controller_id,
+            epoch,
+            current: match current {
+                Some((id, e)) => format!("controller {id} at epoch {e}"),
+                None => "no controller".to_owned(),
+            },
+        })
+    }
+}
+
+fn confirmed(guard: &ControlPlaneGuard) -> Option<(BrokerId, i32)> {
+    *guard.confirmed.lock().unwrap_or_else(|p| p.into_inner())
+}
