@@ -184,6 +184,14 @@ const KNOWN_KEYS: &[&str] = &[
     "group.initial.rebalance.delay.ms",
     "group.min.session.timeout.ms",
     "group.max.session.timeout.ms",
+    "log.retention.check.interval.ms",
+    "log.flush.offset.checkpoint.interval.ms",
+    "log.flush.scheduler.interval.ms",
+    "log.cleaner.enable",
+    "log.cleaner.threads",
+    "log.cleaner.io.max.bytes.per.second",
+    "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.backoff.ms",
 ];
 
 impl BrokerConfig {

@@ -21,6 +21,7 @@ mod error;
 mod groups;
 mod handlers;
 mod lifecycle;
+mod log_cleaner;
 pub mod metadata_cache;
 mod metrics;
 mod server;

@@ -88,6 +88,7 @@ pub struct Broker {
     shutdown: watch::Sender<bool>,
     socket_server: JoinHandle<()>,
     lifecycle: JoinHandle<()>,
+    cleaner: crate::log_cleaner::LogCleaner,
 }
 
 impl Broker {
@@ -179,6 +180,11 @@ impl Broker {
             control_plane: ControlPlaneGuard::new(control_plane_key),
         });
         Groups::start(&ctx);
+        let cleaner = crate::log_cleaner::LogCleaner::start(
+            crate::log_cleaner::cleaner_config(&ctx.config.originals),
+            ctx.replica_manager.clone(),
+            ctx.config.log_dirs.clone(),
+        );
         let (shutdown, shutdown_rx) = watch::channel(false);
         tokio::spawn(crate::data_plane::background(
             Arc::clone(&ctx),
@@ -205,6 +211,7 @@ impl Broker {
             shutdown,
             socket_server,
             lifecycle,
+            cleaner,
         })
     }
 
@@ -268,6 +275,7 @@ impl Broker {
         if let Err(err) = self.socket_server.await {
             warn!(error = %err, "listener task failed");
         }
+        self.cleaner.stop();
         let (rm, dirs) = (
             self.ctx.replica_manager.clone(),
             self.ctx.config.log_dirs.clone(),

@@ -25,6 +25,7 @@ const MESSAGE_TOO_LARGE: i16 = 10;
 const NOT_ENOUGH_REPLICAS: i16 = 19;
 const INVALID_REQUIRED_ACKS: i16 = 21;
 const INVALID_TIMESTAMP: i16 = 32;
+const UNSUPPORTED_VERSION: i16 = 35;
 const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
 const INVALID_PRODUCER_EPOCH: i16 = 47;
 const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
@@ -233,6 +234,40 @@ async fn every_version_of_produce_fetch_list_offsets_and_delete_records() {
         assert_eq!(got.len() as i64, next, "Fetch v{version}");
         assert_eq!(got[0], (0, "v0-0".to_owned()));
         assert!(got.iter().enumerate().all(|(i, (o, _))| *o == i as i64));
+    }
+    // Fetch v0-v1 read message format v0, v2-v3 format v1 (Kafka's down-conversion).
+    for (version, magic) in [(0, 0u8), (1, 0), (2, 1), (3, 1), (4, 2)] {
+        let response = conn
+            .send_version(fetch_request("dp", 0, 0), version)
+            .await
+            .unwrap();
+        let records = response.responses[0].partitions[0].records.clone().unwrap();
+        assert_eq!(records[16], magic, "Fetch v{version} reads magic {magic}");
+    }
+    create_topic(
+        &mut conn,
+        "no-conversion",
+        1,
+        &[("message.downconversion.enable", "false")],
+    )
+    .await;
+    let fetch_v = |_version: i16| fetch_request("no-conversion", 0, 0);
+    let empty = conn.send_version(fetch_v(3), 3).await.unwrap();
+    assert_eq!(
+        empty.responses[0].partitions[0].error_code, NONE,
+        "nothing to convert is no error"
+    );
+    produce(&mut conn, "no-conversion", 0, batch(1, "x", None), 8).await;
+    for (version, code) in [
+        (0, UNSUPPORTED_VERSION),
+        (3, UNSUPPORTED_VERSION),
+        (4, NONE),
+    ] {
+        let r = conn.send_version(fetch_v(version), version).await.unwrap();
+        assert_eq!(
+            r.responses[0].partitions[0].error_code, code,
+            "Fetch v{version}"
+        );
     }
     for version in versions(ApiKey::ListOffsets) {
         let latest = conn

@@ -151,7 +151,10 @@ async fn issue_14_fetch_responses_are_capped_by_the_broker() {
         let got = fetch(&mut conn, -1, &[(0, 0), (1, 0)], version).await;
         let len = records_len(&got[0]);
         assert!(len <= FETCH_MAX_BYTES, "v{version}: {len} bytes");
-        assert_eq!(len, FETCH_MAX_BYTES / small * small, "v{version}");
+        if version >= 4 {
+            // (Fetch v2 reads message format v1, down-converted: other sizes.)
+            assert_eq!(len, FETCH_MAX_BYTES / small * small, "v{version}");
+        }
         // The second partition had no room left: no records, but its offsets and no error.
         assert_eq!(got[1].error_code, 0);
         assert_eq!(records_len(&got[1]), 0, "v{version}");

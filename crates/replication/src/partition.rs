@@ -494,6 +494,45 @@ impl Partition {
         Ok(())
     }
 
+    /// The partition's log settings (its topic's effective config).
+    pub fn log_config(&self) -> LogConfig {
+        self.lock().config.log.clone()
+    }
+
+    /// The log directory this partition's directory lives in.
+    pub fn log_dir(&self) -> std::path::PathBuf {
+        self.checkpoint_entry().0
+    }
+
+    /// What a cleaning of this partition's log would cover now (`None` unless the topic is
+    /// compacted); the stable offset is the high watermark.
+    pub fn clean_plan(
+        &self,
+        checkpoint: Option<i64>,
+        now_ms: i64,
+    ) -> Option<storage::log::cleaner::CleanPlan> {
+        let state = self.lock();
+        state
+            .log
+            .clean_plan(checkpoint, state.high_watermark, now_ms)
+    }
+
+    /// Runs one cleaning of `plan` (storage's log cleaner): the groups are rewritten without
+    /// the partition's lock, each swapped in under it. Returns what was done; its end offset
+    /// is the new cleaner checkpoint.
+    pub fn clean(
+        &self,
+        plan: &storage::log::cleaner::CleanPlan,
+        map_capacity: usize,
+        throttle: &mut storage::log::cleaner::Throttle,
+        now_ms: i64,
+    ) -> Result<storage::log::cleaner::CleanStats, ReplicationError> {
+        let stats = storage::log::cleaner::clean(plan, map_capacity, throttle, now_ms, |group| {
+            self.lock().log.install_cleaned(group)
+        })?;
+        Ok(stats)
+    }
+
     /// (log directory, recovery point, log start offset, high watermark) for the checkpoint
     /// files.
     pub(crate) fn checkpoint_entry(&self) -> (std::path::PathBuf, i64, i64, i64) {

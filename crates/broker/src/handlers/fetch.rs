@@ -1,4 +1,6 @@
 //! Fetch (v0–v12): whole record batches straight from the segment files, with long polling.
+//! Fetch v0–v3 consumers get message format v0/v1, down-converted per partition (bounded by
+//! what was read for it: at most `partition_max_bytes` plus one batch).
 //!
 //! The answer goes out as soon as `min_bytes` are there, any partition has an error, or
 //! `max_wait_ms` has passed; until then the request waits for the next append (a
@@ -43,7 +45,7 @@ pub(super) async fn handle(
     let mut appends = ctx.replica_manager.subscribe_appends();
     loop {
         appends.borrow_and_update();
-        let (response, bytes, errors) = read_all(ctx, &request, max_bytes);
+        let (response, bytes, errors) = read_all(ctx, &request, max_bytes, version);
         let enough = bytes >= min_bytes || errors;
         if enough || max_wait.is_zero() || Instant::now() >= deadline {
             return response;
@@ -51,7 +53,7 @@ pub(super) async fn handle(
         match tokio::time::timeout_at(deadline, appends.changed()).await {
             Ok(Ok(())) => continue,
             // Timed out, or the broker is shutting down: answer with what is there.
-            _ => return read_all(ctx, &request, max_bytes).0,
+            _ => return read_all(ctx, &request, max_bytes, version).0,
         }
     }
 }
@@ -79,6 +81,7 @@ fn read_all(
     ctx: &BrokerContext,
     request: &FetchRequest,
     max_bytes: i64,
+    version: i16,
 ) -> (FetchResponse, i64, bool) {
     let mut remaining = max_bytes;
     let mut total = 0i64;
@@ -124,6 +127,13 @@ fn read_all(
                     partition.read(p.fetch_offset, max)
                 }
                 .map_err(|e| e.response_error())
+                .and_then(|read| {
+                    if request.replica_id.0 >= 0 {
+                        Ok(read)
+                    } else {
+                        convert_for_version(&partition, read, version, p.fetch_offset)
+                    }
+                })
             });
             match result {
                 Ok(read) => {
@@ -175,4 +185,42 @@ fn no_room(
         last_stable_offset: high_watermark,
         log_start_offset: partition.log_start_offset(),
     })
+}
+
+/// Kafka's `maybeConvertFetchedData` for a consumer: a zstd topic needs Fetch v10; Fetch
+/// v0–v3 consumers get their records down-converted to message format v0 (Fetch v0–v1) or
+/// v1 (v2–v3) when the topic allows it (`message.downconversion.enable`), else
+/// UNSUPPORTED_VERSION. Nothing to convert (no records) is never an error, as in Kafka.
+fn convert_for_version(
+    partition: &replication::Partition,
+    mut read: replication::ReadResult,
+    version: i16,
+    fetch_offset: i64,
+) -> Result<replication::ReadResult, ResponseError> {
+    if version >= 10 {
+        return Ok(read);
+    }
+    let config = partition.log_config();
+    if config.compression == Some(records::Compression::Zstd) {
+        return Err(ResponseError::UnsupportedCompressionType);
+    }
+    if version > 3 || read.records.is_empty() {
+        return Ok(read);
+    }
+    if !config.downconversion_enable {
+        return Err(ResponseError::UnsupportedVersion);
+    }
+    let magic = if version <= 1 { 0 } else { 1 };
+    let size = read.records.len();
+    let converted = records::legacy::down_convert(&read.records, magic, fetch_offset, size)
+        .map_err(|e| match e {
+            records::legacy::DownConvertError::Zstd => ResponseError::UnsupportedCompressionType,
+            records::legacy::DownConvertError::Corrupt(_) => ResponseError::CorruptMessage,
+        })?;
+    // As Kafka's lazy down-conversion: at most the size read (a message cut at the end is
+    // fine for these clients), but at least the first converted batch.
+    let mut bytes = converted.bytes;
+    bytes.truncate(size.max(converted.first_size));
+    read.records = bytes;
+    Ok(read)
 }

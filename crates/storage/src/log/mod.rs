@@ -9,6 +9,7 @@
 //! segment whose indexes are damaged or do not lead to a valid end is recovered even after a
 //! clean shutdown. A failed write is undone; a log that cannot be trusted goes offline.
 
+pub mod cleaner;
 mod index;
 mod recovery;
 mod segment;
@@ -205,6 +206,9 @@ impl Log {
         log_start_offset: i64,
     ) -> Result<Log, LogError> {
         std::fs::create_dir_all(dir).map_err(LogError::io("create", dir))?;
+        // A cleaning interrupted by a crash is completed (or discarded) first; segments it
+        // swapped in get their indexes rebuilt.
+        let swapped = cleaner::complete_interrupted_swaps(dir)?;
         let mut bases = Vec::new();
         for entry in std::fs::read_dir(dir).map_err(LogError::io("list", dir))? {
             let entry = entry.map_err(LogError::io("list", dir))?;
@@ -221,8 +225,8 @@ impl Log {
         let mut corrupt_from = None;
         for (i, &base) in bases.iter().enumerate() {
             let next_base = bases.get(i + 1).copied();
-            let needs_recovery =
-                recovery_point.is_some_and(|rp| next_base.is_none_or(|next| next > rp));
+            let needs_recovery = swapped.contains(&base)
+                || recovery_point.is_some_and(|rp| next_base.is_none_or(|next| next > rp));
             let range = OffsetRange::new(base, next_base);
             let (segment, recovered) = Segment::load(
                 dir,

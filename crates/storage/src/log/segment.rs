@@ -143,6 +143,10 @@ impl Segment {
         self.offset_index.is_consistent(self.size) && self.time_index.is_consistent()
     }
 
+    pub(crate) fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+
     pub(crate) fn size(&self) -> u64 {
         self.size
     }
