@@ -26,6 +26,7 @@ use uuid::Uuid;
 
 const NONE: i16 = 0;
 const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const BROKER_NOT_AVAILABLE: i16 = 8;
 const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
 const INVALID_REQUEST: i16 = 42;
@@ -149,6 +150,8 @@ struct Fixture {
     topic_id: Uuid,
     /// Records in `TOPIC` before the cases run.
     records: i64,
+    /// The idempotent producer (id, epoch) that wrote three records to `TOPIC`.
+    producer: (i64, i16),
 }
 
 /// JoinGroup at `version` as the only member of a fresh group: (member id, generation).
@@ -740,6 +743,83 @@ async fn exercise(wire: &mut Wire, fx: &mut Fixture, api: ApiKey, version: i16) 
                 "AlterConfigs v{version}"
             );
         }
+        ApiKey::DescribeLogDirs => {
+            // Every partition (null topics), then one asked for by name.
+            for topics in [
+                None,
+                Some(vec![
+                    describe_log_dirs_request::DescribableLogDirTopic::default()
+                        .with_topic(topic_name(TOPIC))
+                        .with_partitions(vec![0]),
+                ]),
+            ] {
+                let filtered = topics.is_some();
+                let request = DescribeLogDirsRequest::default().with_topics(topics);
+                let response = wire.call(request, version).await;
+                assert_eq!(response.error_code, NONE, "DescribeLogDirs v{version}");
+                assert_eq!(response.results.len(), 1, "one log dir");
+                let dir = &response.results[0];
+                assert_eq!(dir.error_code, NONE, "DescribeLogDirs v{version}");
+                assert!(std::path::Path::new(dir.log_dir.as_str()).is_absolute());
+                let names: BTreeSet<&str> = dir.topics.iter().map(|t| t.name.0.as_str()).collect();
+                if filtered {
+                    assert_eq!(names, BTreeSet::from([TOPIC]), "DescribeLogDirs v{version}");
+                } else {
+                    assert!(
+                        names.is_superset(&BTreeSet::from([TOPIC, "dr", "cp"])),
+                        "{names:?}"
+                    );
+                }
+                let ev = dir
+                    .topics
+                    .iter()
+                    .find(|t| t.name.0.as_str() == TOPIC)
+                    .unwrap();
+                assert_eq!(ev.partitions.len(), 1);
+                let p = &ev.partitions[0];
+                assert_eq!(p.partition_index, 0);
+                assert!(p.partition_size > 0, "DescribeLogDirs v{version}: {p:?}");
+                assert_eq!(p.offset_lag, 0);
+                assert!(!p.is_future_key);
+                if version >= 4 {
+                    assert!(dir.total_bytes > 0 && dir.usable_bytes > 0, "{dir:?}");
+                    assert!(dir.usable_bytes <= dir.total_bytes);
+                }
+            }
+        }
+        ApiKey::DescribeProducers => {
+            let request = DescribeProducersRequest::default().with_topics(vec![
+                describe_producers_request::TopicRequest::default()
+                    .with_name(topic_name(TOPIC))
+                    .with_partition_indexes(vec![0, 7]),
+                describe_producers_request::TopicRequest::default()
+                    .with_name(topic_name("no-such-topic"))
+                    .with_partition_indexes(vec![0]),
+            ]);
+            let response = wire.call(request, version).await;
+            let ev = &response.topics[0].partitions;
+            assert_eq!(ev[0].error_code, NONE, "DescribeProducers v{version}");
+            let producer = ev[0]
+                .active_producers
+                .iter()
+                .find(|p| p.producer_id.0 == fx.producer.0)
+                .unwrap_or_else(|| panic!("{:?} misses the idempotent producer", ev[0]));
+            assert_eq!(producer.producer_epoch, i32::from(fx.producer.1));
+            assert_eq!(producer.last_sequence, 2, "three records from sequence 0");
+            assert_eq!(producer.last_timestamp, 1_700_000_000_002);
+            assert_eq!(
+                (
+                    producer.coordinator_epoch,
+                    producer.current_txn_start_offset
+                ),
+                (-1, -1)
+            );
+            assert_eq!(ev[1].error_code, UNKNOWN_TOPIC_OR_PARTITION, "partition 7");
+            assert_eq!(
+                response.topics[1].partitions[0].error_code,
+                UNKNOWN_TOPIC_OR_PARTITION
+            );
+        }
         ApiKey::CreatePartitions => {
             let request = CreatePartitionsRequest::default()
                 .with_timeout_ms(10_000)
@@ -912,10 +992,28 @@ async fn every_advertised_version_of_every_api() {
         assert!(ready, "{topic} never got a leader");
     }
     let topic_id = topic_id(&mut admin, TOPIC).await;
+    // An idempotent producer's three records (DescribeProducers shows it).
+    let init = admin
+        .send(InitProducerIdRequest::default().with_transactional_id(None))
+        .await
+        .unwrap();
+    let producer = (init.producer_id.0, init.producer_epoch);
+    let response = admin
+        .send(produce_request(
+            TOPIC,
+            batch(3, "idem", Some((producer.0, producer.1, 0))),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        response.responses[0].partition_responses[0].error_code,
+        NONE
+    );
     let mut fx = Fixture {
         broker_id: broker.broker_id(),
         topic_id,
-        records: 4,
+        records: 7,
+        producer,
     };
     let mut wire = Wire::connect(addr).await;
     commit(&mut wire, "fetched", 1, 8).await;

@@ -6,6 +6,7 @@ mod assign;
 #[cfg(feature = "bench")]
 mod bench;
 mod consumer_groups;
+mod log_dirs;
 mod meta;
 mod server;
 mod topics;
@@ -35,6 +36,8 @@ enum Command {
     Meta(meta::MetaArgs),
     /// List, describe, reset offsets of, or delete consumer groups (kafka-consumer-groups.sh).
     ConsumerGroups(consumer_groups::ConsumerGroupsArgs),
+    /// Query log directory usage on the given brokers (kafka-log-dirs.sh).
+    LogDirs(log_dirs::LogDirsArgs),
     /// Run one broker (Kafka's kafka-server-start.sh).
     Server(server::ServerArgs),
     /// Run N brokers in one process sharing one embedded metadata store.
@@ -51,6 +54,7 @@ fn main() -> ExitCode {
         Command::Topics(args) => topics::run(args),
         Command::Meta(args) => meta::run(args),
         Command::ConsumerGroups(args) => consumer_groups::run(args),
+        Command::LogDirs(args) => log_dirs::run(args),
         Command::Server(args) => server::run_server(args),
         Command::DevCluster(args) => server::run_dev_cluster(args),
         #[cfg(feature = "bench")]

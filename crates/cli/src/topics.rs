@@ -59,6 +59,10 @@ pub struct TopicsArgs {
     /// --create; escape regex symbols, e.g. "test\.topic".
     #[arg(long, value_name = "topic", allow_hyphen_values = true)]
     pub topic: Option<String>,
+    /// The topic-id to describe (Kafka 3.x). This is used only with --bootstrap-server option
+    /// for describing topics; it wins over --topic.
+    #[arg(long, value_name = "topic-id", allow_hyphen_values = true)]
+    pub topic_id: Option<String>,
     /// A topic configuration override for the topic being created (name=value, repeatable).
     #[arg(long, value_name = "name=value")]
     pub config: Vec<String>,
@@ -273,8 +277,11 @@ pub fn validate(args: &TopicsArgs) -> Result<Action, UsageError> {
     if action != Action::List && action != Action::Describe && !has("topic") {
         return Err(missing("topic"));
     }
-    if action == Action::Describe && args.if_exists && !has("topic") {
-        return Err(missing("topic"));
+    if action == Action::Describe && args.if_exists && !has("topic") && !has("topic-id") {
+        // Kafka 3.x's message, since --topic-id came with it.
+        return Err(UsageError(
+            "--topic or --topic-id is required to describe a topic".to_string(),
+        ));
     }
     if action == Action::Alter {
         if has("config") {
@@ -361,6 +368,7 @@ fn action_name(action: Action) -> &'static str {
 fn present_options(args: &TopicsArgs) -> Vec<&'static str> {
     [
         (args.topic.is_some(), "topic"),
+        (args.topic_id.is_some(), "topic-id"),
         (!args.config.is_empty(), "config"),
         (!args.delete_config.is_empty(), "delete-config"),
         (args.partitions.is_some(), "partitions"),
@@ -649,7 +657,25 @@ async fn execute_action(
         Action::Create => Some(prepare_create(args, assignment.clone(), outcome)?),
         _ => None,
     };
+    // Kafka 3.x: a non-zero --topic-id is used instead of --topic.
+    let topic_id = match (action, args.topic_id.as_deref()) {
+        (Action::Describe, Some(text)) => parse_topic_id(text)?,
+        _ => None,
+    };
+    if action == Action::Describe
+        && args.if_exists
+        && args.topic.is_some()
+        && args.topic_id.is_some()
+    {
+        outcome.stdout.push(
+            "Only topic id will be used when both --topic and --topic-id are specified and topicId is not Uuid.ZERO_UUID"
+                .to_string(),
+        );
+    }
     let mut admin = connect(args, outcome).await?;
+    if let Some(id) = topic_id {
+        return execute_describe_by_id(&mut admin, id, args, outcome).await;
+    }
     let topics = match action {
         Action::Create => Vec::new(),
         _ => get_topics(&mut admin, args, filter.as_ref()).await?,
@@ -843,6 +869,54 @@ async fn execute_describe(
     Ok(())
 }
 
+/// A `--topic-id` in Kafka's form (22 characters of URL-safe base64); `None` for the zero id,
+/// which Kafka treats as "not given".
+fn parse_topic_id(text: &str) -> Result<Option<TopicId>, String> {
+    let id: TopicId = text
+        .parse()
+        .map_err(|_| format!("Invalid topic id '{text}': expected 22 characters of URL-safe base64 (as `--describe` prints TopicId)"))?;
+    Ok((id.as_bytes() != &[0; 16]).then_some(id))
+}
+
+/// Kafka 3.x's `describeTopic` with a topic id: the listing must have it (unless
+/// `--if-exists`), then Metadata by id (v12) and the topic's configs.
+async fn execute_describe_by_id(
+    admin: &mut AdminClient,
+    id: TopicId,
+    args: &TopicsArgs,
+    outcome: &mut Outcome,
+) -> Result<(), String> {
+    let listings = admin.list_topics().await.map_err(|err| err.to_string())?;
+    let known = listings
+        .iter()
+        .filter(|t| !(args.exclude_internal && t.is_internal))
+        .any(|t| &t.topic_id == id.as_bytes());
+    if !known {
+        if args.if_exists {
+            return Ok(());
+        }
+        return Err(format!("TopicId '{id}' does not exist as expected"));
+    }
+    let described = admin
+        .describe_topics_by_id(&[*id.as_bytes()])
+        .await
+        .map_err(|err| err.to_string())?;
+    let names: Vec<String> = described.iter().map(|t| t.name.clone()).collect();
+    let configs = admin
+        .describe_configs(ConfigResourceKind::Topic, &names)
+        .await
+        .map_err(|err| err.to_string())?;
+    let live_brokers: Vec<i32> = admin.brokers().keys().copied().collect();
+    let filters = DescribeFilters::from_args(args);
+    for (topic, (_, config)) in described.iter().zip(configs) {
+        let config = config.map_err(|err| err.to_string())?;
+        outcome
+            .stdout
+            .extend(describe_lines(topic, &config, &live_brokers, filters));
+    }
+    Ok(())
+}
+
 async fn execute_delete(
     admin: &mut AdminClient,
     topics: &[String],
@@ -917,7 +991,8 @@ mod tests {
             (&["--topic", "t"], Err("Command must include exactly one action: --list, --describe, --create, --alter or --delete")),
             (&["--create"], Err("Missing required argument \"[topic]\"")),
             (&["--delete"], Err("Missing required argument \"[topic]\"")),
-            (&["--describe", "--if-exists"], Err("Missing required argument \"[topic]\"")),
+            (&["--describe", "--if-exists"], Err("--topic or --topic-id is required to describe a topic")),
+            (&["--describe", "--if-exists", "--topic-id", "AAAAAAAAAAAAAAAAAAAAAQ"], Ok(Action::Describe)),
             (&["--alter", "--topic", "t"], Err("Missing required argument \"[partitions]\"")),
             (&["--alter", "--topic", "t", "--partitions", "4", "--config", "a=b"], Err("Option combination \"[bootstrap-server],[config]\" can't be used with option \"[alter]\" (the kafka-configs CLI supports altering topic configs with a --bootstrap-server option)")),
             (&["--list", "--config", "a=b"], Err("Option \"[config]\" can't be used with option \"[list]\"")),

@@ -557,3 +557,105 @@ fn describe_on_a_five_broker_dev_cluster() {
             .any(|line| line == "spread")
     });
 }
+
+#[test]
+fn describe_by_topic_id_and_log_dirs_against_a_live_server() {
+    if !has_server_subcommand() {
+        eprintln!("skipping: this build has no `gregor server`");
+        return;
+    }
+    let server = start_server();
+    let created = server.topics(&["--create", "--topic", "byid", "--partitions", "2"]);
+    assert!(created.status.success(), "{}", stdout(&created));
+    let by_name = server.describe_when_online("byid", 2);
+    let header = by_name.lines().next().unwrap();
+    let id = header
+        .split('\t')
+        .find_map(|f| f.strip_prefix("TopicId: "))
+        .unwrap_or_else(|| panic!("no TopicId in {header}"))
+        .to_owned();
+
+    // Kafka 3.x's --topic-id: the same description, found by id (Metadata v12).
+    let by_id = server.topics(&["--describe", "--topic-id", &id]);
+    assert!(by_id.status.success(), "{}", stdout(&by_id));
+    assert_eq!(stdout(&by_id), by_name);
+    let unknown = server.topics(&["--describe", "--topic-id", "AAAAAAAAAAAAAAAAAAAAAQ"]);
+    assert_eq!(unknown.status.code(), Some(1));
+    assert_eq!(
+        stdout(&unknown),
+        "Error while executing topic command : TopicId 'AAAAAAAAAAAAAAAAAAAAAQ' does not exist as expected\n"
+    );
+    let quiet = server.topics(&[
+        "--describe",
+        "--topic-id",
+        "AAAAAAAAAAAAAAAAAAAAAQ",
+        "--if-exists",
+    ]);
+    assert!(quiet.status.success());
+    assert_eq!(stdout(&quiet), "");
+    let bad = server.topics(&["--describe", "--topic-id", "not-an-id"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        stdout(&bad).contains("Invalid topic id 'not-an-id'"),
+        "{}",
+        stdout(&bad)
+    );
+
+    // kafka-log-dirs.sh --describe: two lines, then the JSON.
+    let log_dirs = gregor()
+        .args([
+            "log-dirs",
+            "--describe",
+            "--bootstrap-server",
+            &server.bootstrap,
+        ])
+        .args(["--topic-list", "byid"])
+        .output()
+        .unwrap();
+    assert!(log_dirs.status.success(), "{}", stderr(&log_dirs));
+    let text = stdout(&log_dirs);
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("Querying brokers for log directories information")
+    );
+    assert_eq!(
+        lines.next(),
+        Some("Received log directory information from brokers 0")
+    );
+    let json: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(json["version"], 1);
+    let broker = &json["brokers"][0];
+    assert_eq!(broker["broker"], 0);
+    let dir = &broker["logDirs"][0];
+    assert!(
+        std::path::Path::new(dir["logDir"].as_str().unwrap()).is_absolute(),
+        "{dir}"
+    );
+    assert_eq!(dir["error"], serde_json::Value::Null);
+    let partitions: Vec<&str> = dir["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["partition"].as_str().unwrap())
+        .collect();
+    assert_eq!(partitions, ["byid-0", "byid-1"]);
+    assert_eq!(dir["partitions"][0]["offsetLag"], 0);
+    assert_eq!(dir["partitions"][0]["isFuture"], false);
+
+    let missing = gregor()
+        .args([
+            "log-dirs",
+            "--describe",
+            "--bootstrap-server",
+            &server.bootstrap,
+        ])
+        .args(["--broker-list", "0,7"])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(1));
+    assert_eq!(
+        stderr(&missing),
+        "ERROR: The given brokers do not exist from --broker-list: 7. Current existent brokers: 0\n"
+    );
+}

@@ -106,13 +106,41 @@ pub struct PartitionInfo {
     pub isr: Vec<i32>,
 }
 
-/// A topic name with its internal flag, as listing returns it.
+/// A topic name with its id and internal flag, as listing returns it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopicListing {
     /// The topic name.
     pub name: String,
+    /// The topic id (all zero from brokers older than Metadata v10).
+    pub topic_id: [u8; 16],
     /// Whether the broker flags it as internal.
     pub is_internal: bool,
+}
+
+/// One log directory of one broker, as DescribeLogDirs describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogDirDescription {
+    /// The directory's absolute path.
+    pub path: String,
+    /// The directory's error code (0: none; KAFKA_STORAGE_ERROR when offline).
+    pub error_code: i16,
+    /// Its replicas: (topic, partition) -> replica.
+    pub replicas: BTreeMap<(String, i32), ReplicaInfo>,
+    /// The file system's size in bytes (DescribeLogDirs v4+), if known.
+    pub total_bytes: Option<i64>,
+    /// The bytes still free for the broker (v4+), if known.
+    pub usable_bytes: Option<i64>,
+}
+
+/// One replica in a log directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaInfo {
+    /// The log's size in bytes.
+    pub size: i64,
+    /// How far its end is behind the high watermark (-1: not open).
+    pub offset_lag: i64,
+    /// Whether this is the future log of an intra-broker move.
+    pub is_future: bool,
 }
 
 /// A topic to create. `None` counts mean "the broker's default" (sent as -1, CreateTopics v4+).
@@ -257,6 +285,7 @@ impl AdminClient {
             .filter_map(|t| {
                 t.name.as_ref().map(|name| TopicListing {
                     name: name.0.to_string(),
+                    topic_id: *t.topic_id.as_bytes(),
                     is_internal: t.is_internal,
                 })
             })
@@ -311,6 +340,129 @@ impl AdminClient {
                     .ok_or_else(|| ClientError::server(3, None))
             })
             .collect()
+    }
+
+    /// Metadata for the topics with these ids, in the order asked (Kafka's
+    /// `describeTopics(TopicCollection.ofTopicIds(...))`): Metadata v12, which names topics by
+    /// id. An unknown id fails the call with UNKNOWN_TOPIC_ID.
+    pub async fn describe_topics_by_id(
+        &mut self,
+        ids: &[[u8; 16]],
+    ) -> Result<Vec<TopicMetadata>, ClientError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let addr = self.any_broker.clone();
+        let connection = self.connection(&addr).await?;
+        let version = connection.negotiated_version::<MetadataRequest>()?;
+        if version < 12 {
+            return Err(ClientError::UnsupportedVersion {
+                api: kafka_protocol::messages::ApiKey::Metadata,
+                client: "12 (topics by id)".to_owned(),
+                broker: connection.broker_versions(kafka_protocol::messages::ApiKey::Metadata),
+            });
+        }
+        let request = MetadataRequest::default()
+            .with_topics(Some(
+                ids.iter()
+                    .map(|id| {
+                        MetadataRequestTopic::default()
+                            .with_name(None)
+                            .with_topic_id(uuid::Uuid::from_bytes(*id))
+                    })
+                    .collect(),
+            ))
+            .with_allow_auto_topic_creation(false);
+        let response = connection.send_version(request, version).await;
+        let response = self.forget_if_broken(&addr, response)?;
+        let mut by_id: HashMap<[u8; 16], TopicMetadata> = HashMap::new();
+        for topic in &response.topics {
+            if topic.error_code != 0 {
+                return Err(ClientError::server(topic.error_code, None));
+            }
+            let Some(name) = &topic.name else { continue };
+            let mut partitions: Vec<PartitionInfo> = topic
+                .partitions
+                .iter()
+                .map(|p| PartitionInfo {
+                    partition: p.partition_index,
+                    leader: (p.leader_id.0 >= 0).then_some(p.leader_id.0),
+                    replicas: p.replica_nodes.iter().map(|b| b.0).collect(),
+                    isr: p.isr_nodes.iter().map(|b| b.0).collect(),
+                })
+                .collect();
+            partitions.sort_by_key(|p| p.partition);
+            by_id.insert(
+                *topic.topic_id.as_bytes(),
+                TopicMetadata {
+                    name: name.0.to_string(),
+                    topic_id: *topic.topic_id.as_bytes(),
+                    is_internal: topic.is_internal,
+                    partitions,
+                },
+            );
+        }
+        ids.iter()
+            .map(|id| {
+                by_id
+                    .remove(id)
+                    .ok_or_else(|| ClientError::server(100, None))
+            })
+            .collect()
+    }
+
+    /// The log directories of each broker in `brokers` (Kafka's `describeLogDirs`): one
+    /// DescribeLogDirs for every partition, sent to each broker itself. Brokers missing
+    /// from the cluster metadata fail the call.
+    pub async fn describe_log_dirs(
+        &mut self,
+        brokers: &[i32],
+    ) -> Result<BTreeMap<i32, Vec<LogDirDescription>>, ClientError> {
+        let mut out = BTreeMap::new();
+        for &id in brokers {
+            let Some(addr) = self.brokers.get(&id).cloned() else {
+                return Err(ClientError::Protocol {
+                    addr: self.any_broker.clone(),
+                    message: format!("broker {id} is not in the cluster metadata"),
+                });
+            };
+            let connection = self.connection(&addr).await?;
+            let response = connection
+                .send(kafka_protocol::messages::DescribeLogDirsRequest::default().with_topics(None))
+                .await;
+            let response = self.forget_if_broken(&addr, response)?;
+            if response.error_code != 0 {
+                return Err(ClientError::server(response.error_code, None));
+            }
+            let dirs = response
+                .results
+                .iter()
+                .map(|dir| LogDirDescription {
+                    path: dir.log_dir.to_string(),
+                    error_code: dir.error_code,
+                    replicas: dir
+                        .topics
+                        .iter()
+                        .flat_map(|t| {
+                            t.partitions.iter().map(move |p| {
+                                (
+                                    (t.name.0.to_string(), p.partition_index),
+                                    ReplicaInfo {
+                                        size: p.partition_size,
+                                        offset_lag: p.offset_lag,
+                                        is_future: p.is_future_key,
+                                    },
+                                )
+                            })
+                        })
+                        .collect(),
+                    total_bytes: (dir.total_bytes >= 0).then_some(dir.total_bytes),
+                    usable_bytes: (dir.usable_bytes >= 0).then_some(dir.usable_bytes),
+                })
+                .collect();
+            out.insert(id, dirs);
+        }
+        Ok(out)
     }
 
     /// Creates topics on the controller. Per-topic results, in the order given.

@@ -70,11 +70,13 @@ pub const SUPPORTED_APIS: &[ApiVersionRange] = &[
     row(ApiKey::DescribeAcls, 0, 2),
     row(ApiKey::DescribeConfigs, 0, 4),
     row(ApiKey::AlterConfigs, 0, 2),
+    row(ApiKey::DescribeLogDirs, 0, 4),
     row(ApiKey::CreatePartitions, 0, 3),
     row(ApiKey::DeleteGroups, 0, 2),
     row(ApiKey::IncrementalAlterConfigs, 0, 1),
     row(ApiKey::OffsetDelete, 0, 0),
     row(ApiKey::DescribeCluster, 0, 1),
+    row(ApiKey::DescribeProducers, 0, 0),
     row(ApiKey::ConsumerGroupHeartbeat, 0, 1),
     row(ApiKey::ConsumerGroupDescribe, 0, 0),
 ];

@@ -372,6 +372,16 @@ impl Partition {
         Ok(())
     }
 
+    /// The bytes of the log's segments (DescribeLogDirs).
+    pub fn size_in_bytes(&self) -> u64 {
+        self.lock().log.size_in_bytes()
+    }
+
+    /// The idempotent producers with a batch in the log (DescribeProducers).
+    pub fn active_producers(&self) -> Vec<crate::producer_state::ActiveProducer> {
+        self.lock().producers.active()
+    }
+
     /// The offset the next record gets (a follower fetches from here).
     pub fn log_end_offset(&self) -> i64 {
         self.lock().log.log_end_offset()

@@ -23,6 +23,21 @@ struct BatchMetadata {
 struct ProducerEntry {
     epoch: i16,
     batches: VecDeque<BatchMetadata>,
+    /// The max timestamp of the producer's last batch (Kafka's `lastTimestamp`).
+    last_timestamp: i64,
+}
+
+/// One idempotent producer as DescribeProducers shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActiveProducer {
+    /// The producer id.
+    pub producer_id: i64,
+    /// Its current epoch.
+    pub producer_epoch: i16,
+    /// The sequence of the last record it wrote.
+    pub last_sequence: i32,
+    /// The max timestamp of its last batch.
+    pub last_timestamp: i64,
 }
 
 impl ProducerEntry {
@@ -141,6 +156,7 @@ impl ProducerStateMap {
             entry.epoch = header.producer_epoch;
             entry.batches.clear();
         }
+        entry.last_timestamp = header.max_timestamp;
         entry.batches.push_back(BatchMetadata {
             first_seq: header.base_sequence,
             last_seq: header.last_sequence(),
@@ -150,6 +166,24 @@ impl ProducerStateMap {
         while entry.batches.len() > BATCHES_TO_RETAIN {
             entry.batches.pop_front();
         }
+    }
+
+    /// Every producer with a remembered batch, by producer id.
+    pub fn active(&self) -> Vec<ActiveProducer> {
+        let mut active: Vec<ActiveProducer> = self
+            .producers
+            .iter()
+            .filter_map(|(&producer_id, entry)| {
+                Some(ActiveProducer {
+                    producer_id,
+                    producer_epoch: entry.epoch,
+                    last_sequence: entry.last_seq()?,
+                    last_timestamp: entry.last_timestamp,
+                })
+            })
+            .collect();
+        active.sort_by_key(|p| p.producer_id);
+        active
     }
 
     /// Forgets producers whose every remembered batch lies below `log_start_offset` (their
@@ -220,6 +254,38 @@ mod tests {
                 last_offset: 14
             })
         );
+    }
+
+    #[test]
+    fn active_producers_show_epoch_last_sequence_and_last_timestamp() {
+        let mut state = ProducerStateMap::default();
+        assert!(state.active().is_empty());
+        let mut b = header(9, 1, 0, 4);
+        b.max_timestamp = 1_700_000_000_123;
+        state.record(&b, 0, 3);
+        state.record(&header(-1, -1, -1, 2), 4, 5);
+        let mut b = header(3, 0, 10, 2);
+        b.max_timestamp = 5;
+        state.record(&b, 6, 7);
+        assert_eq!(
+            state.active(),
+            vec![
+                ActiveProducer {
+                    producer_id: 3,
+                    producer_epoch: 0,
+                    last_sequence: 11,
+                    last_timestamp: 5
+                },
+                ActiveProducer {
+                    producer_id: 9,
+                    producer_epoch: 1,
+                    last_sequence: 3,
+                    last_timestamp: 1_700_000_000_123
+                },
+            ]
+        );
+        state.truncate_head(7);
+        assert_eq!(state.active().len(), 1);
     }
 
     #[test]

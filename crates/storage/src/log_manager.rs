@@ -176,6 +176,32 @@ impl LogManager {
         self.lock().get(tp).cloned()
     }
 
+    /// The file system holding `dir`: (total bytes, bytes usable by the broker), from
+    /// statvfs (DescribeLogDirs v4). Blocking: call off the async workers.
+    pub fn dir_space(dir: &Path) -> Result<(u64, u64), StorageError> {
+        let stat = rustix::fs::statvfs(dir).map_err(|errno| {
+            StorageError::io("read the file system of", dir)(std::io::Error::from(errno))
+        })?;
+        Ok((
+            stat.f_blocks.saturating_mul(stat.f_frsize),
+            stat.f_bavail.saturating_mul(stat.f_frsize),
+        ))
+    }
+
+    /// The bytes of the `.log` segment files in a partition directory (the size of a log
+    /// that is not open). Blocking: call off the async workers.
+    pub fn segment_bytes(dir: &Path) -> u64 {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return 0;
+        };
+        entries
+            .filter_map(Result::ok)
+            .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
+            .filter_map(|e| e.metadata().ok())
+            .map(|m| m.len())
+            .sum()
+    }
+
     /// The configured log directories.
     pub fn log_dirs(&self) -> &[PathBuf] {
         &self.config.log_dirs
@@ -253,6 +279,21 @@ mod tests {
 
     fn tp(topic: &str, partition: i32) -> TopicPartition {
         TopicPartition::new(topic.parse().unwrap(), partition)
+    }
+
+    #[test]
+    fn dir_space_and_segment_bytes_read_the_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let (total, usable) = LogManager::dir_space(dir.path()).unwrap();
+        assert!(total > 0 && usable <= total, "{total} {usable}");
+        assert!(LogManager::dir_space(&dir.path().join("missing")).is_err());
+        let part = dir.path().join("t-0");
+        std::fs::create_dir(&part).unwrap();
+        std::fs::write(part.join("00000000000000000000.log"), [0u8; 100]).unwrap();
+        std::fs::write(part.join("00000000000000000007.log"), [0u8; 23]).unwrap();
+        std::fs::write(part.join("00000000000000000000.index"), [0u8; 64]).unwrap();
+        assert_eq!(LogManager::segment_bytes(&part), 123);
+        assert_eq!(LogManager::segment_bytes(&dir.path().join("none")), 0);
     }
 
     #[test]

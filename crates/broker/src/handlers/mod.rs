@@ -13,6 +13,8 @@ mod describe_acls;
 mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
+mod describe_log_dirs;
+mod describe_producers;
 mod find_coordinator;
 mod heartbeat;
 mod incremental_alter_configs;
@@ -75,6 +77,12 @@ pub(crate) async fn handle(
         }
         RequestKind::DescribeCluster(req) => {
             ResponseKind::DescribeCluster(describe_cluster::handle(ctx, req, version))
+        }
+        RequestKind::DescribeLogDirs(req) => {
+            ResponseKind::DescribeLogDirs(describe_log_dirs::handle(ctx, req, version).await)
+        }
+        RequestKind::DescribeProducers(req) => {
+            ResponseKind::DescribeProducers(describe_producers::handle(ctx, &req))
         }
         RequestKind::DescribeAcls(req) => ResponseKind::DescribeAcls(describe_acls::handle(req)),
         RequestKind::LeaderAndIsr(req) => {

@@ -1,0 +1,85 @@
+//! DescribeProducers (v0, `kafka-transactions.sh describe-producers`): the idempotent
+//! producers with data in each requested partition's log, as Kafka's
+//! `Partition.activeProducerState` (any replica that hosts the log answers). A topic the
+//! metadata cache does not know is UNKNOWN_TOPIC_OR_PARTITION; a known partition this broker
+//! does not host is NOT_LEADER_OR_FOLLOWER. No transactions exist here, so the coordinator
+//! epoch and the current transaction's start offset are always -1.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_producers_response::{
+    PartitionResponse, ProducerState, TopicResponse,
+};
+use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersResponse, ProducerId};
+use kafka_protocol::protocol::StrBytes;
+use model::{TopicName, TopicPartition};
+
+use crate::context::BrokerContext;
+
+pub(super) fn handle(
+    ctx: &BrokerContext,
+    request: &DescribeProducersRequest,
+) -> DescribeProducersResponse {
+    let snapshot = ctx.metadata_cache.snapshot();
+    let topics = request
+        .topics
+        .iter()
+        .map(|t| {
+            let name = t.name.0.as_str();
+            let topic_error = match name.parse::<TopicName>() {
+                Err(err) => Some((ResponseError::InvalidTopicException, err.to_string())),
+                Ok(_) if !snapshot.topics.contains_key(name) => Some((
+                    ResponseError::UnknownTopicOrPartition,
+                    format!("topic '{name}' does not exist"),
+                )),
+                Ok(_) => None,
+            };
+            let partitions = t
+                .partition_indexes
+                .iter()
+                .map(|&index| {
+                    let refuse = |error: ResponseError, message: String| {
+                        PartitionResponse::default()
+                            .with_partition_index(index)
+                            .with_error_code(error.code())
+                            .with_error_message(Some(StrBytes::from_string(message)))
+                    };
+                    if let Some((error, message)) = &topic_error {
+                        return refuse(*error, message.clone());
+                    }
+                    let tp = TopicPartition::new(name.parse().expect("checked above"), index);
+                    match ctx.replica_manager.get(&tp) {
+                        Some(partition) => PartitionResponse::default()
+                            .with_partition_index(index)
+                            .with_active_producers(
+                                partition
+                                    .active_producers()
+                                    .into_iter()
+                                    .map(|p| {
+                                        ProducerState::default()
+                                            .with_producer_id(ProducerId(p.producer_id))
+                                            .with_producer_epoch(i32::from(p.producer_epoch))
+                                            .with_last_sequence(p.last_sequence)
+                                            .with_last_timestamp(p.last_timestamp)
+                                            .with_coordinator_epoch(-1)
+                                            .with_current_txn_start_offset(-1)
+                                    })
+                                    .collect(),
+                            ),
+                        None if snapshot.topics[name].partitions.contains_key(&index) => refuse(
+                            ResponseError::NotLeaderOrFollower,
+                            format!("this broker does not host {tp}"),
+                        ),
+                        None => refuse(
+                            ResponseError::UnknownTopicOrPartition,
+                            format!("{tp} does not exist"),
+                        ),
+                    }
+                })
+                .collect();
+            TopicResponse::default()
+                .with_name(t.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    DescribeProducersResponse::default().with_topics(topics)
+}
