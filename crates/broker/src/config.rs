@@ -80,6 +80,22 @@ pub struct RequestLimits {
     pub fetch_max_bytes: usize,
     /// `replica.fetch.response.max.bytes`: the same bound for a follower's Fetch.
     pub replica_fetch_response_max_bytes: usize,
+    /// `queued.max.requests`: requests read and being handled at once (Kafka's default 500).
+    /// A request parked waiting (a long-polling Fetch, an acks=-1 Produce, a JoinGroup) does
+    /// not count, as in Kafka's purgatory; past the limit connections stop reading.
+    pub queued_max_requests: usize,
+    /// `queued.max.request.bytes`: the memory pool for request bytes. A connection reads a
+    /// frame only after the pool has room for all of it, and the room is given back when the
+    /// response is written. `None` (`-1`, Kafka's default) is no pool; unset here it is
+    /// 256 MiB or `socket.request.max.bytes`, whichever is larger, so memory stays bounded.
+    pub queued_max_request_bytes: Option<usize>,
+    /// `max.connections`: connections served at once; past it the listener stops accepting
+    /// until one closes (Kafka's default is unbounded; here 4096).
+    pub max_connections: usize,
+    /// `max.connections.per.ip`: connections from one address; one more is closed at once.
+    pub max_connections_per_ip: usize,
+    /// `max.connections.per.ip.overrides`: `host:count,...` (hosts resolved at start).
+    pub max_connections_per_ip_overrides: BTreeMap<std::net::IpAddr, usize>,
 }
 
 /// One broker's configuration.
@@ -175,6 +191,11 @@ const KNOWN_KEYS: &[&str] = &[
     "connections.max.idle.ms",
     "fetch.max.bytes",
     "replica.fetch.response.max.bytes",
+    "queued.max.requests",
+    "queued.max.request.bytes",
+    "max.connections",
+    "max.connections.per.ip",
+    "max.connections.per.ip.overrides",
     "placement.strategy",
     "max.partitions.per.request",
     "create.topic.policy.min.partitions",
@@ -266,6 +287,12 @@ impl BrokerConfig {
                 "expected balanced or kafka",
             )
         })?;
+        let socket_request_max_bytes = parse_num(
+            &props,
+            "socket.request.max.bytes",
+            protocol::DEFAULT_MAX_REQUEST_BYTES,
+            1,
+        )?;
         let config = BrokerConfig {
             broker_id: parse_num(&props, "broker.id", 0, 0)?,
             listeners,
@@ -295,19 +322,14 @@ impl BrokerConfig {
                 0,
             )?),
             min_insync_replicas: parse_num(&props, "min.insync.replicas", 1, 1)?,
-            socket_request_max_bytes: parse_num(
-                &props,
-                "socket.request.max.bytes",
-                protocol::DEFAULT_MAX_REQUEST_BYTES,
-                1,
-            )?,
+            socket_request_max_bytes,
             connections_max_idle: Duration::from_millis(parse_num(
                 &props,
                 "connections.max.idle.ms",
                 600_000,
                 1,
             )?),
-            limits: parse_limits(&props)?,
+            limits: parse_limits(&props, socket_request_max_bytes)?,
             request_timeout: Duration::from_millis(parse_num(
                 &props,
                 "request.timeout.ms",
@@ -434,7 +456,34 @@ impl BrokerConfig {
     }
 }
 
-fn parse_limits(props: &BTreeMap<String, String>) -> Result<RequestLimits, ConfigError> {
+/// The request-bytes pool when `queued.max.request.bytes` is not set.
+const DEFAULT_REQUEST_POOL_BYTES: usize = 256 * 1024 * 1024;
+/// Connections served at once when `max.connections` is not set.
+const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+
+fn parse_limits(
+    props: &BTreeMap<String, String>,
+    socket_request_max_bytes: usize,
+) -> Result<RequestLimits, ConfigError> {
+    let pool: i64 = parse_num(props, "queued.max.request.bytes", 0, -1)?;
+    let queued_max_request_bytes = match (props.contains_key("queued.max.request.bytes"), pool) {
+        (false, _) => Some(DEFAULT_REQUEST_POOL_BYTES.max(socket_request_max_bytes)),
+        (true, -1) => None,
+        (true, bytes) => {
+            let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+            if bytes < socket_request_max_bytes {
+                // A frame larger than the pool could never be read.
+                return Err(invalid(
+                    "queued.max.request.bytes",
+                    &bytes.to_string(),
+                    &format!(
+                        "must be -1 or at least socket.request.max.bytes ({socket_request_max_bytes})"
+                    ),
+                ));
+            }
+            Some(bytes)
+        }
+    };
     Ok(RequestLimits {
         // Kafka's defaults (55 MiB and 10 MiB) and lower bounds.
         fetch_max_bytes: parse_num(props, "fetch.max.bytes", 57_671_680, 1024)?,
@@ -444,7 +493,45 @@ fn parse_limits(props: &BTreeMap<String, String>) -> Result<RequestLimits, Confi
             10_485_760,
             0,
         )?,
+        queued_max_requests: parse_num(props, "queued.max.requests", 500, 1)?,
+        queued_max_request_bytes,
+        max_connections: parse_num(props, "max.connections", DEFAULT_MAX_CONNECTIONS, 1)?,
+        max_connections_per_ip: parse_num(props, "max.connections.per.ip", usize::MAX, 0)?,
+        max_connections_per_ip_overrides: parse_ip_overrides(
+            props
+                .get("max.connections.per.ip.overrides")
+                .map_or("", String::as_str),
+        )?,
     })
+}
+
+/// `host:count,host:count` (Kafka's `max.connections.per.ip.overrides`); a host that is not
+/// an IP address is resolved once, here.
+fn parse_ip_overrides(value: &str) -> Result<BTreeMap<std::net::IpAddr, usize>, ConfigError> {
+    let key = "max.connections.per.ip.overrides";
+    let mut overrides = BTreeMap::new();
+    for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let bad = |reason: &str| invalid(key, entry, reason);
+        let (host, count) = entry
+            .rsplit_once(':')
+            .ok_or_else(|| bad("expected host:count"))?;
+        let count: usize = count
+            .trim()
+            .parse()
+            .map_err(|_| bad("the count is not a number"))?;
+        let host = host.trim().trim_start_matches('[').trim_end_matches(']');
+        let ips: Vec<std::net::IpAddr> = match host.parse() {
+            Ok(ip) => vec![ip],
+            Err(_) => std::net::ToSocketAddrs::to_socket_addrs(&(host, 0))
+                .map_err(|e| bad(&format!("cannot resolve {host}: {e}")))?
+                .map(|a| a.ip())
+                .collect(),
+        };
+        for ip in ips {
+            overrides.insert(ip, count);
+        }
+    }
+    Ok(overrides)
 }
 
 /// Parses Java-properties text: `key=value`, `key: value` or `key value`; `#` and `!`

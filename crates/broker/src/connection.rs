@@ -1,12 +1,18 @@
 //! One client connection: read size-prefixed frames, decode, route to the handler, write the
 //! response. Requests are handled one at a time, so pipelined requests are answered in the
 //! order they arrived (as Kafka does by muting a channel while it has a request in flight).
+//!
+//! Reading is bounded (see [`crate::limits`]): a frame's body is read only once the request
+//! pool has room for all of it, and a complete frame waits for a place among
+//! `queued.max.requests` before it is handled; meanwhile the connection reads nothing more.
+//! Beyond the frame being read a connection buffers at most [`READ_AHEAD_BYTES`].
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::BytesMut;
+use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::RequestKind;
-use protocol::frame::decode_frame;
+use protocol::frame::{decode_frame, peek_frame_size, SIZE_PREFIX_BYTES};
 use protocol::request::RequestBody;
 use protocol::response::encode_unsupported_api_versions;
 use protocol::{decode_request, encode_response, DecodedRequest};
@@ -18,7 +24,12 @@ use tracing::{debug, info_span, warn, Instrument};
 use crate::auth::RequestContext;
 use crate::context::BrokerContext;
 use crate::handlers;
+use crate::limits::{self, PoolPermit};
 use crate::metrics::ClientSoftware;
+
+/// Bytes read ahead while no frame size is known (small pipelined requests arrive in one
+/// read); the only request bytes a connection holds outside the pool.
+pub(crate) const READ_AHEAD_BYTES: usize = 4096;
 
 /// Serves one connection until the peer closes it, it sends something unreadable, or the
 /// broker shuts down (checked between requests).
@@ -34,49 +45,16 @@ pub(crate) async fn serve(
     let mut software = ClientSoftware::unknown();
     ctx.metrics.client_software_set(None, &software);
     let _ = stream.set_nodelay(true);
-    let max_bytes = ctx.config.socket_request_max_bytes;
-    let idle = ctx.config.connections_max_idle;
-    let mut buf = BytesMut::with_capacity(4096);
+    let mut buf = BytesMut::new();
     loop {
-        let frame = match decode_frame(&mut buf, max_bytes) {
-            Ok(Some(frame)) => {
-                if buf.is_empty() {
-                    // Let go of the buffer the frame was split from, so a handler can own
-                    // the frame's bytes (Produce then appends its batch without a copy).
-                    buf = BytesMut::new();
-                }
-                frame
-            }
-            Ok(None) => {
-                let read = tokio::select! {
-                    read = tokio::time::timeout(idle, stream.read_buf(&mut buf)) => match read {
-                        Ok(read) => read,
-                        Err(_) => {
-                            debug!(%peer, idle_ms = idle.as_millis() as u64, "closing idle connection");
-                            break;
-                        }
-                    },
-                    _ = shutdown.wait_for(|stop| *stop) => break,
-                };
-                match read {
-                    Ok(0) => {
-                        if !buf.is_empty() {
-                            debug!(%peer, pending = buf.len(), "peer closed mid-frame");
-                        }
-                        break;
-                    }
-                    Ok(_) => continue,
-                    Err(err) => {
-                        debug!(%peer, error = %err, "read failed");
-                        break;
-                    }
-                }
-            }
-            Err(err) => {
-                warn!(%peer, error = %err, "closing connection: bad frame");
-                ctx.metrics.request_error();
-                break;
-            }
+        let Some((frame, permit)) =
+            next_frame(&ctx, &mut stream, &mut buf, peer, &mut shutdown).await
+        else {
+            break;
+        };
+        let slot = tokio::select! {
+            slot = ctx.request_limiter.request_slot() => slot,
+            _ = shutdown.wait_for(|stop| *stop) => break,
         };
         let request = match decode_request(frame) {
             Ok(request) => request,
@@ -102,7 +80,9 @@ pub(crate) async fn serve(
         // A Produce with acks=0 is never answered (the client does not read a response).
         let no_response = matches!(&request.body,
             RequestBody::Supported(RequestKind::Produce(p)) if p.acks == 0);
-        let Some(response) = respond(&ctx, request, &rctx).instrument(span).await else {
+        let (response, _held) =
+            limits::holding(slot, permit, respond(&ctx, request, &rctx).instrument(span)).await;
+        let Some(response) = response else {
             break;
         };
         if no_response {
@@ -112,9 +92,80 @@ pub(crate) async fn serve(
             debug!(%peer, error = %err, "write failed");
             break;
         }
+        // `_held` (the request's queue place and pool bytes) is given back here, after the
+        // response went out.
     }
     ctx.metrics.client_software_closed(&software);
     ctx.metrics.connection_closed();
+}
+
+/// Reads the next frame: its size first, then, once the pool has room for all of it, its
+/// body. `None` when the connection must close (peer gone, idle, bad frame, shutdown).
+async fn next_frame(
+    ctx: &BrokerContext,
+    stream: &mut TcpStream,
+    buf: &mut BytesMut,
+    peer: SocketAddr,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Option<(Bytes, PoolPermit)> {
+    let max_bytes = ctx.config.socket_request_max_bytes;
+    let idle = ctx.config.connections_max_idle;
+    let mut permit = None;
+    loop {
+        let size = match peek_frame_size(buf, max_bytes) {
+            Ok(size) => size,
+            Err(err) => {
+                warn!(%peer, error = %err, "closing connection: bad frame");
+                ctx.metrics.request_error();
+                return None;
+            }
+        };
+        let want = match size {
+            Some(size) => {
+                if permit.is_none() {
+                    permit = Some(tokio::select! {
+                        permit = ctx.request_limiter.reserve_bytes(size) => permit,
+                        _ = shutdown.wait_for(|stop| *stop) => return None,
+                    });
+                }
+                if let Ok(Some(frame)) = decode_frame(buf, max_bytes) {
+                    if buf.is_empty() {
+                        // Let go of the buffer the frame was split from, so a handler can own
+                        // the frame's bytes (Produce then appends its batch without a copy).
+                        *buf = BytesMut::new();
+                    }
+                    return Some((frame, permit.expect("reserved above")));
+                }
+                SIZE_PREFIX_BYTES + size - buf.len()
+            }
+            None => READ_AHEAD_BYTES - buf.len(),
+        };
+        buf.reserve(want);
+        let mut room = (&mut *buf).limit(want);
+        let read = tokio::select! {
+            read = tokio::time::timeout(idle, stream.read_buf(&mut room)) => match read {
+                Ok(read) => read,
+                Err(_) => {
+                    debug!(%peer, idle_ms = idle.as_millis() as u64, "closing idle connection");
+                    return None;
+                }
+            },
+            _ = shutdown.wait_for(|stop| *stop) => return None,
+        };
+        match read {
+            Ok(0) => {
+                if !buf.is_empty() {
+                    debug!(%peer, pending = buf.len(), "peer closed mid-frame");
+                }
+                return None;
+            }
+            Ok(_) => {}
+            Err(err) => {
+                debug!(%peer, error = %err, "read failed");
+                return None;
+            }
+        }
+    }
 }
 
 /// The encoded response frame, or `None` when the connection must close.

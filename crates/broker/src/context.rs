@@ -60,6 +60,10 @@ pub(crate) struct BrokerContext {
     pub stray_scan_epoch: AtomicI64,
     /// Tells the controller's requests from forgeries.
     pub control_plane: crate::auth::control_plane::ControlPlaneGuard,
+    /// `queued.max.requests` and the request-bytes pool.
+    pub request_limiter: crate::limits::RequestLimiter,
+    /// `max.connections` and `max.connections.per.ip`, over every listener.
+    pub connection_limits: crate::limits::ConnectionLimits,
 }
 
 impl BrokerContext {

@@ -1,10 +1,11 @@
 //! Broker glue of the data plane: the effective log settings of a topic (broker `log.*`
 //! defaults under `/config/topics/<t>` overrides), and the background passes over the open
 //! logs: `flush.ms`, the recovery-point / log-start-offset checkpoints
-//! (`log.flush.offset.checkpoint.interval.ms`), retention (`log.retention.check.interval.ms`)
-//! and live topic-config changes (`/config/changes` notifications).
+//! (`log.flush.offset.checkpoint.interval.ms`) and retention
+//! (`log.retention.check.interval.ms`). Live topic-config changes arrive through
+//! [`crate::config_changes`].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +14,7 @@ use model::TopicName;
 use replication::PartitionConfig;
 use storage::log::LogConfig;
 use tokio::sync::watch;
-use tracing::{debug, warn};
+use tracing::warn;
 
 use crate::context::BrokerContext;
 
@@ -122,20 +123,12 @@ pub(crate) async fn background(ctx: Arc<BrokerContext>, mut shutdown: watch::Rec
         "log.flush.scheduler.interval.ms",
         DEFAULT_FLUSH_CHECK_INTERVAL_MS,
     ));
-    let mut config_changes = tokio::time::interval(Duration::from_secs(1));
-    for timer in [
-        &mut checkpoint,
-        &mut retention,
-        &mut flush,
-        &mut config_changes,
-    ] {
+    for timer in [&mut checkpoint, &mut retention, &mut flush] {
         timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     }
     // The first tick of an interval fires at once; skip it for the checkpoint and retention.
     checkpoint.tick().await;
     retention.tick().await;
-    // Notifications present at start are already reflected in the configs logs open with.
-    let mut last_change = newest_config_change(&ctx).await.unwrap_or(None);
     loop {
         tokio::select! {
             _ = async { drop(shutdown.wait_for(|stop| *stop).await) } => return,
@@ -155,75 +148,6 @@ pub(crate) async fn background(ctx: Arc<BrokerContext>, mut shutdown: watch::Rec
                 let rm = ctx.replica_manager.clone();
                 let _ = tokio::task::spawn_blocking(move || rm.flush_due(now_ms())).await;
             }
-            _ = config_changes.tick() => {
-                last_change = apply_config_changes(&ctx, last_change).await;
-            }
         }
     }
-}
-
-/// The notifications under `/config/changes`, sorted by sequence number.
-async fn config_changes(ctx: &BrokerContext) -> Option<Vec<(u64, String)>> {
-    let children = match ctx
-        .zk()
-        .client()
-        .get_children(znodes::paths::config_changes(), false)
-        .await
-    {
-        Ok(children) => children,
-        Err(err) => {
-            debug!(error = %err, "cannot list config change notifications");
-            return None;
-        }
-    };
-    let mut changes: Vec<(u64, String)> = children
-        .into_iter()
-        .filter_map(|c| znodes::paths::config_change_sequence(&c).map(|seq| (seq, c)))
-        .collect();
-    changes.sort();
-    Some(changes)
-}
-
-/// The sequence number of the newest notification (`Some(None)` when there is none).
-async fn newest_config_change(ctx: &BrokerContext) -> Option<Option<u64>> {
-    config_changes(ctx)
-        .await
-        .map(|changes| changes.last().map(|(seq, _)| *seq))
-}
-
-/// Re-reads the configs of every hosted topic named by a notification newer than `seen`.
-/// Returns the newest sequence number handled.
-async fn apply_config_changes(ctx: &BrokerContext, seen: Option<u64>) -> Option<u64> {
-    let Some(changes) = config_changes(ctx).await else {
-        return seen;
-    };
-    let zk = ctx.zk();
-    let hosted: BTreeSet<TopicName> = ctx
-        .replica_manager
-        .partitions()
-        .iter()
-        .map(|p| p.topic_partition().topic.clone())
-        .collect();
-    let mut topics = BTreeSet::new();
-    let mut newest = seen;
-    for (seq, child) in changes.iter().filter(|(seq, _)| Some(*seq) > seen) {
-        newest = Some(*seq);
-        let path = format!("{}/{child}", znodes::paths::config_changes());
-        if let Ok((data, _)) = zk.client().get_data(&path, false).await {
-            if let Ok(value) = serde_json::from_slice::<serde_json::Value>(&data) {
-                let entity = value["entity_path"].as_str().unwrap_or_default();
-                let name = entity
-                    .strip_prefix("topics/")
-                    .or_else(|| value["entity_name"].as_str());
-                if let Some(topic) = name.and_then(|n| n.parse::<TopicName>().ok()) {
-                    topics.insert(topic);
-                }
-            }
-        }
-    }
-    for topic in topics.intersection(&hosted) {
-        let config = topic_partition_config(ctx, topic).await;
-        ctx.replica_manager.set_topic_config(topic, &config);
-    }
-    newest
 }

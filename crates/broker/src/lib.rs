@@ -12,6 +12,7 @@
 pub mod admin_http;
 mod auth;
 pub mod config;
+mod config_changes;
 mod connection;
 mod context;
 mod controlled_shutdown;
@@ -21,6 +22,7 @@ mod error;
 mod groups;
 mod handlers;
 mod lifecycle;
+mod limits;
 mod log_cleaner;
 pub mod metadata_cache;
 mod metrics;

@@ -160,7 +160,11 @@ impl Broker {
         .await;
         info!(broker_id, %cluster_id, listener = %local_addr, advertised = %format!("{}:{}", advertised.0, advertised.1),
             "broker started");
+        let request_limiter = crate::limits::RequestLimiter::new(&config.limits);
+        let connection_limits = crate::limits::ConnectionLimits::new(&config.limits);
         let ctx = Arc::new(BrokerContext {
+            request_limiter,
+            connection_limits,
             config,
             broker_id,
             cluster_id,
@@ -191,6 +195,10 @@ impl Broker {
             shutdown_rx.clone(),
         ));
         tokio::spawn(crate::stray_logs::run(
+            Arc::clone(&ctx),
+            shutdown_rx.clone(),
+        ));
+        tokio::spawn(crate::config_changes::listen(
             Arc::clone(&ctx),
             shutdown_rx.clone(),
         ));

@@ -1,5 +1,7 @@
 //! The Kafka listener: accepts connections and runs one [`crate::connection`] task for each,
-//! until shutdown.
+//! until shutdown. At `max.connections` it stops accepting until one closes (they wait in the
+//! OS backlog); a connection from an address that already has `max.connections.per.ip` (or
+//! its override) is closed at once, as Kafka does.
 
 use std::sync::Arc;
 
@@ -12,9 +14,6 @@ use crate::auth::RequestContext;
 use crate::connection;
 use crate::context::BrokerContext;
 
-/// Most connections served at once; further ones wait in the OS backlog.
-pub(crate) const MAX_CONNECTIONS: usize = 4096;
-
 /// Accepts connections until `shutdown` turns true, then waits for open connections to
 /// finish the request they are handling.
 pub(crate) async fn serve(
@@ -23,7 +22,8 @@ pub(crate) async fn serve(
     listener_name: Arc<str>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let limit = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let limit = Arc::clone(&ctx.connection_limits.max_connections);
+    let quotas = Arc::clone(&ctx.connection_limits.per_ip);
     let mut connections = JoinSet::new();
     loop {
         let permit = tokio::select! {
@@ -36,13 +36,21 @@ pub(crate) async fn serve(
         };
         match accepted {
             Ok((stream, peer)) => {
+                let slot = match quotas.try_open(peer.ip()) {
+                    Ok(slot) => slot,
+                    Err(limit) => {
+                        warn!(%peer, limit, "closing connection: too many connections from this address (max.connections.per.ip)");
+                        drop(stream);
+                        continue;
+                    }
+                };
                 debug!(%peer, "accepted connection");
                 let ctx = Arc::clone(&ctx);
                 let shutdown = shutdown.clone();
                 let rctx = RequestContext::anonymous(Arc::clone(&listener_name), peer);
                 connections.spawn(async move {
                     connection::serve(ctx, stream, rctx, shutdown).await;
-                    drop(permit);
+                    drop((slot, permit));
                 });
             }
             Err(err) => {

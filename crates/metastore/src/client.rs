@@ -3,9 +3,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use tokio::sync::mpsc;
-
 use crate::embedded::EmbeddedClient;
+use crate::event_queue::EventReceiver;
 use crate::path::{join, parent_and_name, validate_path};
 use crate::zookeeper::ZkClient;
 use crate::{CreateMode, Error, Event, Op, OpResult, Result, Stat};
@@ -264,23 +263,24 @@ impl Client {
 /// A client's single ordered stream of watch and session events.
 #[derive(Debug)]
 pub struct Events {
-    rx: mpsc::UnboundedReceiver<Event>,
+    rx: EventReceiver,
 }
 
 impl Events {
-    pub(crate) fn new(rx: mpsc::UnboundedReceiver<Event>) -> Events {
+    pub(crate) fn new(rx: EventReceiver) -> Events {
         Events { rx }
     }
 
     /// The next event, or `None` once the session is closed or expired (after its
-    /// `Event::Session` was delivered).
+    /// `Event::Session` was delivered). A session whose stream holds more than its bound of
+    /// unread watch events is ended as expired (see the `event_queue` module).
     pub async fn recv(&mut self) -> Option<Event> {
         self.rx.recv().await
     }
 
     /// The next event if one is already queued.
     pub fn try_recv(&mut self) -> Option<Event> {
-        self.rx.try_recv().ok()
+        self.rx.try_recv()
     }
 }
 

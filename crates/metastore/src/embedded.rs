@@ -2,15 +2,18 @@
 //! in-process clients, each with its own session.
 //!
 //! # Design
-//! - The in-memory [`Tree`] is the truth for reads. Reads take a shared lock on it.
-//! - One writer thread owns every mutation. It drains queued requests (group commit: up to
-//!   [`MAX_BATCH`] at a time), applies them in order to the tree, appends the new state of
-//!   every changed node to the store file as ONE log entry and commits it with
-//!   `Durability::Immediate` (fsync; see `durable.rs` for the file layout and checkpoints).
-//!   Only then does it queue the fired watch events on each session's stream and acknowledge
-//!   each caller. The writer holds the tree's exclusive lock from the first apply until the
-//!   events are queued, so a read never sees a change that is not yet durable, and a client
-//!   that sees new data has its watch event for that change already queued (ZooKeeper's rule).
+//! - Reads see the published [`Tree`], under a shared lock on it.
+//! - One writer thread owns every mutation, on its own working copy of the tree. It drains
+//!   queued requests (group commit: up to [`MAX_BATCH`] at a time), applies them in order to
+//!   the working copy, appends the new state of every changed node to the store file as ONE
+//!   log entry and commits it with `Durability::Immediate` (fsync; see `durable.rs` for the
+//!   file layout and checkpoints). Meanwhile reads go on against the published tree, which
+//!   does not have the batch yet: no read waits on an fsync. Once durable, the writer takes
+//!   the published tree's exclusive lock for as long as it takes to copy the changed nodes
+//!   over, fire the watches and queue their events, then acknowledges each caller. So a read
+//!   never sees a change that is not yet durable, and a client that sees new data has its
+//!   watch event for that change already queued (ZooKeeper's rule). The price is a second
+//!   copy of the tree in memory.
 //! - If a commit fails (disk error), the store is poisoned: every later call fails with
 //!   [`Error::Backend`], because memory is then ahead of the disk.
 //! - Ephemeral nodes are stored with their owner session id. Session ids are
@@ -29,6 +32,7 @@ use redb::Durability;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::durable::{self, Durable};
+use crate::event_queue::{self, EventSender, Sent};
 use crate::path::validate_path;
 use crate::tree::{Change, Node, Tree};
 use crate::watch::{WatchKind, Watches};
@@ -118,9 +122,14 @@ impl EmbeddedStore {
     /// [`Events`]. The session lives until [`Client::close`], [`EmbeddedStore::expire_session`]
     /// or the drop of the last clone of the client.
     pub fn connect(&self, _opts: SessionOptions) -> (Client, Events) {
+        self.connect_with_capacity(event_queue::EVENT_QUEUE_CAPACITY)
+    }
+
+    /// [`EmbeddedStore::connect`] with a session event stream of `capacity` watch events.
+    pub(crate) fn connect_with_capacity(&self, capacity: usize) -> (Client, Events) {
         let id =
             (self.shared.epoch << 32) | self.shared.next_session.fetch_add(1, Ordering::Relaxed);
-        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let (events_tx, events_rx) = event_queue::channel(capacity);
         // Decided under the sessions lock, which the writer's shutdown also takes, so a
         // session is either seen (and ended) by the shutdown or starts closed.
         let mut sessions = lock(&self.shared.sessions);
@@ -219,14 +228,19 @@ impl EmbeddedStore {
             stats: StatsCounters::default(),
             read_only: AtomicBool::new(false),
             closed: AtomicBool::new(false),
+            #[cfg(test)]
+            commit_delay_ms: AtomicU64::new(0),
         });
         let (requests, rx) = mpsc::channel(WRITE_QUEUE_CAPACITY);
         let writer_shared = shared.clone();
+        let working = read(&shared.tree).clone();
         std::thread::Builder::new()
             .name("metastore-writer".to_string())
             .spawn(move || {
                 Writer {
                     shared: writer_shared,
+                    working,
+                    overrun: Vec::new(),
                     durable,
                 }
                 .run(rx)
@@ -420,14 +434,16 @@ struct Session {
     id: i64,
     state: AtomicU8,
     /// Dropped (set to `None`) after the session's last event, so `Events::recv` ends.
-    events: Mutex<Option<mpsc::UnboundedSender<Event>>>,
+    events: Mutex<Option<EventSender>>,
 }
 
 impl Session {
-    fn deliver(&self, event: Event) {
-        if let Some(tx) = lock(&self.events).as_ref() {
+    /// Queues `event`; false when the session's stream is overrun (the session must end).
+    fn deliver(&self, event: Event) -> bool {
+        match lock(&self.events).as_ref().map(|tx| tx.send(event)) {
             // A dropped `Events` only means nobody listens any more.
-            let _ = tx.send(event);
+            None | Some(Sent::Queued | Sent::Gone) => true,
+            Some(Sent::Overrun) => false,
         }
     }
 
@@ -450,6 +466,9 @@ struct Shared {
     read_only: AtomicBool,
     /// Set by the writer when the store shuts down: new sessions start closed.
     closed: AtomicBool,
+    /// A slow disk, for tests: every commit first sleeps this long.
+    #[cfg(test)]
+    commit_delay_ms: AtomicU64,
 }
 
 enum Request {
@@ -479,23 +498,43 @@ enum Ack {
     Done(Option<oneshot::Sender<()>>),
 }
 
-/// What to put on a session's stream once the batch is durable, in order.
-enum Delivery {
-    Event(Arc<Session>, Event),
-    HangUp(Arc<Session>),
-}
-
 struct Writer {
     shared: Arc<Shared>,
+    /// The writer's own copy of the tree: ahead of the published one by the batch being
+    /// committed.
+    working: Tree,
+    /// Sessions whose event streams were overrun, to end as expired in the next batch.
+    overrun: Vec<i64>,
     /// `None` for in-memory and read-only stores.
     durable: Option<Durable>,
+}
+
+/// What a batch tells sessions once it is durable, in order: watch triggers are resolved
+/// only when the batch is published, against the watches registered by then.
+enum Pending {
+    Changes(Vec<Change>),
+    Event(Arc<Session>, Event),
+    HangUp(Arc<Session>),
 }
 
 impl Writer {
     fn run(mut self, mut rx: mpsc::Receiver<Request>) {
         let mut batch = Vec::with_capacity(MAX_BATCH);
-        while let Some(first) = rx.blocking_recv() {
-            batch.push(first);
+        loop {
+            // Overrun sessions end first, without waiting for a request.
+            for session in self.overrun.drain(..) {
+                batch.push(Request::EndSession {
+                    session,
+                    expired: true,
+                    reply: None,
+                });
+            }
+            if batch.is_empty() {
+                match rx.blocking_recv() {
+                    Some(first) => batch.push(first),
+                    None => break,
+                }
+            }
             while batch.len() < MAX_BATCH {
                 match rx.try_recv() {
                     Ok(request) => batch.push(request),
@@ -514,10 +553,9 @@ impl Writer {
         }
     }
 
-    /// Applies, commits and acknowledges one batch. Returns true on shutdown.
+    /// Applies, commits, publishes and acknowledges one batch. Returns true on shutdown.
     fn process(&mut self, batch: &mut Vec<Request>) -> bool {
         let shared = self.shared.clone();
-        let mut tree = write(&shared.tree);
         if let Some(failure) = lock(&self.shared.failure).clone() {
             for request in batch.drain(..) {
                 fail(request, Error::Backend(failure.clone()));
@@ -527,7 +565,7 @@ impl Writer {
         let now = now_ms();
         let mut dirty = HashSet::new();
         let mut acks = Vec::with_capacity(batch.len());
-        let mut deliveries = Vec::new();
+        let mut pending = Vec::new();
         let mut shutdown_reply = None;
         for request in batch.drain(..) {
             match request {
@@ -549,11 +587,10 @@ impl Writer {
                         acks.push(Ack::Txn(reply, Err(err)));
                         continue;
                     }
-                    let mut txn = tree.begin(now, &mut dirty);
+                    let mut txn = self.working.begin(now, &mut dirty);
                     let result = match txn.apply_all(&ops, session) {
                         Ok(results) => {
-                            let changes = txn.commit();
-                            self.fire(&changes, &mut deliveries);
+                            pending.push(Pending::Changes(txn.commit()));
                             Ok(results)
                         }
                         Err((_, err)) if single => Err(err),
@@ -569,14 +606,7 @@ impl Writer {
                     expired,
                     reply,
                 } => {
-                    self.end_session(
-                        &mut tree,
-                        &mut dirty,
-                        now,
-                        session,
-                        expired,
-                        &mut deliveries,
-                    );
+                    self.end_session(&mut dirty, now, session, expired, &mut pending);
                     acks.push(Ack::Done(reply));
                 }
                 Request::Shutdown {
@@ -590,11 +620,10 @@ impl Writer {
                     };
                     for session in ids {
                         if end_sessions {
-                            let d = &mut deliveries;
-                            self.end_session(&mut tree, &mut dirty, now, session, false, d);
+                            self.end_session(&mut dirty, now, session, false, &mut pending);
                         } else if let Some(handle) = lock(&self.shared.sessions).remove(&session) {
                             handle.state.store(STATE_CLOSED, Ordering::Release);
-                            deliveries.push(Delivery::HangUp(handle));
+                            pending.push(Pending::HangUp(handle));
                         }
                     }
                     shutdown_reply = Some(reply);
@@ -602,7 +631,7 @@ impl Writer {
             }
         }
         let commit_start = std::time::Instant::now();
-        let persisted = self.persist(&tree, &dirty);
+        let persisted = self.persist(&dirty);
         let stats = &self.shared.stats;
         stats.commits.fetch_add(1, Ordering::Relaxed);
         stats
@@ -623,13 +652,7 @@ impl Writer {
             }
             return shutdown_reply.is_some();
         }
-        for delivery in deliveries {
-            match delivery {
-                Delivery::Event(session, event) => session.deliver(event),
-                Delivery::HangUp(session) => session.hang_up(),
-            }
-        }
-        drop(tree);
+        self.publish(&shared, &dirty, pending);
         for ack in acks {
             match ack {
                 Ack::Txn(reply, result) => {
@@ -651,14 +674,40 @@ impl Writer {
         false
     }
 
+    /// Makes a durable batch visible: copies its nodes into the published tree and queues
+    /// its events, all under the published tree's exclusive lock (held for that only).
+    /// Sessions whose event streams were overrun are queued to be ended as expired.
+    fn publish(&mut self, shared: &Shared, dirty: &HashSet<String>, pending: Vec<Pending>) {
+        let mut published = write(&shared.tree);
+        published.sync_from(&self.working, dirty);
+        let mut overrun = Vec::new();
+        for item in pending {
+            match item {
+                Pending::Changes(changes) => overrun.extend(self.fire(&changes)),
+                Pending::Event(session, event) => {
+                    if !session.deliver(event) {
+                        overrun.push(session.id);
+                    }
+                }
+                Pending::HangUp(session) => session.hang_up(),
+            }
+        }
+        drop(published);
+        for id in overrun {
+            if !self.overrun.contains(&id) {
+                tracing::error!(session = id, "a session stopped reading its events; ending it as expired (it must re-sync from the store)");
+                self.overrun.push(id);
+            }
+        }
+    }
+
     fn end_session(
-        &self,
-        tree: &mut Tree,
+        &mut self,
         dirty: &mut HashSet<String>,
         now: i64,
         session: i64,
         expired: bool,
-        deliveries: &mut Vec<Delivery>,
+        pending: &mut Vec<Pending>,
     ) {
         let Some(handle) = lock(&self.shared.sessions).remove(&session) else {
             return;
@@ -668,28 +717,30 @@ impl Writer {
             Ordering::Release,
         );
         lock(&self.shared.watches).remove_session(session);
-        let paths = tree.ephemerals_of(session);
-        let mut txn = tree.begin(now, dirty);
+        let paths = self.working.ephemerals_of(session);
+        let mut txn = self.working.begin(now, dirty);
         for path in &paths {
             // Ephemeral nodes never have children, so this cannot fail.
             if let Err(err) = txn.delete(path, None) {
                 tracing::error!(%path, error = %err, "could not delete an ephemeral node");
             }
         }
-        let changes = txn.commit();
-        self.fire(&changes, deliveries);
+        pending.push(Pending::Changes(txn.commit()));
         let state = if expired {
             SessionState::Expired
         } else {
             SessionState::Closed
         };
-        deliveries.push(Delivery::Event(handle.clone(), Event::Session(state)));
-        deliveries.push(Delivery::HangUp(handle));
+        pending.push(Pending::Event(handle.clone(), Event::Session(state)));
+        pending.push(Pending::HangUp(handle));
     }
 
-    fn fire(&self, changes: &[Change], deliveries: &mut Vec<Delivery>) {
+    /// Queues the events of the watches `changes` trigger (the published tree's lock held).
+    /// Returns the sessions whose streams were overrun.
+    fn fire(&self, changes: &[Change]) -> Vec<i64> {
         let mut watches = lock(&self.shared.watches);
         let sessions = lock(&self.shared.sessions);
+        let mut overrun = Vec::new();
         for (kind, path) in changes {
             for id in watches.trigger(*kind, path) {
                 if let Some(session) = sessions.get(&id) {
@@ -697,15 +748,25 @@ impl Writer {
                         kind: *kind,
                         path: path.clone(),
                     });
-                    deliveries.push(Delivery::Event(session.clone(), event));
+                    if !session.deliver(event) {
+                        overrun.push(id);
+                    }
                 }
             }
         }
+        overrun
     }
 
-    fn persist(&mut self, tree: &Tree, dirty: &HashSet<String>) -> std::result::Result<(), String> {
+    fn persist(&mut self, dirty: &HashSet<String>) -> std::result::Result<(), String> {
+        #[cfg(test)]
+        {
+            let delay = self.shared.commit_delay_ms.load(Ordering::Relaxed);
+            if delay > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(delay));
+            }
+        }
         match self.durable.as_mut() {
-            Some(durable) => durable.append(tree, dirty),
+            Some(durable) => durable.append(&self.working, dirty),
             None => Ok(()),
         }
     }
@@ -786,4 +847,99 @@ fn read<T>(rw: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
 fn write<T>(rw: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     rw.write()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::CreateMode;
+
+    /// Issue 14: readers never wait on the writer's fsync. With every commit taking 400 ms,
+    /// a read issued while a write is being committed answers at once, from the state before
+    /// that write; once the write is acknowledged, reads see it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn issue_14_reads_do_not_wait_for_a_commit_in_progress() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = EmbeddedStore::open(dir.path()).unwrap();
+        let (client, _events) = store.connect(SessionOptions::default());
+        client
+            .create("/before", b"x", CreateMode::Persistent)
+            .await
+            .unwrap();
+        store.shared.commit_delay_ms.store(400, Ordering::Relaxed);
+        let writer = client.clone();
+        let write = tokio::spawn(async move {
+            writer
+                .create("/during", b"y", CreateMode::Persistent)
+                .await
+                .unwrap()
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let started = Instant::now();
+        let children = client.get_children("/", false).await.unwrap();
+        let waited = started.elapsed();
+        assert!(
+            waited < Duration::from_millis(150),
+            "a read waited {waited:?}"
+        );
+        assert!(children.contains(&"before".to_string()));
+        assert!(
+            !children.contains(&"during".to_string()),
+            "a read never sees a change that is not durable yet"
+        );
+        write.await.unwrap();
+        assert!(client.exists("/during", false).await.unwrap().is_some());
+        store.shared.commit_delay_ms.store(0, Ordering::Relaxed);
+        client.close().await;
+        store.close().await;
+    }
+
+    /// Issue 14: a session's event stream is bounded. A session that registers watches on
+    /// 20 nodes and reads none of its events, with room for 8, is ended as expired when the
+    /// watches fire: its stream says Expired (nothing else), its calls fail, its ephemeral
+    /// node goes. Others are unaffected.
+    #[tokio::test]
+    async fn issue_14_a_session_that_does_not_read_its_events_is_expired_not_buffered() {
+        let store = EmbeddedStore::open_in_memory();
+        let (writer, _writer_events) = store.connect(SessionOptions::default());
+        let (slow, mut slow_events) = store.connect_with_capacity(8);
+        for i in 0..20 {
+            writer
+                .create(&format!("/n{i}"), b"0", CreateMode::Persistent)
+                .await
+                .unwrap();
+            slow.get_data(&format!("/n{i}"), true).await.unwrap();
+        }
+        slow.create("/slow-alive", b"", CreateMode::Ephemeral)
+            .await
+            .unwrap();
+        for i in 0..20 {
+            writer
+                .set_data(&format!("/n{i}"), b"1", None)
+                .await
+                .unwrap();
+        }
+        // The ending is its own batch right after the overrun one: wait for it.
+        for _ in 0..100 {
+            if writer.exists("/slow-alive", false).await.unwrap().is_none() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(writer.exists("/slow-alive", false).await.unwrap().is_none());
+        assert!(matches!(
+            slow_events.recv().await,
+            Some(Event::Session(SessionState::Expired))
+        ));
+        assert!(slow_events.recv().await.is_none());
+        assert!(matches!(
+            slow.get_data("/n0", false).await,
+            Err(Error::SessionExpired)
+        ));
+        // The writer's session goes on.
+        writer.get_data("/n0", true).await.unwrap();
+        store.close().await;
+    }
 }

@@ -81,6 +81,7 @@ use std::time::Duration;
 mod client;
 mod durable;
 mod embedded;
+mod event_queue;
 mod path;
 mod tree;
 mod watch;

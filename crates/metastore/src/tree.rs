@@ -101,7 +101,7 @@ impl Hasher for PathHasher {
 type PathMap<V> = HashMap<String, V, BuildHasherDefault<PathHasher>>;
 
 /// The whole tree plus the global transaction counter.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Tree {
     nodes: PathMap<Node>,
     /// Ephemeral node paths by owner session.
@@ -257,6 +257,37 @@ impl Tree {
 
     pub fn len(&self) -> usize {
         self.nodes.len()
+    }
+
+    /// Makes the nodes at `paths` what they are in `source` (copied, or removed where
+    /// `source` has none), with `source`'s zxid: publishes a committed batch of `source`'s
+    /// changes into this copy. `paths` must hold every node the batch changed, parents
+    /// included (a transaction's `dirty` set does).
+    pub fn sync_from<'a>(&mut self, source: &Tree, paths: impl IntoIterator<Item = &'a String>) {
+        for path in paths {
+            let old_owner = self
+                .nodes
+                .get(path)
+                .map_or(0, |node| node.stat.ephemeral_owner);
+            if old_owner != 0 {
+                remove_ephemeral(&mut self.ephemerals, old_owner, path);
+            }
+            match source.nodes.get(path) {
+                Some(node) => {
+                    if node.stat.ephemeral_owner != 0 {
+                        self.ephemerals
+                            .entry(node.stat.ephemeral_owner)
+                            .or_default()
+                            .insert(path.clone());
+                    }
+                    self.nodes.insert(path.clone(), node.clone());
+                }
+                None => {
+                    self.nodes.remove(path);
+                }
+            }
+        }
+        self.zxid = source.zxid;
     }
 
     pub fn get(&self, path: &str) -> Option<&Node> {

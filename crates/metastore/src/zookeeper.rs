@@ -41,9 +41,10 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use zookeeper_client as zk;
 
+use crate::event_queue::{self, EventSender, Sent};
 use crate::path::{parent_and_name, validate_path};
 use crate::watch::{WatchKind, Watches};
 use crate::{
@@ -62,6 +63,15 @@ const EXPIRE_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Connects to ZooKeeper. `connect` is `host:port[,host:port...][/chroot]`; the chroot is
 /// created (persistent, empty, with its parents) if missing, as Kafka does.
 pub async fn connect_zookeeper(connect: &str, opts: SessionOptions) -> Result<(Client, Events)> {
+    connect_with_capacity(connect, opts, event_queue::EVENT_QUEUE_CAPACITY).await
+}
+
+/// [`connect_zookeeper`] with a session event stream of `capacity` watch events.
+pub(crate) async fn connect_with_capacity(
+    connect: &str,
+    opts: SessionOptions,
+    capacity: usize,
+) -> Result<(Client, Events)> {
     let (hosts, chroot) = parse_connect(connect)?;
     let root_client = zk::Client::connector()
         .with_session_timeout(opts.session_timeout)
@@ -81,13 +91,14 @@ pub async fn connect_zookeeper(connect: &str, opts: SessionOptions) -> Result<(C
         .watch("/", zk::AddWatchMode::PersistentRecursive)
         .await
         .map_err(|err| map_error(err, "/"))?;
-    let (events_tx, events_rx) = mpsc::unbounded_channel();
+    let (events_tx, events_rx) = event_queue::channel(capacity);
     let state = Arc::new(Mutex::new(WatchState {
         raw: Some(watcher),
         watches: Watches::default(),
         events: Some(events_tx),
         forwarder_waker: None,
         disconnected: false,
+        overrun: false,
     }));
     let (done_tx, done_rx) = oneshot::channel();
     let forwarder_state = state.clone();
@@ -347,6 +358,12 @@ impl ZkClient {
     }
 
     fn client(&self) -> Result<zk::Client> {
+        if lock(&self.state).overrun {
+            // The stream already told the client its session expired: make it so (dropping
+            // the last handle closes the session and its ephemeral nodes).
+            drop(lock(&self.client).take());
+            return Err(Error::SessionExpired);
+        }
         lock(&self.client).clone().ok_or(Error::Closed)
     }
 }
@@ -357,11 +374,14 @@ struct WatchState {
     raw: Option<zk::PersistentWatcher>,
     watches: Watches,
     /// Dropped after the session's last event, so `Events::recv` ends.
-    events: Option<mpsc::UnboundedSender<Event>>,
+    events: Option<EventSender>,
     /// The forwarder's waker: whoever polls the stream polls it with this one, so the
     /// forwarder is always the task woken by new events.
     forwarder_waker: Option<Waker>,
     disconnected: bool,
+    /// The client stopped reading its events: the stream ended as expired, and the session
+    /// is closed at the next call.
+    overrun: bool,
 }
 
 impl WatchState {
@@ -468,10 +488,15 @@ impl WatchState {
         }
     }
 
-    fn deliver(&self, event: Event) {
-        if let Some(events) = &self.events {
-            // A dropped `Events` only means nobody listens any more.
-            let _ = events.send(event);
+    fn deliver(&mut self, event: Event) {
+        let Some(events) = &self.events else {
+            return;
+        };
+        // A dropped `Events` only means nobody listens any more.
+        if events.send(event) == Sent::Overrun && !self.overrun {
+            tracing::error!("a ZooKeeper session stopped reading its events; ending it as expired (it must re-sync from the store)");
+            self.overrun = true;
+            self.end(SessionState::Expired);
         }
     }
 }
@@ -617,7 +642,71 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_connect;
+    use super::{connect_with_capacity, parse_connect};
+    use crate::{CreateMode, Error, Event, SessionOptions, SessionState};
+
+    /// Issue 14: on ZooKeeper too, a session that does not read its events is ended as
+    /// expired instead of buffering them without bound (needs GREGOR_TEST_ZOOKEEPER, like
+    /// the conformance tests; GREGOR_SKIP_ZOOKEEPER=1 skips it).
+    #[tokio::test]
+    async fn issue_14_an_overrun_session_is_expired() {
+        let Ok(hosts) = std::env::var("GREGOR_TEST_ZOOKEEPER") else {
+            assert_eq!(
+                std::env::var("GREGOR_SKIP_ZOOKEEPER").as_deref(),
+                Ok("1"),
+                "GREGOR_TEST_ZOOKEEPER is not set (or set GREGOR_SKIP_ZOOKEEPER=1)"
+            );
+            return;
+        };
+        let root = format!("{hosts}/gregor-overrun-{}", std::process::id());
+        let opts = SessionOptions::default();
+        let (writer, _events) = connect_with_capacity(&root, opts.clone(), 1 << 16)
+            .await
+            .unwrap();
+        let (slow, mut slow_events) = connect_with_capacity(&root, opts, 4).await.unwrap();
+        for i in 0..10 {
+            let path = format!("/n{i}");
+            writer
+                .create(&path, b"0", CreateMode::Persistent)
+                .await
+                .unwrap();
+            slow.get_data(&path, true).await.unwrap();
+        }
+        slow.create("/slow-alive", b"", CreateMode::Ephemeral)
+            .await
+            .unwrap();
+        for i in 0..10 {
+            writer
+                .set_data(&format!("/n{i}"), b"1", None)
+                .await
+                .unwrap();
+        }
+        let first = tokio::time::timeout(std::time::Duration::from_secs(10), slow_events.recv())
+            .await
+            .unwrap();
+        assert!(
+            matches!(first, Some(Event::Session(SessionState::Expired))),
+            "{first:?}"
+        );
+        assert!(slow_events.recv().await.is_none());
+        assert!(matches!(
+            slow.get_data("/n0", false).await,
+            Err(Error::SessionExpired)
+        ));
+        let mut gone = false;
+        for _ in 0..100 {
+            if writer.exists("/slow-alive", false).await.unwrap().is_none() {
+                gone = true;
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        assert!(gone, "the overrun session's ephemeral node is removed");
+        for i in 0..10 {
+            writer.delete(&format!("/n{i}"), None).await.unwrap();
+        }
+        writer.close().await;
+    }
 
     #[test]
     fn connect_strings() {

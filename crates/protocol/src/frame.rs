@@ -26,13 +26,14 @@ pub enum FrameError {
     },
 }
 
-/// Takes one complete frame's body off the front of `buf`, or returns `Ok(None)` if more
-/// bytes are needed. A frame over `max_bytes` is refused before it is buffered.
-pub fn decode_frame(buf: &mut BytesMut, max_bytes: usize) -> Result<Option<Bytes>, FrameError> {
-    if buf.len() < SIZE_PREFIX_BYTES {
+/// The size of the frame at the front of `buf` once its size prefix is there (`Ok(None)`
+/// before), checked like [`decode_frame`] checks it: a reader can make room for the whole
+/// frame before reading its body.
+pub fn peek_frame_size(buf: &[u8], max_bytes: usize) -> Result<Option<usize>, FrameError> {
+    let Some(prefix) = buf.get(..SIZE_PREFIX_BYTES) else {
         return Ok(None);
-    }
-    let size = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
+    };
+    let size = i32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]);
     let size = usize::try_from(size).map_err(|_| FrameError::NegativeSize(size))?;
     if size > max_bytes {
         return Err(FrameError::TooLarge {
@@ -40,6 +41,15 @@ pub fn decode_frame(buf: &mut BytesMut, max_bytes: usize) -> Result<Option<Bytes
             max: max_bytes,
         });
     }
+    Ok(Some(size))
+}
+
+/// Takes one complete frame's body off the front of `buf`, or returns `Ok(None)` if more
+/// bytes are needed. A frame over `max_bytes` is refused before it is buffered.
+pub fn decode_frame(buf: &mut BytesMut, max_bytes: usize) -> Result<Option<Bytes>, FrameError> {
+    let Some(size) = peek_frame_size(buf, max_bytes)? else {
+        return Ok(None);
+    };
     if buf.len() < SIZE_PREFIX_BYTES + size {
         buf.reserve(SIZE_PREFIX_BYTES + size - buf.len());
         return Ok(None);

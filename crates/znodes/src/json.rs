@@ -273,13 +273,21 @@ impl TopicConfigZNode {
     }
 }
 
-/// `/config/changes/config_change_<seq>`: tells brokers an entity's config changed.
+/// `/config/changes/config_change_<seq>`: tells brokers an entity's config changed. Kafka
+/// writes version 2 (`entity_path`); version 1 (`entity_type` + `entity_name`) is still read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConfigChangeNotification {
     /// Format version: 2.
     pub version: i32,
-    /// `<entity type>/<name>`, e.g. `topics/orders`.
+    /// `<entity type>/<name>`, e.g. `topics/orders`, `users/alice/clients/app` (version 2).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub entity_path: String,
+    /// Version 1: the entity type (`topics`, `clients`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entity_type: Option<String>,
+    /// Version 1: the entity's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entity_name: Option<String>,
 }
 
 impl ZnodeJson for ConfigChangeNotification {
@@ -289,9 +297,27 @@ impl ZnodeJson for ConfigChangeNotification {
 impl ConfigChangeNotification {
     /// A version 2 notification for a topic.
     pub fn topic(topic: &model::TopicName) -> Self {
+        ConfigChangeNotification::entity(format!("topics/{topic}"))
+    }
+
+    /// A version 2 notification for `entity_path` (`<type>/<name>[/<type>/<name>]`).
+    pub fn entity(entity_path: String) -> Self {
         ConfigChangeNotification {
             version: 2,
-            entity_path: format!("topics/{topic}"),
+            entity_path,
+            entity_type: None,
+            entity_name: None,
+        }
+    }
+
+    /// The changed entity's path, `<type>/<name>`, whichever version wrote it.
+    pub fn changed_entity_path(&self) -> Option<String> {
+        if !self.entity_path.is_empty() {
+            return Some(self.entity_path.clone());
+        }
+        match (&self.entity_type, &self.entity_name) {
+            (Some(kind), Some(name)) => Some(format!("{kind}/{name}")),
+            _ => None,
         }
     }
 }

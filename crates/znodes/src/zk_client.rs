@@ -654,6 +654,79 @@ impl KafkaZkClient {
         }
     }
 
+    /// The notifications under `/config/changes` (optionally watching for new ones), in
+    /// sequence order: (sequence number, child name).
+    pub async fn get_config_changes(&self, watch: bool) -> Result<Vec<(u64, String)>> {
+        let children = match self
+            .client
+            .get_children(paths::config_changes(), watch)
+            .await
+        {
+            Ok(children) => children,
+            Err(metastore::Error::NoNode(_)) => Vec::new(),
+            Err(err) => return Err(err.into()),
+        };
+        let mut changes: Vec<(u64, String)> = children
+            .into_iter()
+            .filter_map(|c| paths::config_change_sequence(&c).map(|seq| (seq, c)))
+            .collect();
+        changes.sort();
+        Ok(changes)
+    }
+
+    /// One notification: the entity it names (`None` when unreadable) and when it was
+    /// created (ms since the epoch). `Ok(None)` when it is gone.
+    pub async fn get_config_change(&self, child: &str) -> Result<Option<(Option<String>, i64)>> {
+        let path = format!("{}/{child}", paths::config_changes());
+        match self.client.get_data(&path, false).await {
+            Ok((data, stat)) => {
+                let entity = ConfigChangeNotification::from_json_bytes(&data)
+                    .ok()
+                    .and_then(|n| n.changed_entity_path());
+                Ok(Some((entity, stat.ctime)))
+            }
+            Err(metastore::Error::NoNode(_)) => Ok(None),
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// Deletes the notifications created before `cutoff_ms` (Kafka purges those older than
+    /// 15 minutes). Returns how many went.
+    pub async fn purge_config_changes_before(&self, cutoff_ms: i64) -> Result<usize> {
+        let mut purged = 0;
+        for (_, child) in self.get_config_changes(false).await? {
+            let Some((_, ctime)) = self.get_config_change(&child).await? else {
+                continue;
+            };
+            if ctime >= cutoff_ms {
+                // Sequence order is creation order: the rest are newer.
+                break;
+            }
+            let path = format!("{}/{child}", paths::config_changes());
+            match self.client.delete(&path, None).await {
+                Ok(()) | Err(metastore::Error::NoNode(_)) => purged += 1,
+                Err(err) => return Err(err.into()),
+            }
+        }
+        Ok(purged)
+    }
+
+    /// Tells brokers an entity's config changed (`entity_path` = `<type>/<name>...`).
+    pub async fn create_entity_config_change_notification(
+        &self,
+        entity_path: String,
+    ) -> Result<String> {
+        let data = ConfigChangeNotification::entity(entity_path).to_json_bytes();
+        Ok(self
+            .client
+            .create(
+                paths::config_change_prefix(),
+                &data,
+                CreateMode::PersistentSequential,
+            )
+            .await?)
+    }
+
     /// Tells brokers a topic's config changed (`/config/changes/config_change_<seq>`).
     pub async fn create_config_change_notification(&self, topic: &TopicName) -> Result<String> {
         let data = ConfigChangeNotification::topic(topic).to_json_bytes();

@@ -134,6 +134,18 @@ fn config_change_notification() {
         r#"{"version":2,"entity_path":"topics/t"}"#,
         &ConfigChangeNotification::topic(&topic),
     );
+    // Version 1 (entity_type + entity_name) is still read.
+    let v1 = ConfigChangeNotification::from_json_bytes(
+        br#"{"version":1,"entity_type":"clients","entity_name":"app"}"#,
+    )
+    .unwrap();
+    assert_eq!(v1.changed_entity_path().as_deref(), Some("clients/app"));
+    assert_eq!(
+        ConfigChangeNotification::entity("users/alice/clients/app".into())
+            .changed_entity_path()
+            .as_deref(),
+        Some("users/alice/clients/app")
+    );
 }
 
 #[test]

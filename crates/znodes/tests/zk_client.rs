@@ -173,3 +173,32 @@ async fn cluster_id_is_created_once() {
         "first"
     );
 }
+
+#[tokio::test]
+async fn config_change_notifications_are_listed_in_order_and_purged_by_age() {
+    let store = EmbeddedStore::open_in_memory();
+    let zk = session(&store);
+    zk.ensure_persistent_paths().await.unwrap();
+    zk.create_config_change_notification(&topic("a"))
+        .await
+        .unwrap();
+    zk.create_entity_config_change_notification("clients/app".into())
+        .await
+        .unwrap();
+    let changes = zk.get_config_changes(false).await.unwrap();
+    assert_eq!(changes.len(), 2);
+    assert!(changes[0].0 < changes[1].0);
+    let (entity, ctime) = zk.get_config_change(&changes[1].1).await.unwrap().unwrap();
+    assert_eq!(entity.as_deref(), Some("clients/app"));
+    // Nothing is older than its own creation.
+    assert_eq!(
+        zk.purge_config_changes_before(ctime - 60_000)
+            .await
+            .unwrap(),
+        0
+    );
+    // Everything created before a cutoff in the future goes (Kafka: older than 15 minutes).
+    assert_eq!(zk.purge_config_changes_before(ctime + 1).await.unwrap(), 2);
+    assert!(zk.get_config_changes(false).await.unwrap().is_empty());
+    assert!(zk.get_config_change(&changes[0].1).await.unwrap().is_none());
+}

@@ -10,5 +10,6 @@ pub(super) async fn handle(
     request: CreatePartitionsRequest,
     version: i16,
 ) -> CreatePartitionsResponse {
-    ctx.controller().create_partitions(request, version).await
+    // Waits for the controller and the metadata propagation: parked, as in Kafka's purgatory.
+    crate::limits::parked(ctx.controller().create_partitions(request, version)).await
 }

@@ -10,5 +10,6 @@ pub(super) async fn handle(
     request: CreateTopicsRequest,
     version: i16,
 ) -> CreateTopicsResponse {
-    ctx.controller().create_topics(request, version).await
+    // Waits for the controller and the metadata propagation: parked, as in Kafka's purgatory.
+    crate::limits::parked(ctx.controller().create_topics(request, version)).await
 }

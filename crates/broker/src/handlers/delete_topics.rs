@@ -10,5 +10,6 @@ pub(super) async fn handle(
     request: DeleteTopicsRequest,
     version: i16,
 ) -> DeleteTopicsResponse {
-    ctx.controller().delete_topics(request, version).await
+    // Waits for the deletion (up to the request's timeout): parked, as in Kafka's purgatory.
+    crate::limits::parked(ctx.controller().delete_topics(request, version)).await
 }

@@ -50,7 +50,8 @@ pub(super) async fn handle(
         if enough || max_wait.is_zero() || Instant::now() >= deadline {
             return response;
         }
-        match tokio::time::timeout_at(deadline, appends.changed()).await {
+        // Long polling: parked, so a waiting fetch keeps no other request from being read.
+        match crate::limits::parked(tokio::time::timeout_at(deadline, appends.changed())).await {
             Ok(Ok(())) => continue,
             // Timed out, or the broker is shutting down: answer with what is there.
             _ => return read_all(ctx, &request, max_bytes, version).0,

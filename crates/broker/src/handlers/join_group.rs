@@ -13,9 +13,8 @@ pub(super) async fn handle(
 ) -> JoinGroupResponse {
     match ctx.groups.serving(ctx).await {
         Ok(groups) => {
-            groups
-                .join_group(request, version, client_info(client_id))
-                .await
+            // Waits for the rebalance: parked.
+            crate::limits::parked(groups.join_group(request, version, client_info(client_id))).await
         }
         Err(code) => JoinGroupResponse::default()
             .with_error_code(code)

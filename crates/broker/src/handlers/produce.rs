@@ -121,6 +121,10 @@ pub(super) async fn handle(
                 .with_partition_responses(partition_responses),
         );
     }
+    if !waits.is_empty() {
+        // acks=-1 waits for the in-sync replicas: parked, as in Kafka's DelayedProduce.
+        crate::limits::release_held();
+    }
     for (topic_index, partition_index, tp, offset) in waits {
         if !ctx
             .replica_manager

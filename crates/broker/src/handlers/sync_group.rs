@@ -10,7 +10,8 @@ pub(super) async fn handle(
     version: i16,
 ) -> SyncGroupResponse {
     match ctx.groups.serving(ctx).await {
-        Ok(groups) => groups.sync_group(request, version).await,
+        // Followers wait for the leader's assignment: parked.
+        Ok(groups) => crate::limits::parked(groups.sync_group(request, version)).await,
         Err(code) => SyncGroupResponse::default().with_error_code(code),
     }
 }

@@ -1,0 +1,134 @@
+//! Issue 14: `/config/changes` notifications reach the broker through a watch, not a 1 s
+//! poll: a topic config change is applied to the open log within a fraction of a second,
+//! every time (with polling the median wait was about half the interval).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use client::Connection;
+use common::*;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+
+const MESSAGE_TOO_LARGE: i16 = 10;
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_owned()))
+}
+
+fn batch() -> Bytes {
+    let record = Record {
+        transactional: false,
+        control: false,
+        partition_leader_epoch: -1,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp: 1_700_000_000_000,
+        key: None,
+        value: Some(Bytes::from(vec![b'c'; 2000])),
+        headers: Default::default(),
+    };
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        [record].iter(),
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .unwrap();
+    buf.freeze()
+}
+
+async fn produce(conn: &mut Connection) -> i16 {
+    let request = ProduceRequest::default()
+        .with_acks(1)
+        .with_timeout_ms(10_000)
+        .with_topic_data(vec![produce_request::TopicProduceData::default()
+            .with_name(name("live"))
+            .with_partition_data(vec![
+                produce_request::PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(batch())),
+            ])]);
+    conn.send(request).await.unwrap().responses[0].partition_responses[0].error_code
+}
+
+async fn set_max_message_bytes(conn: &mut Connection, value: &str) {
+    let alter = AlterConfigsRequest::default().with_resources(vec![
+        alter_configs_request::AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(StrBytes::from_static_str("live"))
+            .with_configs(vec![alter_configs_request::AlterableConfig::default()
+                .with_name(StrBytes::from_static_str("max.message.bytes"))
+                .with_value(Some(StrBytes::from_string(value.to_owned())))]),
+    ]);
+    assert_eq!(conn.send(alter).await.unwrap().responses[0].error_code, 0);
+}
+
+/// How long until produce answers `expected` (polling every 5 ms, at most 5 s).
+async fn until(conn: &mut Connection, expected: i16) -> Duration {
+    let started = Instant::now();
+    while produce(conn).await != expected {
+        assert!(started.elapsed() < Duration::from_secs(5), "never applied");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    started.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_14_config_changes_arrive_by_watch() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    eventually("controller", || broker.is_controller()).await;
+    let mut conn = Connection::connect(&broker.local_addr().to_string(), "changes")
+        .await
+        .unwrap();
+    let created = conn
+        .send(
+            CreateTopicsRequest::default()
+                .with_timeout_ms(10_000)
+                .with_topics(vec![CreatableTopic::default()
+                    .with_name(name("live"))
+                    .with_num_partitions(1)
+                    .with_replication_factor(1)]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.topics[0].error_code, 0);
+    let mut ready = false;
+    for _ in 0..500 {
+        if produce(&mut conn).await == 0 {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(ready);
+    let mut waits = Vec::new();
+    for _ in 0..5 {
+        set_max_message_bytes(&mut conn, "100").await;
+        waits.push(until(&mut conn, MESSAGE_TOO_LARGE).await);
+        set_max_message_bytes(&mut conn, "1000000").await;
+        waits.push(until(&mut conn, 0).await);
+    }
+    waits.sort();
+    let median = waits[waits.len() / 2];
+    eprintln!("config change applied after {waits:?}");
+    assert!(
+        median < Duration::from_millis(300),
+        "median {median:?}: {waits:?}"
+    );
+    drop(conn);
+    broker.shutdown().await;
+}
