@@ -27,6 +27,8 @@ pub mod topic_deletion;
 
 mod handle;
 #[cfg(test)]
+mod replication_sim;
+#[cfg(test)]
 mod simulation_tests;
 #[cfg(test)]
 mod test_support;
