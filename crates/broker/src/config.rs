@@ -399,6 +399,11 @@ impl BrokerConfig {
     /// The listener control requests (LeaderAndIsr, UpdateMetadata, StopReplica) must arrive
     /// on: `control.plane.listener.name` if set, else the inter-broker listener.
     pub fn control_plane_listener_name(&self) -> &str {
+        self.inter_broker_listener_name()
+    }
+
+    /// The listener brokers talk to each other on (`inter.broker.listener.name`).
+    pub fn inter_broker_listener_name(&self) -> &str {
         &self.listener().name
     }
 

@@ -106,11 +106,21 @@ async fn attempt_once(ctx: &BrokerContext) -> Result<Attempt, String> {
     let mut conn = Connection::connect_with(&addr, options)
         .await
         .map_err(|e| e.to_string())?;
+    let broker_epoch = ctx.broker_epoch.load(std::sync::atomic::Ordering::SeqCst);
     let request = ControlledShutdownRequest::default()
         .with_broker_id(WireBrokerId(ctx.broker_id))
-        .with_broker_epoch(ctx.broker_epoch.load(std::sync::atomic::Ordering::SeqCst));
+        .with_broker_epoch(broker_epoch);
+    // The proof that a broker of this cluster sends it (auth::control_plane::check_broker).
+    let proof = ctx
+        .control_plane
+        .key()
+        .broker_proof(ctx.broker_id, broker_epoch);
+    let tags = std::collections::BTreeMap::from([(
+        security::control_plane::PROOF_TAG,
+        bytes::Bytes::copy_from_slice(&proof),
+    )]);
     let response = conn
-        .send_version(request, CONTROLLED_SHUTDOWN_VERSION)
+        .send_version_tagged(request, CONTROLLED_SHUTDOWN_VERSION, &tags)
         .await
         .map_err(|e| e.to_string())?;
     if response.error_code != 0 {

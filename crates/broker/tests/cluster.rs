@@ -276,6 +276,21 @@ async fn leadership(conn: &mut Connection, topic: &str) -> Vec<(i32, i32, Vec<i3
     out
 }
 
+/// A ControlledShutdown signed the way a broker signs it.
+async fn send_signed(
+    key: &security::control_plane::ControlPlaneKey,
+    conn: &mut Connection,
+    broker_id: i32,
+    broker_epoch: i64,
+) -> Result<ControlledShutdownResponse, client::ClientError> {
+    let request = ControlledShutdownRequest::default()
+        .with_broker_id(BrokerId(broker_id))
+        .with_broker_epoch(broker_epoch);
+    let tags = broker_proof_tags(key, broker_id, broker_epoch);
+    let version = conn.negotiated_version::<ControlledShutdownRequest>()?;
+    conn.send_version_tagged(request, version, &tags).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn controlled_shutdown_moves_leaderships_and_refuses_stale_epochs() {
     let dir = tempfile::tempdir().unwrap();
@@ -327,30 +342,38 @@ async fn controlled_shutdown_moves_leaderships_and_refuses_stale_epochs() {
         "{before:?}"
     );
 
-    let request = |broker_id: i32, broker_epoch: i64| {
-        ControlledShutdownRequest::default()
-            .with_broker_id(BrokerId(broker_id))
-            .with_broker_epoch(broker_epoch)
-    };
+    // Signed with the cluster's key as a broker signs it, so the controller's own checks are
+    // what refuse these (unsigned ones are refused earlier, tests/control_plane.rs).
+    let (key, _, _) = control_plane_key(&store).await;
     // A stale broker epoch, an unknown broker, and a broker that is not the controller: each
     // refused, and nothing moves.
-    let stale = to_controller
-        .send(request(leaving, epoch - 1))
+    let stale = send_signed(&key, &mut to_controller, leaving, epoch - 1)
         .await
         .unwrap();
     assert_eq!(stale.error_code, 77, "STALE_BROKER_EPOCH");
-    let newer = to_controller
-        .send(request(leaving, epoch + 1))
+    let newer = send_signed(&key, &mut to_controller, leaving, epoch + 1)
         .await
         .unwrap();
     assert_eq!(newer.error_code, 77, "an epoch the controller has not seen");
-    let unknown = to_controller.send(request(42, 1)).await.unwrap();
+    let unknown = send_signed(&key, &mut to_controller, 42, 1).await.unwrap();
     assert_eq!(unknown.error_code, 8, "BROKER_NOT_AVAILABLE");
     let mut to_leaving = Connection::connect(&brokers[leaving_index].local_addr().to_string(), "t")
         .await
         .unwrap();
-    let not_controller = to_leaving.send(request(leaving, epoch)).await.unwrap();
+    let not_controller = send_signed(&key, &mut to_leaving, leaving, epoch)
+        .await
+        .unwrap();
     assert_eq!(not_controller.error_code, 41, "NOT_CONTROLLER");
+    // Unsigned, even with the right epoch: not authorized, nothing moves.
+    let unsigned = to_controller
+        .send(
+            ControlledShutdownRequest::default()
+                .with_broker_id(BrokerId(leaving))
+                .with_broker_epoch(epoch),
+        )
+        .await
+        .unwrap();
+    assert_eq!(unsigned.error_code, 31, "CLUSTER_AUTHORIZATION_FAILED");
     assert_eq!(leadership(&mut to_controller, "cs").await, before);
 
     // The broker's own controlled shutdown: it keeps its registration and serves, but leads
@@ -376,7 +399,9 @@ async fn controlled_shutdown_moves_leaderships_and_refuses_stale_epochs() {
         assert_eq!(isr.len(), 2, "p{partition}: {after:?}");
     }
     // Asked again, the controller has nothing left to move.
-    let again = to_controller.send(request(leaving, epoch)).await.unwrap();
+    let again = send_signed(&key, &mut to_controller, leaving, epoch)
+        .await
+        .unwrap();
     assert_eq!((again.error_code, again.remaining_partitions.len()), (0, 0));
 
     for broker in brokers {

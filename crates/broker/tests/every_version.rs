@@ -27,7 +27,6 @@ use uuid::Uuid;
 const NONE: i16 = 0;
 const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const BROKER_NOT_AVAILABLE: i16 = 8;
 const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
 const INVALID_REQUEST: i16 = 42;
 const SECURITY_DISABLED: i16 = 54;
@@ -428,13 +427,14 @@ async fn exercise(wire: &mut Wire, fx: &mut Fixture, api: ApiKey, version: i16) 
             );
         }
         ApiKey::ControlledShutdown => {
-            // From a broker that is not registered: refused, nothing moves.
+            // From a client (no broker proof) for a broker that is not registered: refused,
+            // nothing moves.
             let request = ControlledShutdownRequest::default()
                 .with_broker_id(BrokerId(9999))
                 .with_broker_epoch(-1);
             let response = wire.call(request, version).await;
             assert_eq!(
-                response.error_code, BROKER_NOT_AVAILABLE,
+                response.error_code, CLUSTER_AUTHORIZATION_FAILED,
                 "ControlledShutdown v{version}"
             );
             assert!(response.remaining_partitions.is_empty());

@@ -22,6 +22,8 @@ pub const SECRET_LEN: usize = 32;
 
 /// Domain separation: a MAC over these bytes means nothing in any other context.
 const CONTEXT: &[u8] = b"gregor-control-v1";
+/// The same for requests a broker sends to the controller (ControlledShutdown).
+const BROKER_CONTEXT: &[u8] = b"gregor-broker-v1";
 
 /// The cluster's control-plane secret, as read from the store.
 #[derive(Clone, PartialEq, Eq)]
@@ -67,14 +69,41 @@ impl ControlPlaneKey {
             .is_ok()
     }
 
+    /// The proof for a request a broker sends to the controller about itself: broker
+    /// `broker_id` in its registration `broker_epoch`.
+    pub fn broker_proof(&self, broker_id: i32, broker_epoch: i64) -> [u8; 32] {
+        self.broker_mac(broker_id, broker_epoch)
+            .finalize()
+            .into_bytes()
+            .into()
+    }
+
+    /// Whether `proof` is [`ControlPlaneKey::broker_proof`] for these values.
+    pub fn verify_broker(&self, proof: &[u8], broker_id: i32, broker_epoch: i64) -> bool {
+        self.broker_mac(broker_id, broker_epoch)
+            .verify_slice(proof)
+            .is_ok()
+    }
+
     fn mac(&self, controller_id: i32, controller_epoch: i32, receiver: i32) -> Hmac<Sha256> {
-        let mut mac =
-            Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes a key of any length");
+        let mut mac = self.keyed();
         mac.update(CONTEXT);
         mac.update(&controller_id.to_be_bytes());
         mac.update(&controller_epoch.to_be_bytes());
         mac.update(&receiver.to_be_bytes());
         mac
+    }
+
+    fn broker_mac(&self, broker_id: i32, broker_epoch: i64) -> Hmac<Sha256> {
+        let mut mac = self.keyed();
+        mac.update(BROKER_CONTEXT);
+        mac.update(&broker_id.to_be_bytes());
+        mac.update(&broker_epoch.to_be_bytes());
+        mac
+    }
+
+    fn keyed(&self) -> Hmac<Sha256> {
+        Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes a key of any length")
     }
 }
 
@@ -93,6 +122,18 @@ mod tests {
         assert!(!key.verify(&proof[..31], 1, 5, 2), "truncated");
         let other = ControlPlaneKey::new([8; SECRET_LEN]);
         assert!(!other.verify(&proof, 1, 5, 2), "another cluster's secret");
+    }
+
+    #[test]
+    fn broker_proofs_are_separate_from_controller_proofs() {
+        let key = ControlPlaneKey::new([7; SECRET_LEN]);
+        let proof = key.broker_proof(1, 5);
+        assert!(key.verify_broker(&proof, 1, 5));
+        assert!(!key.verify_broker(&proof, 2, 5));
+        assert!(!key.verify_broker(&proof, 1, 6));
+        // A controller proof over the same numbers is no broker proof, and the reverse.
+        assert!(!key.verify_broker(&key.proof(1, 5, 0), 1, 5));
+        assert!(!key.verify(&proof, 1, 5, 0));
     }
 
     #[test]

@@ -12,6 +12,10 @@
 //!
 //! With the single-listener default every connection arrives on the inter-broker listener,
 //! so check 2 is what tells the controller from a client that copied its id and epoch.
+//!
+//! ControlledShutdown goes the other way (a broker asks the controller to move its
+//! leaderships away) and is checked the same way with a broker proof over the broker's id
+//! and epoch, so a client cannot empty a broker of its leaders.
 
 use std::sync::Mutex;
 
@@ -56,6 +60,12 @@ pub(crate) enum ControlRefusal {
         /// The claimed epoch.
         epoch: i32,
     },
+    /// The proof does not match the broker the request speaks for.
+    #[error("the broker proof does not match broker {broker_id}")]
+    BadBrokerProof {
+        /// The claimed broker.
+        broker_id: BrokerId,
+    },
     /// The claimed controller or epoch is not the store's current one.
     #[error("controller {controller_id} epoch {epoch} is not the current controller ({current})")]
     NotCurrent {
@@ -78,7 +88,8 @@ impl ControlRefusal {
         match self {
             ControlRefusal::WrongListener { .. }
             | ControlRefusal::NoProof
-            | ControlRefusal::BadProof { .. } => ResponseError::ClusterAuthorizationFailed,
+            | ControlRefusal::BadProof { .. }
+            | ControlRefusal::BadBrokerProof { .. } => ResponseError::ClusterAuthorizationFailed,
             ControlRefusal::NotCurrent { .. } => ResponseError::StaleControllerEpoch,
             ControlRefusal::Store(_) => ResponseError::NotController,
         }
@@ -171,6 +182,47 @@ async fn verify(
                 None => "no controller".to_owned(),
             },
         })
+    }
+}
+
+/// Checks a request a broker sends the controller about itself (ControlledShutdown): it
+/// came on the inter-broker listener with the broker's proof for `broker_id` and
+/// `broker_epoch`. Whether that registration is current is the controller's check.
+pub(crate) fn check_broker(
+    ctx: &BrokerContext,
+    rctx: &RequestContext,
+    header: &RequestHeader,
+    api: &'static str,
+    broker_id: BrokerId,
+    broker_epoch: i64,
+) -> Result<(), ResponseError> {
+    let expected = ctx.config.inter_broker_listener_name();
+    let refusal = if *rctx.listener != *expected {
+        Some(ControlRefusal::WrongListener {
+            actual: rctx.listener.to_string(),
+            expected: expected.to_owned(),
+        })
+    } else {
+        match header.unknown_tagged_fields.get(&PROOF_TAG) {
+            None => Some(ControlRefusal::NoProof),
+            Some(proof)
+                if !ctx
+                    .control_plane
+                    .key
+                    .verify_broker(proof, broker_id, broker_epoch) =>
+            {
+                Some(ControlRefusal::BadBrokerProof { broker_id })
+            }
+            Some(_) => None,
+        }
+    };
+    match refusal {
+        None => Ok(()),
+        Some(refusal) => {
+            warn!(api, peer = %rctx.peer, listener = %rctx.listener, principal = %rctx.principal,
+                broker_id, broker_epoch, reason = %refusal, "broker request refused; nothing changed");
+            Err(refusal.code())
+        }
     }
 }
 

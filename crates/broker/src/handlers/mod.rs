@@ -94,9 +94,9 @@ pub(crate) async fn handle(
         RequestKind::StopReplica(req) => {
             ResponseKind::StopReplica(stop_replica::handle(ctx, rctx, header, req).await)
         }
-        RequestKind::ControlledShutdown(req) => {
-            ResponseKind::ControlledShutdown(controlled_shutdown::handle(ctx, req).await)
-        }
+        RequestKind::ControlledShutdown(req) => ResponseKind::ControlledShutdown(
+            controlled_shutdown::handle(ctx, rctx, header, req).await,
+        ),
         RequestKind::Produce(req) => {
             ResponseKind::Produce(produce::handle(ctx, req, version).await)
         }

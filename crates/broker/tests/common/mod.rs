@@ -165,6 +165,19 @@ pub fn proof_tags(
     )])
 }
 
+/// The header tags a broker sends with ControlledShutdown: its proof for its id and epoch.
+pub fn broker_proof_tags(
+    key: &security::control_plane::ControlPlaneKey,
+    broker_id: i32,
+    broker_epoch: i64,
+) -> std::collections::BTreeMap<i32, Bytes> {
+    let proof = key.broker_proof(broker_id, broker_epoch);
+    std::collections::BTreeMap::from([(
+        security::control_plane::PROOF_TAG,
+        Bytes::copy_from_slice(&proof),
+    )])
+}
+
 /// Polls `check` every 20 ms for up to 10 s.
 pub async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     for _ in 0..500 {
