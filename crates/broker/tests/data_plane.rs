@@ -244,6 +244,18 @@ async fn every_version_of_produce_fetch_list_offsets_and_delete_records() {
         let records = response.responses[0].partitions[0].records.clone().unwrap();
         assert_eq!(records[16], magic, "Fetch v{version} reads magic {magic}");
     }
+    // A topic's compression.type other than `producer` recompresses on the way in.
+    create_topic(&mut conn, "gz", 1, &[("compression.type", "gzip")]).await;
+    produce(&mut conn, "gz", 0, batch(3, "plain", None), 8).await;
+    let stored = conn
+        .send_version(fetch_request("gz", 0, 0), 11)
+        .await
+        .unwrap();
+    let records = stored.responses[0].partitions[0].records.clone().unwrap();
+    assert_eq!(records[22] & 0x07, 1, "stored as gzip");
+    let count = records::BatchHeader::read(&records).unwrap().records_count;
+    let section = records::records_section(&records).unwrap();
+    assert_eq!(records::record::records(&section, count).unwrap().len(), 3);
     create_topic(
         &mut conn,
         "no-conversion",

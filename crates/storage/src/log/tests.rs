@@ -348,7 +348,7 @@ fn truncate_to_removes_whole_batches_across_segments_and_appends_continue() {
 }
 
 #[test]
-fn append_replicated_keeps_offsets_and_refuses_gaps() {
+fn append_replicated_keeps_offsets_and_refuses_going_back() {
     let dir = tempfile::tempdir().unwrap();
     let mut leader = Log::open(&dir.path().join("a"), LogConfig::default(), 0, 0).unwrap();
     let mut follower = Log::open(&dir.path().join("b"), LogConfig::default(), 0, 0).unwrap();
@@ -365,6 +365,13 @@ fn append_replicated_keeps_offsets_and_refuses_gaps() {
             found: 0
         })
     ));
+    // A gap (batches the leader's cleaner removed) is taken, offsets kept.
+    leader.append(&mut batch(1, "z", 10), 4, 1).unwrap();
+    leader.append(&mut batch(1, "w", 10), 4, 1).unwrap();
+    let last = leader.read(6, usize::MAX).unwrap();
+    let info = follower.append_replicated(&last, 1).unwrap();
+    assert_eq!(info.first_offset, 6);
+    assert_eq!(follower.log_end_offset(), 7);
 }
 
 #[test]
