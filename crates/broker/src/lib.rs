@@ -11,6 +11,7 @@
 
 pub mod admin_http;
 mod auth;
+mod blocking;
 pub mod config;
 mod config_changes;
 mod connection;

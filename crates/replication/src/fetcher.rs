@@ -123,7 +123,23 @@ async fn fetch_loop(
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as i64);
-            match partition.append_as_follower(&records, data.high_watermark, now) {
+            // The append writes the log: off the async workers (issue 14).
+            let appended = {
+                let (partition, high_watermark) = (Arc::clone(&partition), data.high_watermark);
+                let records = records.clone();
+                tokio::task::spawn_blocking(move || {
+                    partition.append_as_follower(&records, high_watermark, now)
+                })
+                .await
+            };
+            let appended = match appended {
+                Ok(appended) => appended,
+                Err(err) => {
+                    warn!(%tp, error = %err, "the follower append task failed; stopping the fetcher");
+                    return;
+                }
+            };
+            match appended {
                 Ok(()) => {
                     if !records.is_empty() {
                         // Consumers never read from followers, but a waiting follower fetch

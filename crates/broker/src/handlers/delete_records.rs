@@ -13,7 +13,19 @@ use tracing::info;
 
 use crate::context::BrokerContext;
 
-pub(super) fn handle(ctx: &BrokerContext, request: DeleteRecordsRequest) -> DeleteRecordsResponse {
+pub(super) async fn handle(
+    ctx: &BrokerContext,
+    request: DeleteRecordsRequest,
+) -> DeleteRecordsResponse {
+    // Removing segments is disk work: off the async workers.
+    let rm = ctx.replica_manager.clone();
+    crate::blocking::run(move || delete_records(&rm, request)).await
+}
+
+fn delete_records(
+    rm: &replication::ReplicaManager,
+    request: DeleteRecordsRequest,
+) -> DeleteRecordsResponse {
     let topics = request
         .topics
         .into_iter()
@@ -31,8 +43,7 @@ pub(super) fn handle(ctx: &BrokerContext, request: DeleteRecordsRequest) -> Dele
                         .ok_or(ResponseError::UnknownTopicOrPartition)
                         .and_then(|n| {
                             let tp = TopicPartition::new(n.clone(), p.partition_index);
-                            let start = ctx
-                                .replica_manager
+                            let start = rm
                                 .partition(&tp)
                                 .and_then(|partition| partition.delete_records_before(p.offset))
                                 .map_err(|e| e.response_error())?;

@@ -17,6 +17,7 @@
 //! `min_bytes` by that cap, as Kafka does: a Fetch asking for 2 GiB never makes the broker
 //! read more than the cap (plus, as KIP-74 allows, one first batch that is larger).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -43,9 +44,16 @@ pub(super) async fn handle(
     let max_bytes = response_max_bytes(ctx, &request, version);
     let min_bytes = i64::from(request.min_bytes.max(0)).min(max_bytes);
     let mut appends = ctx.replica_manager.subscribe_appends();
+    let request = Arc::new(request);
+    // The reads touch the segment files: off the async workers.
+    let read = || {
+        let rm = ctx.replica_manager.clone();
+        let request = Arc::clone(&request);
+        crate::blocking::run(move || read_all(&rm, &request, max_bytes, version))
+    };
     loop {
         appends.borrow_and_update();
-        let (response, bytes, errors) = read_all(ctx, &request, max_bytes, version);
+        let (response, bytes, errors) = read().await;
         let enough = bytes >= min_bytes || errors;
         if enough || max_wait.is_zero() || Instant::now() >= deadline {
             return response;
@@ -54,7 +62,7 @@ pub(super) async fn handle(
         match crate::limits::parked(tokio::time::timeout_at(deadline, appends.changed())).await {
             Ok(Ok(())) => continue,
             // Timed out, or the broker is shutting down: answer with what is there.
-            _ => return read_all(ctx, &request, max_bytes, version).0,
+            _ => return read().await.0,
         }
     }
 }
@@ -79,7 +87,7 @@ fn response_max_bytes(ctx: &BrokerContext, request: &FetchRequest, version: i16)
 /// Reads every requested partition once, at most `max_bytes` of records in all. Returns the
 /// response, the record bytes in it and whether any partition has an error.
 fn read_all(
-    ctx: &BrokerContext,
+    rm: &replication::ReplicaManager,
     request: &FetchRequest,
     max_bytes: i64,
     version: i16,
@@ -104,17 +112,13 @@ fn read_all(
                 .as_ref()
                 .map(|n| TopicPartition::new(n.clone(), p.partition))
                 .ok_or(ResponseError::UnknownTopicOrPartition)
-                .and_then(|tp| {
-                    ctx.replica_manager
-                        .partition(&tp)
-                        .map_err(|e| e.response_error())
-                });
+                .and_then(|tp| rm.partition(&tp).map_err(|e| e.response_error()));
             let limit = i64::from(p.partition_max_bytes.max(0)).min(remaining);
             let result = partition.and_then(|partition| {
                 let max = limit.max(0) as usize;
                 if request.replica_id.0 >= 0 {
                     // A follower: reads up to the log end and reports its own log end.
-                    ctx.replica_manager.read_for_follower(
+                    rm.read_for_follower(
                         partition.topic_partition(),
                         request.replica_id.0,
                         p.fetch_offset,

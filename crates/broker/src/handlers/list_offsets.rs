@@ -17,8 +17,18 @@ use crate::context::BrokerContext;
 /// ListOffsets' MAX_TIMESTAMP target (KIP-734).
 const MAX_TIMESTAMP: i64 = -3;
 
-pub(super) fn handle(
+pub(super) async fn handle(
     ctx: &BrokerContext,
+    request: ListOffsetsRequest,
+    version: i16,
+) -> ListOffsetsResponse {
+    // Lookups by time scan the time index and a batch: off the async workers.
+    let rm = ctx.replica_manager.clone();
+    crate::blocking::run(move || list_offsets(&rm, request, version)).await
+}
+
+fn list_offsets(
+    rm: &replication::ReplicaManager,
     request: ListOffsetsRequest,
     version: i16,
 ) -> ListOffsetsResponse {
@@ -41,10 +51,7 @@ pub(super) fn handle(
                         .ok_or(ResponseError::UnknownTopicOrPartition)
                         .and_then(|n| {
                             let tp = TopicPartition::new(n.clone(), p.partition_index);
-                            let partition = ctx
-                                .replica_manager
-                                .partition(&tp)
-                                .map_err(|e| e.response_error())?;
+                            let partition = rm.partition(&tp).map_err(|e| e.response_error())?;
                             // MAX_TIMESTAMP (-3) exists from v7 (Kafka 3.0); below that -3 is
                             // an ordinary (negative) timestamp, as in Kafka 2.8.
                             let max_timestamp = version >= 7 && p.timestamp == MAX_TIMESTAMP;

@@ -102,10 +102,10 @@ pub(crate) async fn handle(
         }
         RequestKind::Fetch(req) => ResponseKind::Fetch(fetch::handle(ctx, req, version).await),
         RequestKind::ListOffsets(req) => {
-            ResponseKind::ListOffsets(list_offsets::handle(ctx, req, version))
+            ResponseKind::ListOffsets(list_offsets::handle(ctx, req, version).await)
         }
         RequestKind::DeleteRecords(req) => {
-            ResponseKind::DeleteRecords(delete_records::handle(ctx, req))
+            ResponseKind::DeleteRecords(delete_records::handle(ctx, req).await)
         }
         RequestKind::InitProducerId(req) => {
             ResponseKind::InitProducerId(init_producer_id::handle(ctx, req).await)

@@ -50,76 +50,80 @@ pub(super) async fn handle(
     let acks = request.acks;
     let deadline = tokio::time::Instant::now()
         + std::time::Duration::from_millis(request.timeout_ms.max(0) as u64);
-    // (topic index, partition index, partition, offset the high watermark must reach)
-    let mut waits: Vec<(usize, usize, TopicPartition, i64)> = Vec::new();
     let acks_valid = matches!(request.acks, -1..=1);
     let transactional = request.transactional_id.is_some();
     let mut response = ProduceResponse::default();
+    // (topic index, partition index, partition, records): the appends, done off the async
+    // workers in one go once every partition was checked.
+    let mut appends: Vec<(usize, usize, TopicPartition, Option<bytes::Bytes>)> = Vec::new();
     for (topic_index, mut topic) in request.topic_data.into_iter().enumerate() {
         // Own the topic name: decoded in place, its bytes would share the request buffer and
         // keep `append` from taking a batch over without copying it.
         topic.name.0 = StrBytes::from_string(topic.name.0.to_string());
         let name: Option<model::TopicName> = topic.name.0.parse().ok();
-        let partition_responses = topic
-            .partition_data
-            .into_iter()
-            .enumerate()
-            .map(|(partition_index, data)| {
-                let mut out = PartitionProduceResponse::default()
-                    .with_index(data.index)
-                    .with_base_offset(-1)
-                    .with_log_append_time_ms(-1)
-                    .with_log_start_offset(-1);
-                let result: Result<_, Refused> = if !acks_valid {
-                    Err((ResponseError::InvalidRequiredAcks, None).into())
-                } else if transactional {
-                    Err((
+        let mut partition_responses = Vec::with_capacity(topic.partition_data.len());
+        for (partition_index, data) in topic.partition_data.into_iter().enumerate() {
+            let mut out = PartitionProduceResponse::default()
+                .with_index(data.index)
+                .with_base_offset(-1)
+                .with_log_append_time_ms(-1)
+                .with_log_start_offset(-1);
+            let refused: Option<Refused> = if !acks_valid {
+                Some((ResponseError::InvalidRequiredAcks, None).into())
+            } else if transactional {
+                Some(
+                    (
                         ResponseError::TransactionalIdAuthorizationFailed,
                         Some("transactions are not supported by this broker".to_owned()),
                     )
-                        .into())
-                } else if let Err(refused) = validate_records(version, data.records.as_deref()) {
-                    Err(refused.into())
-                } else if let Some(name) = &name {
-                    let tp = TopicPartition::new(name.clone(), data.index);
-                    let result = append(ctx, &tp, acks, data.records, now);
-                    if let (Ok(r), -1) = (&result, acks) {
-                        waits.push((topic_index, partition_index, tp, r.last_offset + 1));
-                    }
-                    result
-                } else {
-                    Err((ResponseError::UnknownTopicOrPartition, None).into())
-                };
-                match result {
-                    Ok(r) => {
-                        out.base_offset = r.base_offset;
-                        out.log_append_time_ms = r.log_append_time_ms;
-                        out.log_start_offset = r.log_start_offset;
-                    }
-                    Err(refused) => {
-                        out.error_code = refused.error.code();
-                        out.error_message = refused.message.map(StrBytes::from_string);
-                        out.record_errors = refused
-                            .record_errors
-                            .into_iter()
-                            .map(|e| {
-                                BatchIndexAndErrorMessage::default()
-                                    .with_batch_index(e.batch_index)
-                                    .with_batch_index_error_message(Some(StrBytes::from_string(
-                                        e.message,
-                                    )))
-                            })
-                            .collect();
-                    }
-                }
-                out
-            })
-            .collect();
+                        .into(),
+                )
+            } else if let Err(refused) = validate_records(version, data.records.as_deref()) {
+                Some(refused.into())
+            } else if let Some(name) = &name {
+                let tp = TopicPartition::new(name.clone(), data.index);
+                appends.push((topic_index, partition_index, tp, data.records));
+                None
+            } else {
+                Some((ResponseError::UnknownTopicOrPartition, None).into())
+            };
+            if let Some(refused) = refused {
+                set_refused(&mut out, refused);
+            }
+            partition_responses.push(out);
+        }
         response.responses.push(
             TopicProduceResponse::default()
                 .with_name(topic.name)
                 .with_partition_responses(partition_responses),
         );
+    }
+    let rm = ctx.replica_manager.clone();
+    let results = crate::blocking::run(move || {
+        appends
+            .into_iter()
+            .map(|(topic_index, partition_index, tp, records)| {
+                let result = append(&rm, &tp, acks, records, now);
+                (topic_index, partition_index, tp, result)
+            })
+            .collect::<Vec<_>>()
+    })
+    .await;
+    // (topic index, partition index, partition, offset the high watermark must reach)
+    let mut waits: Vec<(usize, usize, TopicPartition, i64)> = Vec::new();
+    for (topic_index, partition_index, tp, result) in results {
+        let out = &mut response.responses[topic_index].partition_responses[partition_index];
+        match result {
+            Ok(r) => {
+                out.base_offset = r.base_offset;
+                out.log_append_time_ms = r.log_append_time_ms;
+                out.log_start_offset = r.log_start_offset;
+                if acks == -1 {
+                    waits.push((topic_index, partition_index, tp, r.last_offset + 1));
+                }
+            }
+            Err(refused) => set_refused(out, refused),
+        }
     }
     if !waits.is_empty() {
         // acks=-1 waits for the in-sync replicas: parked, as in Kafka's DelayedProduce.
@@ -137,6 +141,20 @@ pub(super) async fn handle(
         }
     }
     response
+}
+
+fn set_refused(out: &mut PartitionProduceResponse, refused: Refused) {
+    out.error_code = refused.error.code();
+    out.error_message = refused.message.map(StrBytes::from_string);
+    out.record_errors = refused
+        .record_errors
+        .into_iter()
+        .map(|e| {
+            BatchIndexAndErrorMessage::default()
+                .with_batch_index(e.batch_index)
+                .with_batch_index_error_message(Some(StrBytes::from_string(e.message)))
+        })
+        .collect();
 }
 
 /// Kafka's `ProduceRequest.validateRecords`: from v3 a partition carries exactly one batch
@@ -178,15 +196,16 @@ fn validate_records(
     Ok(())
 }
 
+/// Checks and appends one partition's records (disk I/O: call off the async workers).
 fn append(
-    ctx: &BrokerContext,
+    rm: &replication::ReplicaManager,
     tp: &TopicPartition,
     acks: i16,
     records: Option<bytes::Bytes>,
     now: i64,
 ) -> Result<replication::AppendResult, Refused> {
     if acks == -1 {
-        if let Some(partition) = ctx.replica_manager.get(tp) {
+        if let Some(partition) = rm.get(tp) {
             if !partition.enough_replicas() {
                 return Err((ResponseError::NotEnoughReplicas, None).into());
             }
@@ -198,27 +217,25 @@ fn append(
     let mut buf = records
         .try_into_mut()
         .unwrap_or_else(|shared| BytesMut::from(&shared[..]));
-    ctx.replica_manager
-        .append(tp, &mut buf, now)
-        .map_err(|err| {
-            debug!(%tp, error = %err, "produce refused");
-            let error = err.response_error();
-            let message = matches!(
-                error,
-                ResponseError::UnsupportedForMessageFormat
-                    | ResponseError::CorruptMessage
-                    | ResponseError::InvalidRecord
-                    | ResponseError::InvalidTimestamp
-                    | ResponseError::UnsupportedCompressionType
-                    | ResponseError::MessageTooLarge
-                    | ResponseError::OutOfOrderSequenceNumber
-                    | ResponseError::InvalidProducerEpoch
-            )
-            .then(|| err.to_string());
-            Refused {
-                error,
-                message,
-                record_errors: err.record_errors().to_vec(),
-            }
-        })
+    rm.append(tp, &mut buf, now).map_err(|err| {
+        debug!(%tp, error = %err, "produce refused");
+        let error = err.response_error();
+        let message = matches!(
+            error,
+            ResponseError::UnsupportedForMessageFormat
+                | ResponseError::CorruptMessage
+                | ResponseError::InvalidRecord
+                | ResponseError::InvalidTimestamp
+                | ResponseError::UnsupportedCompressionType
+                | ResponseError::MessageTooLarge
+                | ResponseError::OutOfOrderSequenceNumber
+                | ResponseError::InvalidProducerEpoch
+        )
+        .then(|| err.to_string());
+        Refused {
+            error,
+            message,
+            record_errors: err.record_errors().to_vec(),
+        }
+    })
 }

@@ -69,12 +69,28 @@ pub(super) async fn handle(
             ));
         }
     }
-    let partition_errors = work
+    // Closing (fsync) and renaming logs is disk work: off the async workers.
+    let rm = ctx.replica_manager.clone();
+    let log_manager = ctx.log_manager.clone();
+    let stopped = crate::blocking::run(move || {
+        work.into_iter()
+            .map(|(topic, partition, delete)| {
+                let result = stop(&rm, &log_manager, &topic, partition, delete);
+                (topic, partition, delete, result)
+            })
+            .collect::<Vec<_>>()
+    })
+    .await;
+    let partition_errors = stopped
         .into_iter()
-        .map(|(topic, partition, delete)| {
-            let code = stop(ctx, &topic, partition, delete)
-                .err()
-                .map_or(0, |e| e.code());
+        .map(|(topic, partition, delete, result)| {
+            let (stopped, result) = result;
+            if let Some(tp) = &stopped {
+                if ctx.replicas().remove(tp).is_some() {
+                    info!(target: "state_change", %tp, delete, "stopped replica");
+                }
+            }
+            let code = result.err().map_or(0, |e| e.code());
             StopReplicaPartitionError::default()
                 .with_topic_name(TopicName(topic.into()))
                 .with_partition_index(partition)
@@ -84,25 +100,27 @@ pub(super) async fn handle(
     StopReplicaResponse::default().with_partition_errors(partition_errors)
 }
 
+/// Closes the partition's log and, with `delete`, renames its directory for removal.
+/// Returns the partition when it was stopped (even if its deletion then failed).
 fn stop(
-    ctx: &BrokerContext,
+    rm: &replication::ReplicaManager,
+    log_manager: &storage::LogManager,
     topic: &str,
     partition: i32,
     delete: bool,
-) -> Result<(), ResponseError> {
-    let name: model::TopicName = topic
-        .parse()
-        .map_err(|_| ResponseError::InvalidTopicException)?;
+) -> (Option<TopicPartition>, Result<(), ResponseError>) {
+    let Ok(name) = topic.parse::<model::TopicName>() else {
+        return (None, Err(ResponseError::InvalidTopicException));
+    };
     let tp = TopicPartition::new(name, partition);
-    ctx.replica_manager.stop_replica(&tp, delete);
-    if ctx.replicas().remove(&tp).is_some() {
-        info!(target: "state_change", %tp, delete, "stopped replica");
-    }
-    if delete {
-        ctx.log_manager.delete_partition(&tp).map_err(|err| {
+    rm.stop_replica(&tp, delete);
+    let deleted = if delete {
+        log_manager.delete_partition(&tp).map(drop).map_err(|err| {
             warn!(%tp, error = %err, "cannot delete partition log");
             ResponseError::KafkaStorageError
-        })?;
-    }
-    Ok(())
+        })
+    } else {
+        Ok(())
+    };
+    (Some(tp), deleted)
 }
