@@ -171,12 +171,18 @@ class Cluster:
             partitions = len(assignment)
         else:
             new = NewTopic(name, num_partitions=partitions, replication_factor=rf, config=config or {})
-        admin.create_topics([new])[name].result(timeout=60)
-        wait_until(
-            lambda: all(self.zk.exists(f"/brokers/topics/{name}/partitions/{p}/state") for p in range(partitions)),
-            timeout=30,
-            what=f"{name} has partition states",
-        )
+        admin.create_topics([new])[name].result(timeout=120)
+
+        def online():
+            md = admin.list_topics(name, timeout=30).topics.get(name)
+            return (
+                md is not None
+                and md.error is None
+                and len(md.partitions) == partitions
+                and all(p.leader >= 0 for p in md.partitions.values())
+            )
+
+        wait_until(online, timeout=120, interval=0.5, what=f"every partition of {name} has a leader")
 
     def wait_isr(self, topic, partitions, size, timeout=60):
         wait_until(

@@ -7,7 +7,9 @@
 //! - [`consume`]: reads `messages` records from the start of every partition and measures
 //!   throughput;
 //! - [`end_to_end`]: produces at a fixed rate while a consumer reads the same topic, and
-//!   measures the latency from the timestamp written into each message to its receipt.
+//!   measures the latency from the timestamp written into each message to its receipt;
+//! - [`failover`]: produces at a fixed rate, sends SIGKILL or SIGTERM to one broker, and
+//!   measures until its partitions have new leaders and accept produce again.
 //!
 //! Each run can also watch the broker process (`broker_pid`): CPU time from
 //! `/proc/<pid>/stat` (utime + stime, before and after) and peak RSS from
@@ -18,10 +20,12 @@
 //! taken against Apache Kafka. It is kept out of the server's default build: only
 //! `cargo build -p cli --features bench` links librdkafka.
 
+mod failover;
 mod latency;
 mod procfs;
 mod run;
 
+pub use failover::{failover, FailoverOptions, FailoverReport, Signal};
 pub use latency::LatencySummary;
 pub use procfs::{BrokerProbe, BrokerUsage};
 pub use run::{consume, end_to_end, produce};

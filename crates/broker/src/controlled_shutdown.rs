@@ -33,7 +33,16 @@ pub(crate) async fn run(ctx: &BrokerContext) -> bool {
     let backoff = ctx.config.controlled_shutdown_retry_backoff;
     let started = std::time::Instant::now();
     for attempt in 1..=retries {
-        match attempt_once(ctx).await {
+        // Bounded even when the store or the controller does not answer.
+        let outcome = tokio::time::timeout(ctx.config.request_timeout, attempt_once(ctx))
+            .await
+            .unwrap_or_else(|_| {
+                Err(format!(
+                    "no answer within request.timeout.ms ({} ms)",
+                    ctx.config.request_timeout.as_millis()
+                ))
+            });
+        match outcome {
             Ok(Attempt::Done) => {
                 info!(
                     broker_id = ctx.broker_id,

@@ -26,6 +26,50 @@ enum Mode {
     /// Produce (use --rate) while consuming; report produce latency and end-to-end latency
     /// (the send timestamp written into each message → its receipt).
     EndToEnd(CommonArgs),
+    /// Produce at --rate to every partition, then SIGKILL (or SIGTERM) one broker: report
+    /// the seconds until its partitions have new leaders in the metadata and acknowledge
+    /// messages again, until it exits (SIGTERM), and failed sends.
+    Failover(FailoverArgs),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum SignalArg {
+    Kill,
+    Term,
+}
+
+#[derive(Debug, Args)]
+struct FailoverArgs {
+    /// The brokers, the one to stop included: host:port[,host:port...].
+    #[arg(long)]
+    bootstrap_server: String,
+    /// An existing topic.
+    #[arg(long)]
+    topic: String,
+    /// `broker.id` of the broker to stop.
+    #[arg(long)]
+    broker_id: i32,
+    /// Its process id on this machine.
+    #[arg(long)]
+    broker_pid: u32,
+    /// kill: SIGKILL (a crash); term: SIGTERM (a controlled shutdown).
+    #[arg(long, value_enum, default_value = "kill")]
+    signal: SignalArg,
+    /// Messages per second over all partitions.
+    #[arg(long, default_value_t = 1000)]
+    rate: u64,
+    /// Producer acks.
+    #[arg(long, value_enum, default_value = "all")]
+    acks: AcksArg,
+    /// Bytes per message value.
+    #[arg(long, default_value_t = 100)]
+    message_size: usize,
+    /// A librdkafka producer property, key=value (repeatable).
+    #[arg(long = "producer-property", value_name = "KEY=VALUE")]
+    producer_property: Vec<String>,
+    /// Give up waiting for a phase after this many seconds.
+    #[arg(long, default_value_t = 120)]
+    timeout_secs: u64,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -151,6 +195,29 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         Mode::EndToEnd(a) => {
             let (produced, consumed) = bench::end_to_end(&options(a)?)?;
             print!("{produced}{consumed}");
+        }
+        Mode::Failover(a) => {
+            let opts = bench::FailoverOptions {
+                bootstrap_server: a.bootstrap_server,
+                topic: a.topic,
+                broker_id: a.broker_id,
+                broker_pid: a.broker_pid,
+                signal: match a.signal {
+                    SignalArg::Kill => bench::Signal::Kill,
+                    SignalArg::Term => bench::Signal::Term,
+                },
+                rate: a.rate.max(1),
+                acks: match a.acks {
+                    AcksArg::Zero => bench::Acks::None,
+                    AcksArg::One => bench::Acks::Leader,
+                    AcksArg::All => bench::Acks::All,
+                },
+                message_size: a.message_size,
+                producer_properties: parse_properties(&a.producer_property)
+                    .context("--producer-property")?,
+                timeout: Duration::from_secs(a.timeout_secs.max(1)),
+            };
+            print!("{}", bench::failover(&opts)?);
         }
     }
     Ok(ExitCode::SUCCESS)
