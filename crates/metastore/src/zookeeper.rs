@@ -299,8 +299,32 @@ impl ZkClient {
                 .await;
             match joined {
                 Ok(other) => {
+                    // Dropping the last handle sends CloseSession, but this client may win the
+                    // session back (it reconnects when ZooKeeper moves the session to the
+                    // joiner) before the close goes out; then the session lives on. So wait
+                    // until the joiner saw its close answered, and join again if it did not.
+                    let mut state = other.state_watcher();
                     drop(other);
-                    return Ok(());
+                    let closed = tokio::time::timeout(timeout, async {
+                        loop {
+                            match state.changed().await {
+                                zk::SessionState::Closed | zk::SessionState::Expired => break,
+                                _ => continue,
+                            }
+                        }
+                    })
+                    .await
+                    .is_ok();
+                    if closed {
+                        return Ok(());
+                    }
+                    if attempt >= READ_ATTEMPTS {
+                        return Err(Error::Backend(format!(
+                            "could not expire session {:#x}: {attempt} closes went unanswered",
+                            self.session.id().0
+                        )));
+                    }
+                    attempt += 1;
                 }
                 // Already gone: as good as expired.
                 Err(zk::Error::SessionExpired) => return Ok(()),
