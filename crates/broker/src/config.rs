@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use model::BrokerId;
+use security::SecurityProtocol;
 use tracing::warn;
 
 /// Why a configuration cannot be used. Every message names the offending key.
@@ -36,15 +37,31 @@ pub enum ConfigError {
     },
 }
 
-/// A `listeners` entry: `PLAINTEXT://host:port` (an empty host binds every interface).
+/// A `listeners` entry: `NAME://host:port` (an empty host binds every interface), with the
+/// security protocol `listener.security.protocol.map` gives its name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listener {
-    /// The listener name (only `PLAINTEXT` is supported).
+    /// The listener name, upper-cased as Kafka normalises it (`PLAINTEXT`, `INTERNAL`).
     pub name: String,
     /// Host to bind or advertise; empty means "all interfaces" / "this host's name".
     pub host: String,
     /// Port; 0 picks a free port when binding.
     pub port: u16,
+    /// How its connections are secured.
+    pub protocol: SecurityProtocol,
+}
+
+/// One endpoint as `/brokers/ids/<id>` lists it: what clients of a listener connect to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdvertisedEndpoint {
+    /// The listener name.
+    pub name: String,
+    /// Advertised host.
+    pub host: String,
+    /// Advertised port (the bound port when the config says 0).
+    pub port: u16,
+    /// The listener's security protocol.
+    pub protocol: SecurityProtocol,
 }
 
 impl Listener {
@@ -107,6 +124,11 @@ pub struct BrokerConfig {
     pub listeners: Vec<Listener>,
     /// `advertised.listeners`, defaulting to `listeners`.
     pub advertised_listeners: Option<Vec<Listener>>,
+    /// `inter.broker.listener.name`, or the listener named after
+    /// `security.inter.broker.protocol` (default `PLAINTEXT`).
+    pub inter_broker_listener: String,
+    /// `control.plane.listener.name` (KIP-291): the listener controller requests use.
+    pub control_plane_listener: Option<String>,
     /// The data directory (`--data-dir`): the embedded store lives in `<data_dir>/metadata`.
     pub data_dir: PathBuf,
     /// `log.dirs` (or `log.dir`), defaulting to `<data_dir>/logs`.
@@ -171,6 +193,10 @@ const KNOWN_KEYS: &[&str] = &[
     "broker.id",
     "listeners",
     "advertised.listeners",
+    "listener.security.protocol.map",
+    "inter.broker.listener.name",
+    "security.inter.broker.protocol",
+    "control.plane.listener.name",
     "log.dirs",
     "log.dir",
     "broker.rack",
@@ -252,13 +278,31 @@ impl BrokerConfig {
                 warn!(key, "unknown config key; ignoring it");
             }
         }
+        let protocols = parse_protocol_map(get("listener.security.protocol.map"))?;
         let listeners = parse_listeners(
             "listeners",
             get("listeners").unwrap_or("PLAINTEXT://127.0.0.1:9092"),
+            &protocols,
         )?;
         let advertised_listeners = get("advertised.listeners")
-            .map(|v| parse_listeners("advertised.listeners", v))
+            .map(|v| parse_listeners("advertised.listeners", v, &protocols))
             .transpose()?;
+        let (inter_broker_listener, control_plane_listener) = listener_roles(
+            &props,
+            &protocols,
+            &listeners,
+            advertised_listeners.as_deref(),
+        )?;
+        if let Some(l) = listeners
+            .iter()
+            .find(|l| l.protocol != SecurityProtocol::Plaintext)
+        {
+            return Err(invalid(
+                "listeners",
+                &l.name,
+                &format!("security protocol {} is not supported yet", l.protocol),
+            ));
+        }
         let log_dirs: Vec<PathBuf> = match get("log.dirs").or(get("log.dir")) {
             Some(value) => value
                 .split(',')
@@ -297,6 +341,8 @@ impl BrokerConfig {
             broker_id: parse_num(&props, "broker.id", 0, 0)?,
             listeners,
             advertised_listeners,
+            inter_broker_listener,
+            control_plane_listener,
             data_dir: data_dir.to_path_buf(),
             log_dirs,
             rack: get("broker.rack")
@@ -399,33 +445,52 @@ impl BrokerConfig {
     /// The listener control requests (LeaderAndIsr, UpdateMetadata, StopReplica) must arrive
     /// on: `control.plane.listener.name` if set, else the inter-broker listener.
     pub fn control_plane_listener_name(&self) -> &str {
-        self.inter_broker_listener_name()
+        self.control_plane_listener
+            .as_deref()
+            .unwrap_or_else(|| self.inter_broker_listener_name())
     }
 
     /// The listener brokers talk to each other on (`inter.broker.listener.name`).
     pub fn inter_broker_listener_name(&self) -> &str {
-        &self.listener().name
+        &self.inter_broker_listener
     }
 
-    /// The endpoint advertised in `/brokers/ids/<id>` for `bound_port`: `advertised.listeners`
-    /// if set (a port of 0 there means the bound port), else the listener, with an empty or
-    /// wildcard host replaced by `127.0.0.1`.
-    pub fn advertised_endpoint(&self, bound_port: u16) -> (String, u16) {
-        let listener = self
+    /// The listener named `name`.
+    pub fn listener_named(&self, name: &str) -> Option<&Listener> {
+        self.listeners.iter().find(|l| l.name == name)
+    }
+
+    /// The endpoints advertised in `/brokers/ids/<id>`, given the port each listener is bound
+    /// to: `advertised.listeners` if set (a port of 0 there means the bound port), else the
+    /// listeners, with an empty or wildcard host replaced by `127.0.0.1`.
+    pub fn advertised_endpoints(
+        &self,
+        bound_port: impl Fn(&str) -> u16,
+    ) -> Vec<AdvertisedEndpoint> {
+        let listeners = self
             .advertised_listeners
-            .as_ref()
-            .and_then(|l| l.first())
-            .unwrap_or_else(|| self.listener());
-        let host = match listener.host.as_str() {
-            "" | "0.0.0.0" | "::" => "127.0.0.1".to_string(),
-            host => host.to_string(),
-        };
-        let port = if listener.port == 0 || self.advertised_listeners.is_none() {
-            bound_port
-        } else {
-            listener.port
-        };
-        (host, port)
+            .as_deref()
+            .unwrap_or(&self.listeners);
+        listeners
+            .iter()
+            .map(|listener| {
+                let host = match listener.host.as_str() {
+                    "" | "0.0.0.0" | "::" => "127.0.0.1".to_string(),
+                    host => host.to_string(),
+                };
+                let port = if listener.port == 0 || self.advertised_listeners.is_none() {
+                    bound_port(&listener.name)
+                } else {
+                    listener.port
+                };
+                AdvertisedEndpoint {
+                    name: listener.name.clone(),
+                    host,
+                    port,
+                    protocol: listener.protocol,
+                }
+            })
+            .collect()
     }
 
     /// The controller's settings.
@@ -638,14 +703,157 @@ fn parse_bool(
     }
 }
 
-fn parse_listeners(key: &str, value: &str) -> Result<Vec<Listener>, ConfigError> {
-    let mut listeners = Vec::new();
+/// `listener.security.protocol.map`: `NAME:PROTOCOL,...`, names upper-cased; Kafka's default
+/// maps each protocol's name to itself.
+fn parse_protocol_map(
+    value: Option<&str>,
+) -> Result<BTreeMap<String, SecurityProtocol>, ConfigError> {
+    let key = "listener.security.protocol.map";
+    let Some(value) = value else {
+        return Ok(security::protocol::default_protocol_map()
+            .into_iter()
+            .collect());
+    };
+    let mut map = BTreeMap::new();
+    for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (name, protocol) = item
+            .split_once(':')
+            .ok_or_else(|| invalid(key, item, "expected LISTENER_NAME:PROTOCOL"))?;
+        let protocol: SecurityProtocol = protocol
+            .parse()
+            .map_err(|e: security::protocol::UnknownProtocol| invalid(key, item, &e.to_string()))?;
+        map.insert(name.trim().to_ascii_uppercase(), protocol);
+    }
+    Ok(map)
+}
+
+/// The inter-broker and control-plane listener names, checked as Kafka's `KafkaConfig` does.
+fn listener_roles(
+    props: &BTreeMap<String, String>,
+    protocols: &BTreeMap<String, SecurityProtocol>,
+    listeners: &[Listener],
+    advertised: Option<&[Listener]>,
+) -> Result<(String, Option<String>), ConfigError> {
+    let advertised_names: Vec<&str> = advertised
+        .unwrap_or(listeners)
+        .iter()
+        .map(|l| l.name.as_str())
+        .collect();
+    for name in &advertised_names {
+        if !listeners.iter().any(|l| l.name == *name) {
+            return Err(invalid(
+                "advertised.listeners",
+                name,
+                &format!(
+                    "advertised.listeners listener names must be equal to or a subset of the ones defined in listeners ({})",
+                    listener_names(listeners)
+                ),
+            ));
+        }
+    }
+    let inter_broker = match (
+        props.get("inter.broker.listener.name"),
+        props.get("security.inter.broker.protocol"),
+    ) {
+        (Some(_), Some(_)) => {
+            return Err(invalid(
+                "inter.broker.listener.name",
+                props["inter.broker.listener.name"].as_str(),
+                "only one of inter.broker.listener.name and security.inter.broker.protocol should be set",
+            ))
+        }
+        (Some(name), None) => {
+            let name = name.trim().to_ascii_uppercase();
+            if !protocols.contains_key(&name) {
+                return Err(invalid(
+                    "inter.broker.listener.name",
+                    &name,
+                    "not found in listener.security.protocol.map",
+                ));
+            }
+            name
+        }
+        (None, protocol) => {
+            let text = protocol.map(String::as_str).unwrap_or("PLAINTEXT");
+            let protocol: SecurityProtocol = text.parse().map_err(
+                |e: security::protocol::UnknownProtocol| {
+                    invalid("security.inter.broker.protocol", text, &e.to_string())
+                },
+            )?;
+            protocol.name().to_owned()
+        }
+    };
+    if !advertised_names.contains(&inter_broker.as_str()) {
+        return Err(invalid(
+            "inter.broker.listener.name",
+            &inter_broker,
+            &format!(
+                "inter.broker.listener.name must be a listener name defined in advertised.listeners. \
+                 The valid options based on currently configured listeners are {}",
+                advertised_names.join(",")
+            ),
+        ));
+    }
+    let control_plane = match props.get("control.plane.listener.name") {
+        None => None,
+        Some(name) => {
+            let name = name.trim().to_ascii_uppercase();
+            if !advertised_names.contains(&name.as_str()) {
+                return Err(invalid(
+                    "control.plane.listener.name",
+                    &name,
+                    &format!(
+                        "control.plane.listener.name must be a listener name defined in advertised.listeners. \
+                         The valid options based on currently configured listeners are {}",
+                        advertised_names.join(",")
+                    ),
+                ));
+            }
+            if name == inter_broker {
+                return Err(invalid(
+                    "control.plane.listener.name",
+                    &name,
+                    "control.plane.listener.name, when defined, should have a different value from the inter broker listener name",
+                ));
+            }
+            Some(name)
+        }
+    };
+    Ok((inter_broker, control_plane))
+}
+
+fn listener_names(listeners: &[Listener]) -> String {
+    listeners
+        .iter()
+        .map(|l| l.name.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn parse_listeners(
+    key: &str,
+    value: &str,
+    protocols: &BTreeMap<String, SecurityProtocol>,
+) -> Result<Vec<Listener>, ConfigError> {
+    let mut listeners: Vec<Listener> = Vec::new();
     for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (name, rest) = item
             .split_once("://")
             .ok_or_else(|| invalid(key, item, "expected NAME://host:port"))?;
-        if name != "PLAINTEXT" {
-            return Err(invalid(key, item, "only PLAINTEXT listeners are supported"));
+        let name = name.to_ascii_uppercase();
+        let protocol = *protocols.get(&name).ok_or_else(|| {
+            invalid(
+                key,
+                item,
+                &format!("no security protocol defined for listener {name} in listener.security.protocol.map"),
+            )
+        })?;
+        if listeners.iter().any(|l| l.name == name) {
+            return Err(invalid(
+                key,
+                item,
+                &format!("listener name {name} is used more than once"),
+            ));
         }
         let (host, port) = rest
             .rsplit_once(':')
@@ -654,10 +862,18 @@ fn parse_listeners(key: &str, value: &str) -> Result<Vec<Listener>, ConfigError>
             .parse()
             .map_err(|_| invalid(key, item, "port is not a number from 0 to 65535"))?;
         let host = host.trim_start_matches('[').trim_end_matches(']');
+        if key == "listeners" && port != 0 && listeners.iter().any(|l| l.port == port) {
+            return Err(invalid(
+                key,
+                item,
+                &format!("port {port} is used by two listeners"),
+            ));
+        }
         listeners.push(Listener {
-            name: name.to_string(),
+            name,
             host: host.to_string(),
             port,
+            protocol,
         });
     }
     if listeners.is_empty() {
@@ -729,8 +945,13 @@ mod tests {
         assert_eq!(config.broker_id, 5);
         assert_eq!(config.listener().bind_addr(), "0.0.0.0:9093");
         assert_eq!(
-            config.advertised_endpoint(9093),
-            ("127.0.0.1".to_string(), 9093)
+            config.advertised_endpoints(|_| 9093),
+            vec![AdvertisedEndpoint {
+                name: "PLAINTEXT".into(),
+                host: "127.0.0.1".into(),
+                port: 9093,
+                protocol: SecurityProtocol::Plaintext,
+            }]
         );
         assert_eq!(
             config.log_dirs,
@@ -775,7 +996,11 @@ mod tests {
         for (o, key) in [
             ("num.partitions=0", "num.partitions"),
             ("broker.id=x", "broker.id"),
-            ("listeners=SSL://h:1", "listeners"),
+            ("listeners=FOO://h:1", "listeners"),
+            (
+                "security.inter.broker.protocol=SSL",
+                "inter.broker.listener.name",
+            ),
             ("delete.topic.enable=yes", "delete.topic.enable"),
             ("log.retention.ms=abc", "log.retention.ms"),
             ("placement.strategy=random", "placement.strategy"),
@@ -789,15 +1014,79 @@ mod tests {
 
     #[test]
     fn advertised_listener_port_zero_means_bound_port() {
+        let hosts = |config: &BrokerConfig| -> Vec<(String, String, u16)> {
+            config
+                .advertised_endpoints(|_| 40001)
+                .into_iter()
+                .map(|e| (e.name, e.host, e.port))
+                .collect()
+        };
         let config = load("", &["listeners=PLAINTEXT://127.0.0.1:0"]).unwrap();
         assert_eq!(
-            config.advertised_endpoint(40001),
-            ("127.0.0.1".to_string(), 40001)
+            hosts(&config),
+            [("PLAINTEXT".into(), "127.0.0.1".into(), 40001)]
         );
         let config = load("", &["advertised.listeners=PLAINTEXT://kafka.example:9092"]).unwrap();
         assert_eq!(
-            config.advertised_endpoint(40001),
-            ("kafka.example".to_string(), 9092)
+            hosts(&config),
+            [("PLAINTEXT".into(), "kafka.example".into(), 9092)]
         );
+    }
+
+    #[test]
+    fn named_listeners_with_their_protocols_and_roles() {
+        let config = load(
+            "",
+            &[
+                "listeners=client://:9092,INTERNAL://127.0.0.1:9093,CONTROL://127.0.0.1:9094",
+                "listener.security.protocol.map=CLIENT:PLAINTEXT,INTERNAL:PLAINTEXT,CONTROL:PLAINTEXT",
+                "inter.broker.listener.name=internal",
+                "control.plane.listener.name=CONTROL",
+            ],
+        )
+        .unwrap();
+        let names: Vec<(&str, SecurityProtocol)> = config
+            .listeners
+            .iter()
+            .map(|l| (l.name.as_str(), l.protocol))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("CLIENT", SecurityProtocol::Plaintext),
+                ("INTERNAL", SecurityProtocol::Plaintext),
+                ("CONTROL", SecurityProtocol::Plaintext)
+            ]
+        );
+        assert_eq!(config.inter_broker_listener_name(), "INTERNAL");
+        assert_eq!(config.control_plane_listener_name(), "CONTROL");
+        // security.inter.broker.protocol picks the listener named after the protocol.
+        let config = load(
+            "",
+            &[
+                "listeners=PLAINTEXT://:9092,INTERNAL://:9093",
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+                "security.inter.broker.protocol=PLAINTEXT",
+            ],
+        )
+        .unwrap();
+        assert_eq!(config.inter_broker_listener_name(), "PLAINTEXT");
+    }
+
+    #[test]
+    fn listener_mistakes_are_refused_as_kafka_refuses_them() {
+        for (overrides, message) in [
+            (vec!["listeners=A://:9093", "listener.security.protocol.map=A:PLAINTEXT"], "inter.broker.listener.name must be a listener name defined in advertised.listeners"),
+            (vec!["listeners=PLAINTEXT://:1,PLAINTEXT://:2"], "used more than once"),
+            (vec!["listeners=PLAINTEXT://:1,B://:1", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,B:PLAINTEXT"], "port 1 is used by two listeners"),
+            (vec!["listeners=A://:1", "listener.security.protocol.map=A:TLS"], "unknown security protocol"),
+            (vec!["inter.broker.listener.name=PLAINTEXT", "security.inter.broker.protocol=PLAINTEXT"], "only one of"),
+            (vec!["control.plane.listener.name=PLAINTEXT"], "different value from the inter broker listener"),
+            (vec!["advertised.listeners=SSL://h:1"], "subset"),
+            (vec!["listeners=PLAINTEXT://:1,SSL://:2"], "not supported yet"),
+        ] {
+            let err = load("", &overrides).unwrap_err().to_string();
+            assert!(err.contains(message), "{overrides:?}: {err}");
+        }
     }
 }

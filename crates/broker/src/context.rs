@@ -37,8 +37,8 @@ pub(crate) struct BrokerContext {
     pub config: BrokerConfig,
     pub broker_id: BrokerId,
     pub cluster_id: String,
-    /// Advertised host and port (the bound port when the config says 0).
-    pub advertised: (String, u16),
+    /// The advertised endpoint of every listener (the bound port when the config says 0).
+    pub advertised: Vec<crate::config::AdvertisedEndpoint>,
     pub session: RwLock<Session>,
     pub metadata_cache: MetadataCache,
     pub log_manager: LogManager,
@@ -67,6 +67,14 @@ pub(crate) struct BrokerContext {
 }
 
 impl BrokerContext {
+    /// This broker's advertised host and port on `listener`, if it has that listener.
+    pub fn advertised_on(&self, listener: &str) -> Option<(String, u16)> {
+        self.advertised
+            .iter()
+            .find(|e| e.name == listener)
+            .map(|e| (e.host.clone(), e.port))
+    }
+
     /// The current store session.
     pub fn zk(&self) -> KafkaZkClient {
         self.session

@@ -101,8 +101,7 @@ async fn attempt_once(ctx: &BrokerContext) -> Result<Attempt, String> {
     let endpoints = registered.registration.parsed_endpoints();
     let (host, port) = endpoints
         .iter()
-        .find(|(name, _, _)| name == "PLAINTEXT")
-        .or(endpoints.first())
+        .find(|(name, _, _)| name == ctx.config.inter_broker_listener_name())
         .map(|(_, host, port)| (host.clone(), *port))
         .ok_or_else(|| format!("controller {controller_id} registered no endpoint"))?;
     let options = ConnectionOptions {

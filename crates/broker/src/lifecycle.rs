@@ -11,7 +11,7 @@ use tracing::{info, warn};
 use znodes::json::BrokerRegistration;
 use znodes::zk_client::{KafkaZkClient, ZkClientError};
 
-use crate::config::BrokerConfig;
+use crate::config::{AdvertisedEndpoint, BrokerConfig};
 use crate::context::{BrokerContext, Session};
 use crate::error::BrokerError;
 use crate::server::{session_options, MetadataStore};
@@ -24,14 +24,24 @@ const REREGISTER_BACKOFF: Duration = Duration::from_millis(500);
 pub(crate) async fn register(
     zk: &KafkaZkClient,
     config: &BrokerConfig,
-    advertised: &(String, u16),
+    advertised: &[AdvertisedEndpoint],
 ) -> Result<i64, BrokerError> {
     let now_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or_default();
-    let registration =
-        BrokerRegistration::plaintext(&advertised.0, advertised.1, config.rack.clone(), now_ms);
+    let endpoints: Vec<(String, String, u16, String)> = advertised
+        .iter()
+        .map(|e| {
+            (
+                e.name.clone(),
+                e.host.clone(),
+                e.port,
+                e.protocol.name().to_owned(),
+            )
+        })
+        .collect();
+    let registration = BrokerRegistration::new(&endpoints, config.rack.clone(), now_ms);
     match zk.register_broker(config.broker_id, &registration).await {
         Ok(epoch) => {
             info!(

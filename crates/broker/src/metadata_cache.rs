@@ -31,6 +31,21 @@ pub struct LiveBroker {
     pub port: i32,
     /// `broker.rack`.
     pub rack: Option<String>,
+    /// Every listener's endpoint: listener name -> (host, port).
+    pub endpoints: BTreeMap<String, (String, i32)>,
+}
+
+impl LiveBroker {
+    /// This broker as seen by clients of `listener`: its host and port there, or `None`
+    /// when it has no such listener (Kafka leaves such brokers out of Metadata).
+    pub fn on_listener(&self, listener: &str) -> Option<LiveBroker> {
+        let (host, port) = self.endpoints.get(listener)?;
+        Some(LiveBroker {
+            host: host.clone(),
+            port: *port,
+            ..self.clone()
+        })
+    }
 }
 
 /// One partition's leadership.
@@ -122,11 +137,21 @@ impl MetadataCache {
                     Some(e) => (e.host.to_string(), e.port),
                     None => (b.v0_host.to_string(), b.v0_port),
                 };
+                let mut endpoints: BTreeMap<String, (String, i32)> = b
+                    .endpoints
+                    .iter()
+                    .map(|e| (e.listener.to_string(), (e.host.to_string(), e.port)))
+                    .collect();
+                if endpoints.is_empty() {
+                    // v0 names one PLAINTEXT endpoint in the broker itself.
+                    endpoints.insert("PLAINTEXT".to_owned(), (host.clone(), port));
+                }
                 let broker = LiveBroker {
                     id: b.id.0,
                     host,
                     port,
                     rack: b.rack.as_ref().map(|r| r.to_string()),
+                    endpoints,
                 };
                 (b.id.0, broker)
             })
@@ -220,7 +245,8 @@ mod tests {
                 id: 1,
                 host: "h".into(),
                 port: 9092,
-                rack: Some("r1".into())
+                rack: Some("r1".into()),
+                endpoints: BTreeMap::from([("PLAINTEXT".into(), ("h".into(), 9092))]),
             }
         );
         assert_eq!(snap.topics["t"].topic_id, Uuid::from_u128(7));

@@ -84,17 +84,18 @@ impl MetadataStore {
 #[derive(Debug)]
 pub struct Broker {
     ctx: Arc<BrokerContext>,
-    local_addr: SocketAddr,
+    /// Each listener's name and bound address, in `listeners` order.
+    local_addrs: Vec<(String, SocketAddr)>,
     shutdown: watch::Sender<bool>,
-    socket_server: JoinHandle<()>,
+    socket_servers: Vec<JoinHandle<()>>,
     lifecycle: JoinHandle<()>,
     cleaner: crate::log_cleaner::LogCleaner,
 }
 
 impl Broker {
-    /// Starts a broker on `store`. With `listener` the broker serves on it (tests bind port 0);
-    /// otherwise it binds the configured listener. Returns once the broker is registered and
-    /// accepting connections.
+    /// Starts a broker on `store`. With `listener` the broker serves its first listener on it
+    /// (tests bind port 0); every other listener is bound as configured. Returns once the
+    /// broker is registered and accepting connections.
     pub async fn start(
         config: BrokerConfig,
         store: MetadataStore,
@@ -132,25 +133,40 @@ impl Broker {
                 warn!(error = %err, "cannot read log checkpoints; logs will be fully recovered");
                 replication::ReplicaManager::new(&[]).expect("no checkpoint files to read")
             });
-        let listener = match listener {
-            Some(listener) => listener,
-            None => {
-                let addr = config.listener().bind_addr();
-                TcpListener::bind(&addr)
-                    .await
-                    .map_err(|source| BrokerError::Bind {
-                        what: "Kafka",
-                        addr,
-                        source,
-                    })?
-            }
+        let mut given = listener;
+        let mut bound = Vec::new();
+        for listener_config in &config.listeners {
+            let listener = match given.take() {
+                Some(listener) => listener,
+                None => {
+                    let addr = listener_config.bind_addr();
+                    TcpListener::bind(&addr)
+                        .await
+                        .map_err(|source| BrokerError::Bind {
+                            what: "Kafka",
+                            addr,
+                            source,
+                        })?
+                }
+            };
+            let local_addr = listener.local_addr().map_err(|source| BrokerError::Bind {
+                what: "Kafka",
+                addr: listener_config.bind_addr(),
+                source,
+            })?;
+            bound.push((listener_config.clone(), listener, local_addr));
+        }
+        let local_addrs: Vec<(String, SocketAddr)> = bound
+            .iter()
+            .map(|(l, _, addr)| (l.name.clone(), *addr))
+            .collect();
+        let port_of = |name: &str| {
+            local_addrs
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or(0, |(_, addr)| addr.port())
         };
-        let local_addr = listener.local_addr().map_err(|source| BrokerError::Bind {
-            what: "Kafka",
-            addr: config.listener().bind_addr(),
-            source,
-        })?;
-        let advertised = config.advertised_endpoint(local_addr.port());
+        let advertised = config.advertised_endpoints(port_of);
         let broker_epoch = lifecycle::register(&zk, &config, &advertised).await?;
         let groups = Arc::new(Groups::default());
         let controller = controller::start(
@@ -158,8 +174,11 @@ impl Broker {
             controller_config(&config, &groups, &control_plane_key),
         )
         .await;
-        info!(broker_id, %cluster_id, listener = %local_addr, advertised = %format!("{}:{}", advertised.0, advertised.1),
-            "broker started");
+        let shown: Vec<String> = advertised
+            .iter()
+            .map(|e| format!("{}://{}:{}", e.name, e.host, e.port))
+            .collect();
+        info!(broker_id, %cluster_id, listeners = ?local_addrs, advertised = ?shown, "broker started");
         let request_limiter = crate::limits::RequestLimiter::new(&config.limits);
         let connection_limits = crate::limits::ConnectionLimits::new(&config.limits);
         let ctx = Arc::new(BrokerContext {
@@ -202,12 +221,18 @@ impl Broker {
             Arc::clone(&ctx),
             shutdown_rx.clone(),
         ));
-        let socket_server = tokio::spawn(socket_server::serve(
-            Arc::clone(&ctx),
-            listener,
-            Arc::from(ctx.config.listener().name.as_str()),
-            shutdown_rx.clone(),
-        ));
+        let socket_servers = bound
+            .into_iter()
+            .map(|(config, listener, _)| {
+                let security = Arc::new(crate::auth::ListenerSecurity::new(&config));
+                tokio::spawn(socket_server::serve(
+                    Arc::clone(&ctx),
+                    listener,
+                    security,
+                    shutdown_rx.clone(),
+                ))
+            })
+            .collect();
         let lifecycle = tokio::spawn(lifecycle::keep_registered(
             Arc::clone(&ctx),
             store,
@@ -215,17 +240,25 @@ impl Broker {
         ));
         Ok(Broker {
             ctx,
-            local_addr,
+            local_addrs,
             shutdown,
-            socket_server,
+            socket_servers,
             lifecycle,
             cleaner,
         })
     }
 
-    /// The address the Kafka listener is bound to.
+    /// The address the first listener is bound to.
     pub fn local_addr(&self) -> SocketAddr {
-        self.local_addr
+        self.local_addrs[0].1
+    }
+
+    /// The address the listener named `name` is bound to.
+    pub fn listener_addr(&self, name: &str) -> Option<SocketAddr> {
+        self.local_addrs
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, addr)| *addr)
     }
 
     /// `broker.id`.
@@ -280,8 +313,10 @@ impl Broker {
         let _ = self.lifecycle.await;
         self.ctx.controller().shutdown().await;
         self.ctx.groups.stop("the broker is shutting down");
-        if let Err(err) = self.socket_server.await {
-            warn!(error = %err, "listener task failed");
+        for server in self.socket_servers {
+            if let Err(err) = server.await {
+                warn!(error = %err, "listener task failed");
+            }
         }
         self.cleaner.stop();
         let (rm, dirs) = (
@@ -344,6 +379,8 @@ pub(crate) fn controller_config(
 ) -> controller::ControllerConfig {
     controller::ControllerConfig {
         control_plane_key: Some(key.clone()),
+        inter_broker_listener: config.inter_broker_listener_name().to_owned(),
+        control_plane_listener: config.control_plane_listener_name().to_owned(),
         ..groups::controller_config(config, groups)
     }
 }

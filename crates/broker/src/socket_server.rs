@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
-use crate::auth::RequestContext;
+use crate::auth::{ListenerSecurity, RequestContext};
 use crate::connection;
 use crate::context::BrokerContext;
 
@@ -19,12 +19,13 @@ use crate::context::BrokerContext;
 pub(crate) async fn serve(
     ctx: Arc<BrokerContext>,
     listener: TcpListener,
-    listener_name: Arc<str>,
+    security: Arc<ListenerSecurity>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let limit = Arc::clone(&ctx.connection_limits.max_connections);
     let quotas = Arc::clone(&ctx.connection_limits.per_ip);
     let mut connections = JoinSet::new();
+    debug!(listener = %security.name, protocol = %security.protocol, "serving listener");
     loop {
         let permit = tokio::select! {
             permit = Arc::clone(&limit).acquire_owned() => permit.expect("the semaphore is never closed"),
@@ -47,7 +48,7 @@ pub(crate) async fn serve(
                 debug!(%peer, "accepted connection");
                 let ctx = Arc::clone(&ctx);
                 let shutdown = shutdown.clone();
-                let rctx = RequestContext::anonymous(Arc::clone(&listener_name), peer);
+                let rctx = RequestContext::anonymous(Arc::clone(&security.name), peer);
                 connections.spawn(async move {
                     connection::serve(ctx, stream, rctx, shutdown).await;
                     drop((slot, permit));

@@ -95,6 +95,8 @@ pub struct ChannelManager {
     /// Requests each broker's queue holds before it merges ([`BROKER_QUEUE_CAPACITY`]).
     queue_capacity: usize,
     key: Option<ControlPlaneKey>,
+    /// The listener control requests are sent to.
+    control_listener: String,
 }
 
 #[derive(Debug)]
@@ -175,7 +177,15 @@ impl ChannelManager {
             next_generation: 0,
             queue_capacity: BROKER_QUEUE_CAPACITY,
             key,
+            control_listener: PLAINTEXT.to_owned(),
         }
+    }
+
+    /// Sends control requests to each broker's endpoint on `listener`
+    /// (`control.plane.listener.name`, else `inter.broker.listener.name`).
+    pub fn with_control_listener(mut self, listener: &str) -> Self {
+        self.control_listener = listener.to_owned();
+        self
     }
 
     /// The same, with room for `capacity` requests per broker (tests use tiny queues).
@@ -226,7 +236,12 @@ impl ChannelManager {
             requests: Mutex::new(RequestQueue::new(self.queue_capacity)),
             pushed: Notify::new(),
         });
-        let addr = format!("{}:{}", broker.host, broker.port);
+        // Control requests go to the control-plane listener (KIP-291), else the inter-broker
+        // one (the broker's host and port).
+        let addr = match broker.endpoint(&self.control_listener) {
+            Some((host, port)) => format!("{host}:{port}"),
+            None => format!("{}:{}", broker.host, broker.port),
+        };
         let completed = Arc::new(AtomicU64::new(0));
         let task = tokio::spawn(send_loop(
             broker.id,
@@ -855,11 +870,7 @@ pub fn update_metadata_request(
         .map(|b| {
             UpdateMetadataBroker::default()
                 .with_id(WireBrokerId(b.id))
-                .with_endpoints(vec![UpdateMetadataEndpoint::default()
-                    .with_host(StrBytes::from_string(b.host.clone()))
-                    .with_port(b.port)
-                    .with_listener(StrBytes::from_static_str(PLAINTEXT))
-                    .with_security_protocol(0)])
+                .with_endpoints(endpoints(b))
                 .with_rack(b.rack.clone().map(StrBytes::from_string))
         })
         .collect();
@@ -869,6 +880,29 @@ pub fn update_metadata_request(
         .with_broker_epoch(broker.epoch)
         .with_topic_states(topic_states)
         .with_live_brokers(live_brokers)
+}
+
+/// Every endpoint of `broker` for UpdateMetadata (one PLAINTEXT endpoint from its host and
+/// port when it registered none, as tests' brokers do).
+fn endpoints(broker: &LiveBroker) -> Vec<UpdateMetadataEndpoint> {
+    if broker.endpoints.is_empty() {
+        return vec![UpdateMetadataEndpoint::default()
+            .with_host(StrBytes::from_string(broker.host.clone()))
+            .with_port(broker.port)
+            .with_listener(StrBytes::from_static_str(PLAINTEXT))
+            .with_security_protocol(0)];
+    }
+    broker
+        .endpoints
+        .iter()
+        .map(|(name, host, port, protocol)| {
+            UpdateMetadataEndpoint::default()
+                .with_host(StrBytes::from_string(host.clone()))
+                .with_port(*port)
+                .with_listener(StrBytes::from_string(name.clone()))
+                .with_security_protocol(*protocol)
+        })
+        .collect()
 }
 
 /// StopReplica v3 for `broker` (leader epoch -2 for topics being deleted, as Kafka).

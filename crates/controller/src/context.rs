@@ -22,14 +22,27 @@ pub const NO_LEADER: BrokerId = -1;
 pub struct LiveBroker {
     /// The broker id.
     pub id: BrokerId,
-    /// Host of its PLAINTEXT endpoint.
+    /// Host of its inter-broker endpoint (what followers fetch from).
     pub host: String,
-    /// Port of its PLAINTEXT endpoint.
+    /// Port of its inter-broker endpoint.
     pub port: i32,
     /// Its `broker.rack`, if set.
     pub rack: Option<String>,
     /// The broker epoch: the czxid of its registration znode.
     pub epoch: i64,
+    /// Every endpoint it registered: (listener name, host, port, security protocol id), sent
+    /// in UpdateMetadata so each listener's clients see that listener's endpoints.
+    pub endpoints: Vec<(String, String, i32, i16)>,
+}
+
+impl LiveBroker {
+    /// Its (host, port) on `listener`.
+    pub fn endpoint(&self, listener: &str) -> Option<(&str, i32)> {
+        self.endpoints
+            .iter()
+            .find(|(name, _, _, _)| name == listener)
+            .map(|(_, host, port, _)| (host.as_str(), *port))
+    }
 }
 
 /// Leadership of one partition as `/brokers/topics/<t>/partitions/<p>/state` holds it, plus

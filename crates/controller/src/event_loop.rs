@@ -75,7 +75,8 @@ impl EventLoop {
             config.request_timeout,
             config.control_plane_key.clone(),
             events,
-        );
+        )
+        .with_control_listener(&config.control_plane_listener);
         EventLoop {
             zk,
             config,
@@ -770,13 +771,28 @@ impl EventLoop {
     // ---- Loading ----
 
     fn add_live_broker(&mut self, id: BrokerId, broker: &RegisteredBroker) {
-        let endpoints = broker.registration.parsed_endpoints();
+        let registration = &broker.registration;
+        let endpoints: Vec<(String, String, i32, i16)> = registration
+            .parsed_endpoints()
+            .into_iter()
+            .map(|(name, host, port)| {
+                // A listener missing from the map is named after its protocol (Kafka 1.x).
+                let protocol = registration
+                    .listener_security_protocol_map
+                    .get(&name)
+                    .unwrap_or(&name)
+                    .parse::<security::SecurityProtocol>()
+                    .map_or(0, |p| p.id());
+                (name, host, i32::from(port), protocol)
+            })
+            .collect();
+        let inter_broker = &self.config.inter_broker_listener;
         let endpoint = endpoints
             .iter()
-            .find(|(name, _, _)| name == "PLAINTEXT")
+            .find(|(name, _, _, _)| name == inter_broker)
             .or(endpoints.first());
         let (host, port) = match endpoint {
-            Some((_, host, port)) => (host.clone(), i32::from(*port)),
+            Some((_, host, port, _)) => (host.clone(), *port),
             None => (
                 broker.registration.host.clone().unwrap_or_default(),
                 broker.registration.port,
@@ -788,6 +804,7 @@ impl EventLoop {
             port,
             rack: broker.registration.rack.clone(),
             epoch: broker.epoch,
+            endpoints,
         };
         self.channels.add_broker(&live);
         self.ctx.live_brokers.insert(id, live);

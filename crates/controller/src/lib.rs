@@ -103,6 +103,11 @@ pub struct ControllerConfig {
     /// The cluster's control-plane secret: control requests carry a proof made with it, so
     /// brokers can tell them from forgeries. `None` sends no proof (tests with fake brokers).
     pub control_plane_key: Option<security::control_plane::ControlPlaneKey>,
+    /// `inter.broker.listener.name`: the endpoint followers fetch from.
+    pub inter_broker_listener: String,
+    /// Where control requests go: `control.plane.listener.name`, else the inter-broker
+    /// listener.
+    pub control_plane_listener: String,
 }
 
 /// The default of [`ControllerConfig::max_partitions_per_request`].
@@ -122,6 +127,8 @@ impl Default for ControllerConfig {
             unclean_leader_election_enable: false,
             max_partitions_per_request: DEFAULT_MAX_PARTITIONS_PER_REQUEST,
             control_plane_key: None,
+            inter_broker_listener: "PLAINTEXT".to_owned(),
+            control_plane_listener: "PLAINTEXT".to_owned(),
         }
     }
 }

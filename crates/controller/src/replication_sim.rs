@@ -1852,6 +1852,7 @@ fn live(id: BrokerId, epoch: i64) -> LiveBroker {
         port: 9092,
         rack: None,
         epoch,
+        endpoints: Vec::new(),
     }
 }
 

@@ -24,6 +24,7 @@ pub(crate) fn broker(id: BrokerId) -> LiveBroker {
         port: 9092 + id,
         rack: None,
         epoch: i64::from(id) + 100,
+        endpoints: Vec::new(),
     }
 }
 

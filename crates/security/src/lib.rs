@@ -6,3 +6,6 @@
 //! crate (`hmac`, `sha2`, `pbkdf2`); this crate only composes them as the RFCs and Kafka do.
 
 pub mod control_plane;
+pub mod protocol;
+
+pub use protocol::SecurityProtocol;

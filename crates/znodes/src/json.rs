@@ -106,6 +106,34 @@ impl BrokerRegistration {
         }
     }
 
+    /// A version 5 registration of `endpoints` (listener name, host, port, security protocol
+    /// name), as Kafka writes it: `host`/`port` are those of the first endpoint whose protocol
+    /// is PLAINTEXT (for clients that only know the top-level fields), else `null`/-1.
+    pub fn new(
+        endpoints: &[(String, String, u16, String)],
+        rack: Option<String>,
+        timestamp_ms: i64,
+    ) -> Self {
+        let plaintext = endpoints.iter().find(|(_, _, _, p)| p == "PLAINTEXT");
+        BrokerRegistration {
+            version: 5,
+            host: plaintext.map(|(_, host, _, _)| host.clone()),
+            port: plaintext.map_or(-1, |(_, _, port, _)| i32::from(*port)),
+            endpoints: endpoints
+                .iter()
+                .map(|(name, host, port, _)| format!("{name}://{host}:{port}"))
+                .collect(),
+            listener_security_protocol_map: endpoints
+                .iter()
+                .map(|(name, _, _, protocol)| (name.clone(), protocol.clone()))
+                .collect(),
+            jmx_port: -1,
+            rack,
+            timestamp: timestamp_ms,
+            features: None,
+        }
+    }
+
     /// Every endpoint as (listener name, host, port); endpoints that do not parse are skipped.
     pub fn parsed_endpoints(&self) -> Vec<(String, String, u16)> {
         self.endpoints

@@ -9,8 +9,30 @@ pub(crate) mod control_plane;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use security::SecurityProtocol;
+
+use crate::config::Listener;
+
 /// The principal of a connection that did not authenticate (Kafka's `User:ANONYMOUS`).
 pub(crate) const ANONYMOUS: &str = "ANONYMOUS";
+
+/// How one listener secures its connections: built once per listener at start.
+#[derive(Debug)]
+pub(crate) struct ListenerSecurity {
+    /// The listener's name.
+    pub name: Arc<str>,
+    /// Its security protocol.
+    pub protocol: SecurityProtocol,
+}
+
+impl ListenerSecurity {
+    pub(crate) fn new(listener: &Listener) -> Self {
+        ListenerSecurity {
+            name: Arc::from(listener.name.as_str()),
+            protocol: listener.protocol,
+        }
+    }
+}
 
 /// What the handlers know about the connection a request came on.
 #[derive(Debug, Clone)]

@@ -20,6 +20,7 @@ const UNSUPPORTED_ENDPOINT_TYPE: i16 = 115;
 
 pub(super) fn handle(
     ctx: &BrokerContext,
+    rctx: &crate::auth::RequestContext,
     request: DescribeClusterRequest,
     version: i16,
 ) -> DescribeClusterResponse {
@@ -44,7 +45,7 @@ pub(super) fn handle(
         }
     }
     let snapshot = ctx.metadata_cache.snapshot();
-    let live = super::metadata::live_brokers(ctx, &snapshot);
+    let live = super::metadata::live_brokers(ctx, &snapshot, &rctx.listener);
     // A controller id the broker list does not show would confuse the client: -1 then.
     let controller_id = if live.iter().any(|b| b.id == snapshot.controller_id) {
         snapshot.controller_id

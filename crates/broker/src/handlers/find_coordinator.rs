@@ -25,6 +25,7 @@ type Lookup = Result<(i32, String, i32), (i16, String)>;
 
 pub(super) fn handle(
     ctx: &BrokerContext,
+    rctx: &crate::auth::RequestContext,
     request: &FindCoordinatorRequest,
     version: i16,
 ) -> FindCoordinatorResponse {
@@ -34,7 +35,7 @@ pub(super) fn handle(
             .iter()
             .map(|key| {
                 let entry = Coordinator::default().with_key(key.clone());
-                match lookup(ctx, request.key_type, key.as_str(), version) {
+                match lookup(ctx, &rctx.listener, request.key_type, key.as_str(), version) {
                     Ok((id, host, port)) => entry
                         .with_node_id(BrokerId(id))
                         .with_host(StrBytes::from_string(host))
@@ -49,7 +50,13 @@ pub(super) fn handle(
             .collect();
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
-    match lookup(ctx, request.key_type, request.key.as_str(), version) {
+    match lookup(
+        ctx,
+        &rctx.listener,
+        request.key_type,
+        request.key.as_str(),
+        version,
+    ) {
         Ok((id, host, port)) => FindCoordinatorResponse::default()
             .with_node_id(BrokerId(id))
             .with_host(StrBytes::from_string(host))
@@ -63,7 +70,7 @@ pub(super) fn handle(
 }
 
 /// Kafka's `getCoordinator` for one key.
-fn lookup(ctx: &BrokerContext, key_type: i8, key: &str, version: i16) -> Lookup {
+fn lookup(ctx: &BrokerContext, listener: &str, key_type: i8, key: &str, version: i16) -> Lookup {
     let unavailable = |why: &str| Err((COORDINATOR_NOT_AVAILABLE, why.to_owned()));
     match key_type {
         GROUP => {}
@@ -87,16 +94,19 @@ fn lookup(ctx: &BrokerContext, key_type: i8, key: &str, version: i16) -> Lookup 
     if key.is_empty() {
         return Err((INVALID_REQUEST, "the group id must not be empty".to_owned()));
     }
+    // The coordinator's endpoint on the listener the client came in on.
     if ctx.controller().is_active() {
-        return Ok((
-            ctx.broker_id,
-            ctx.advertised.0.clone(),
-            i32::from(ctx.advertised.1),
-        ));
+        if let Some((host, port)) = ctx.advertised_on(listener) {
+            return Ok((ctx.broker_id, host, i32::from(port)));
+        }
     }
     let snapshot = ctx.metadata_cache.snapshot();
-    match snapshot.brokers.get(&snapshot.controller_id) {
-        Some(b) => Ok((b.id, b.host.clone(), b.port)),
+    match snapshot
+        .brokers
+        .get(&snapshot.controller_id)
+        .and_then(|b| b.on_listener(listener))
+    {
+        Some(b) => Ok((b.id, b.host, b.port)),
         None => unavailable("no controller is known yet to coordinate groups"),
     }
 }

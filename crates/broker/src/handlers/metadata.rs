@@ -16,16 +16,19 @@ use kafka_protocol::protocol::StrBytes;
 use tracing::{debug, info, warn};
 use uuid::Uuid;
 
+use crate::auth::RequestContext;
 use crate::context::BrokerContext;
 use crate::metadata_cache::{LiveBroker, Snapshot, TopicInfo};
 
 pub(super) async fn handle(
     ctx: &BrokerContext,
+    rctx: &RequestContext,
     request: MetadataRequest,
     version: i16,
 ) -> MetadataResponse {
     let snapshot = ctx.metadata_cache.snapshot();
-    let brokers = live_brokers(ctx, &snapshot);
+    // The endpoints of the listener the client came in on (Kafka's getAliveBrokerNodes).
+    let brokers = live_brokers(ctx, &snapshot, &rctx.listener);
     let all_topics = match &request.topics {
         None => true,
         Some(topics) => version == 0 && topics.is_empty(),
@@ -97,18 +100,33 @@ pub(super) async fn handle(
         .with_topics(topics)
 }
 
-/// The live brokers of the cache. Before the controller's first UpdateMetadata the cache is
-/// empty; this broker then lists itself so that bootstrapping clients have somewhere to go.
-pub(crate) fn live_brokers(ctx: &BrokerContext, snapshot: &Snapshot) -> Vec<LiveBroker> {
+/// The live brokers of the cache with their endpoints on `listener` (brokers without that
+/// listener are left out, as Kafka does). Before the controller's first UpdateMetadata the
+/// cache is empty; this broker then lists itself so that bootstrapping clients have somewhere
+/// to go.
+pub(crate) fn live_brokers(
+    ctx: &BrokerContext,
+    snapshot: &Snapshot,
+    listener: &str,
+) -> Vec<LiveBroker> {
     if snapshot.brokers.is_empty() {
-        return vec![LiveBroker {
-            id: ctx.broker_id,
-            host: ctx.advertised.0.clone(),
-            port: i32::from(ctx.advertised.1),
-            rack: ctx.config.rack.clone(),
-        }];
+        return ctx
+            .advertised_on(listener)
+            .map(|(host, port)| LiveBroker {
+                id: ctx.broker_id,
+                host: host.clone(),
+                port: i32::from(port),
+                rack: ctx.config.rack.clone(),
+                endpoints: [(listener.to_owned(), (host, i32::from(port)))].into(),
+            })
+            .into_iter()
+            .collect();
     }
-    snapshot.brokers.values().cloned().collect()
+    snapshot
+        .brokers
+        .values()
+        .filter_map(|b| b.on_listener(listener))
+        .collect()
 }
 
 /// Asks the controller to create `topics` with the broker defaults, in the background (Kafka
@@ -133,6 +151,7 @@ fn auto_create_topics(ctx: &BrokerContext, topics: Vec<model::TopicName>) {
     let controller_addr = snapshot
         .brokers
         .get(&snapshot.controller_id)
+        .and_then(|b| b.on_listener(ctx.config.inter_broker_listener_name()))
         .map(|b| format!("{}:{}", b.host, b.port));
     let client_id = format!("gregor-broker-{}", ctx.broker_id);
     let timeout = ctx.config.request_timeout;

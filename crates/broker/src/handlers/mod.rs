@@ -55,7 +55,7 @@ pub(crate) async fn handle(
             ResponseKind::ApiVersions(api_versions::handle(&req, version))
         }
         RequestKind::Metadata(req) => {
-            ResponseKind::Metadata(metadata::handle(ctx, req, version).await)
+            ResponseKind::Metadata(metadata::handle(ctx, rctx, req, version).await)
         }
         RequestKind::CreateTopics(req) => {
             ResponseKind::CreateTopics(create_topics::handle(ctx, req, version).await)
@@ -76,7 +76,7 @@ pub(crate) async fn handle(
             ResponseKind::IncrementalAlterConfigs(incremental_alter_configs::handle(ctx, req).await)
         }
         RequestKind::DescribeCluster(req) => {
-            ResponseKind::DescribeCluster(describe_cluster::handle(ctx, req, version))
+            ResponseKind::DescribeCluster(describe_cluster::handle(ctx, rctx, req, version))
         }
         RequestKind::DescribeLogDirs(req) => {
             ResponseKind::DescribeLogDirs(describe_log_dirs::handle(ctx, req, version).await)
@@ -111,7 +111,7 @@ pub(crate) async fn handle(
             ResponseKind::InitProducerId(init_producer_id::handle(ctx, req).await)
         }
         RequestKind::FindCoordinator(req) => {
-            ResponseKind::FindCoordinator(find_coordinator::handle(ctx, &req, version))
+            ResponseKind::FindCoordinator(find_coordinator::handle(ctx, rctx, &req, version))
         }
         RequestKind::JoinGroup(req) => ResponseKind::JoinGroup(
             join_group::handle(ctx, req, version, header.client_id.as_deref()).await,
