@@ -180,34 +180,54 @@ pub struct CleanStats {
     pub elapsed: Duration,
 }
 
-/// Throttles the cleaner's I/O to a byte rate (Kafka's `Throttler`).
+/// Throttles the cleaner's I/O to a byte rate (Kafka's `Throttler`): bytes are counted over
+/// periods of [`THROTTLE_PERIOD`]; a period that went faster than the rate sleeps the
+/// difference. An idle cleaner builds up no credit: each period starts afresh.
 #[derive(Debug)]
 pub struct Throttle {
     bytes_per_second: f64,
-    start: Instant,
+    period_start: Instant,
     bytes: f64,
 }
+
+/// Kafka's `Throttler` check interval.
+const THROTTLE_PERIOD: Duration = Duration::from_millis(300);
 
 impl Throttle {
     pub fn new(bytes_per_second: f64) -> Throttle {
         Throttle {
             bytes_per_second,
-            start: Instant::now(),
+            period_start: Instant::now(),
             bytes: 0.0,
         }
     }
 
+    fn unlimited(&self) -> bool {
+        !self.bytes_per_second.is_finite() || self.bytes_per_second >= f64::MAX / 2.0
+    }
+
     /// Records `n` bytes of I/O, sleeping as needed to stay under the rate.
     pub fn consume(&mut self, n: u64) {
-        if !self.bytes_per_second.is_finite() || self.bytes_per_second >= f64::MAX / 2.0 {
+        if self.unlimited() {
             return;
         }
         self.bytes += n as f64;
+        let elapsed = self.period_start.elapsed();
+        if elapsed < THROTTLE_PERIOD {
+            return;
+        }
         let due = Duration::from_secs_f64(self.bytes / self.bytes_per_second);
-        let elapsed = self.start.elapsed();
         if due > elapsed {
             std::thread::sleep(due - elapsed);
         }
+        self.period_start = Instant::now();
+        self.bytes = 0.0;
+    }
+
+    /// Starts a new period (at the start of a cleaning, after idling).
+    pub fn reset(&mut self) {
+        self.period_start = Instant::now();
+        self.bytes = 0.0;
     }
 }
 
@@ -498,6 +518,7 @@ pub fn clean(
     mut install: impl FnMut(&CleanedGroup) -> Result<bool, LogError>,
 ) -> Result<CleanStats, LogError> {
     let started = Instant::now();
+    throttle.reset();
     let mut stats = CleanStats::default();
     let cleanable: Vec<&SegmentFile> = plan.segments[..plan.segments.len().saturating_sub(1)]
         .iter()

@@ -373,3 +373,20 @@ fn nothing_is_cleaned_below_the_ratio_past_the_stable_offset_or_younger_than_the
         "delete-only logs are not cleaned"
     );
 }
+
+#[test]
+fn an_idle_throttle_builds_up_no_credit() {
+    // 1 MB/s. After 1.5 s of idling, 3 MB must still take about 2 s (the first megabyte
+    // closes the idle period; the next two are each held to the rate of their own period).
+    // A throttle counting from its start would let them through in 1.5 s. Only lower bounds
+    // of sleeps are asserted, which a busy machine cannot break.
+    let mut throttle = Throttle::new(1.0e6);
+    std::thread::sleep(Duration::from_millis(1_500));
+    let started = Instant::now();
+    for _ in 0..3 {
+        throttle.consume(1_000_000);
+        std::thread::sleep(THROTTLE_PERIOD + Duration::from_millis(10));
+    }
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(1_900), "3 MB in {took:?}");
+}
