@@ -113,6 +113,10 @@ pub struct RequestLimits {
     pub max_connections_per_ip: usize,
     /// `max.connections.per.ip.overrides`: `host:count,...` (hosts resolved at start).
     pub max_connections_per_ip_overrides: BTreeMap<std::net::IpAddr, usize>,
+    /// `fetch.zero.copy.enable` (Gregor's own key, default true): consumers on PLAINTEXT
+    /// connections get their records with `sendfile`, as Kafka always does; false copies
+    /// them through memory (for comparison).
+    pub fetch_zero_copy: bool,
 }
 
 /// One broker's configuration.
@@ -222,6 +226,7 @@ const KNOWN_KEYS: &[&str] = &[
     "max.connections",
     "max.connections.per.ip",
     "max.connections.per.ip.overrides",
+    "fetch.zero.copy.enable",
     "placement.strategy",
     "max.partitions.per.request",
     "create.topic.policy.min.partitions",
@@ -572,6 +577,7 @@ fn parse_limits(
                 .get("max.connections.per.ip.overrides")
                 .map_or("", String::as_str),
         )?,
+        fetch_zero_copy: parse_bool(props, "fetch.zero.copy.enable", true)?,
     })
 }
 

@@ -26,6 +26,7 @@ use crate::context::BrokerContext;
 use crate::handlers;
 use crate::limits::{self, PoolPermit};
 use crate::metrics::ClientSoftware;
+use crate::zero_copy;
 
 /// Bytes read ahead while no frame size is known (small pipelined requests arrive in one
 /// read); the only request bytes a connection holds outside the pool.
@@ -80,15 +81,34 @@ pub(crate) async fn serve(
         // A Produce with acks=0 is never answered (the client does not read a response).
         let no_response = matches!(&request.body,
             RequestBody::Supported(RequestKind::Produce(p)) if p.acks == 0);
-        let (response, _held) =
-            limits::holding(slot, permit, respond(&ctx, request, &rctx).instrument(span)).await;
+        // Fetch records may go out with sendfile on this (plaintext) connection.
+        let fetch_version = matches!(&request.body, RequestBody::Supported(RequestKind::Fetch(_)))
+            .then(|| request.api_version());
+        let zero_copy = fetch_version.is_some() && ctx.config.limits.fetch_zero_copy;
+        let ((response, _held), regions) = zero_copy::scope(
+            zero_copy,
+            limits::holding(slot, permit, respond(&ctx, request, &rctx).instrument(span)),
+        )
+        .await;
         let Some(response) = response else {
             break;
         };
         if no_response {
             continue;
         }
-        if let Err(err) = stream.write_all(&response).await {
+        let written = if regions.is_empty() {
+            stream.write_all(&response).await
+        } else {
+            let flexible = fetch_version.is_some_and(|v| v >= 12);
+            match zero_copy::splice(response, regions, flexible) {
+                Ok(chunks) => zero_copy::write(&mut stream, &chunks).await,
+                Err(err) => {
+                    tracing::error!(%peer, error = %err, "closing connection");
+                    break;
+                }
+            }
+        };
+        if let Err(err) = written {
             debug!(%peer, error = %err, "write failed");
             break;
         }

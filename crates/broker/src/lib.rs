@@ -30,6 +30,7 @@ mod metrics;
 mod server;
 mod socket_server;
 mod stray_logs;
+mod zero_copy;
 
 pub use config::BrokerConfig;
 pub use error::BrokerError;

@@ -45,7 +45,7 @@ use storage::log::LogError;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-pub use partition::{AppendResult, Partition, PartitionConfig, ReadResult, Role};
+pub use partition::{AppendResult, Partition, PartitionConfig, ReadResult, RegionRead, Role};
 pub use producer_state::SequenceError;
 
 /// Why a data-plane operation on a partition failed. [`ReplicationError::code`] gives the

@@ -55,6 +55,19 @@ pub struct ReadResult {
     pub log_start_offset: i64,
 }
 
+/// What [`Partition::read_region`] found: the records' place in a segment file.
+#[derive(Debug, Clone)]
+pub struct RegionRead {
+    /// Whole record batches as stored, not read yet.
+    pub region: Option<storage::log::FileRegion>,
+    /// The high watermark.
+    pub high_watermark: i64,
+    /// The last stable offset (the high watermark: there are no transactions).
+    pub last_stable_offset: i64,
+    /// The log start offset.
+    pub log_start_offset: i64,
+}
+
 /// This broker's role for a partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -308,6 +321,33 @@ impl Partition {
         };
         Ok(ReadResult {
             records,
+            high_watermark: hw,
+            last_stable_offset: hw,
+            log_start_offset: state.log.log_start_offset(),
+        })
+    }
+
+    /// [`Partition::read`] without reading the records: where they lie in a segment file
+    /// (for a zero-copy send), `None` when there are none.
+    pub fn read_region(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+    ) -> Result<RegionRead, ReplicationError> {
+        let state = self.lock();
+        state.leader_epoch_if_leader(&self.tp)?;
+        let hw = state.high_watermark;
+        let region = if offset >= hw {
+            check_in_range(&state, offset)?;
+            None
+        } else {
+            state
+                .log
+                .read_region(offset, max_bytes, hw)?
+                .filter(|region| region.len > 0)
+        };
+        Ok(RegionRead {
+            region,
             high_watermark: hw,
             last_stable_offset: hw,
             log_start_offset: state.log.log_start_offset(),

@@ -13,7 +13,7 @@ use std::path::Path;
 
 /// Appends all of `bytes` to `file` (opened for append). On an error some prefix of `bytes`
 /// may have been written: the caller undoes it with [`set_len`].
-pub(crate) fn append(file: &mut File, path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn append(mut file: &File, path: &Path, bytes: &[u8]) -> io::Result<()> {
     #[cfg(any(test, feature = "fault-injection"))]
     if let Some(allowed) = faults::before_write(path, bytes.len())? {
         file.write_all(&bytes[..allowed])?;

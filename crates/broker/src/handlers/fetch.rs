@@ -45,25 +45,50 @@ pub(super) async fn handle(
     let min_bytes = i64::from(request.min_bytes.max(0)).min(max_bytes);
     let mut appends = ctx.replica_manager.subscribe_appends();
     let request = Arc::new(request);
+    // A consumer on a connection that can `sendfile` gets its records from the page cache
+    // (Fetch v4+: older versions are down-converted in memory).
+    let zero_copy = crate::zero_copy::enabled() && request.replica_id.0 < 0 && version >= 4;
     // The reads touch the segment files: off the async workers.
     let read = || {
         let rm = ctx.replica_manager.clone();
         let request = Arc::clone(&request);
-        crate::blocking::run(move || read_all(&rm, &request, max_bytes, version))
+        crate::blocking::run(move || read_all(&rm, &request, max_bytes, version, zero_copy))
     };
     loop {
         appends.borrow_and_update();
-        let (response, bytes, errors) = read().await;
-        let enough = bytes >= min_bytes || errors;
+        let pass = read().await;
+        let enough = pass.bytes >= min_bytes || pass.errors;
         if enough || max_wait.is_zero() || Instant::now() >= deadline {
-            return response;
+            return pass.into_response();
         }
         // Long polling: parked, so a waiting fetch keeps no other request from being read.
         match crate::limits::parked(tokio::time::timeout_at(deadline, appends.changed())).await {
             Ok(Ok(())) => continue,
             // Timed out, or the broker is shutting down: answer with what is there.
-            _ => return read().await.0,
+            _ => return read().await.into_response(),
         }
+    }
+}
+
+/// One pass over the requested partitions.
+struct Read {
+    response: FetchResponse,
+    /// Record bytes in the response.
+    bytes: i64,
+    /// Whether a partition has an error.
+    errors: bool,
+    /// (topic index, partition index, records) to send from the files.
+    regions: Vec<(usize, usize, storage::log::FileRegion)>,
+}
+
+impl Read {
+    /// The response to send: the file regions attached for a zero-copy send.
+    fn into_response(mut self) -> FetchResponse {
+        for (t, p, region) in self.regions {
+            self.response.responses[t].partitions[p].records =
+                Some(crate::zero_copy::attach(region));
+        }
+        self.response
     }
 }
 
@@ -84,23 +109,25 @@ fn response_max_bytes(ctx: &BrokerContext, request: &FetchRequest, version: i16)
     requested.min(i64::try_from(cap).unwrap_or(i64::MAX))
 }
 
-/// Reads every requested partition once, at most `max_bytes` of records in all. Returns the
-/// response, the record bytes in it and whether any partition has an error.
+/// Reads every requested partition once, at most `max_bytes` of records in all (with
+/// `zero_copy`, only where they lie, for consumers that need no conversion).
 fn read_all(
     rm: &replication::ReplicaManager,
     request: &FetchRequest,
     max_bytes: i64,
     version: i16,
-) -> (FetchResponse, i64, bool) {
+    zero_copy: bool,
+) -> Read {
     let mut remaining = max_bytes;
     let mut total = 0i64;
     let mut errors = false;
     let mut first_with_data = true;
     let mut responses = Vec::with_capacity(request.topics.len());
-    for topic in &request.topics {
+    let mut regions = Vec::new();
+    for (topic_index, topic) in request.topics.iter().enumerate() {
         let name: Option<model::TopicName> = topic.topic.0.parse().ok();
         let mut partitions = Vec::with_capacity(topic.partitions.len());
-        for p in &topic.partitions {
+        for (partition_index, p) in topic.partitions.iter().enumerate() {
             let mut out = PartitionData::default()
                 .with_partition_index(p.partition)
                 .with_high_watermark(-1)
@@ -124,34 +151,58 @@ fn read_all(
                         p.fetch_offset,
                         max,
                     )
+                    .map(Got::Bytes)
                 } else if limit <= 0 && !first_with_data {
                     // No room left in the response: answer the partition's offsets without
                     // reading a batch that would be dropped.
-                    no_room(&partition)
+                    no_room(&partition).map(Got::Bytes)
+                } else if zero_copy && !needs_conversion(&partition, version) {
+                    partition.read_region(p.fetch_offset, max).map(Got::Region)
                 } else {
-                    partition.read(p.fetch_offset, max)
+                    partition.read(p.fetch_offset, max).map(Got::Bytes)
                 }
                 .map_err(|e| e.response_error())
-                .and_then(|read| {
-                    if request.replica_id.0 >= 0 {
-                        Ok(read)
-                    } else {
+                .and_then(|got| match got {
+                    Got::Bytes(read) if request.replica_id.0 < 0 => {
                         convert_for_version(&partition, read, version, p.fetch_offset)
+                            .map(Got::Bytes)
                     }
+                    got => Ok(got),
                 })
             });
             match result {
-                Ok(read) => {
-                    out.high_watermark = read.high_watermark;
-                    out.last_stable_offset = read.last_stable_offset;
-                    out.log_start_offset = read.log_start_offset;
-                    let len = read.records.len() as i64;
+                Ok(got) => {
+                    let (hw, lso, log_start, len) = match &got {
+                        Got::Bytes(r) => (
+                            r.high_watermark,
+                            r.last_stable_offset,
+                            r.log_start_offset,
+                            r.records.len(),
+                        ),
+                        Got::Region(r) => (
+                            r.high_watermark,
+                            r.last_stable_offset,
+                            r.log_start_offset,
+                            r.region.as_ref().map_or(0, |region| region.len),
+                        ),
+                    };
+                    out.high_watermark = hw;
+                    out.last_stable_offset = lso;
+                    out.log_start_offset = log_start;
+                    let len = len as i64;
                     // Only the first partition with data may exceed the limits.
                     if len > 0 && (first_with_data || len <= limit) {
                         first_with_data = false;
                         remaining -= len;
                         total += len;
-                        out.records = Some(Bytes::from(read.records));
+                        match got {
+                            Got::Bytes(read) => out.records = Some(Bytes::from(read.records)),
+                            Got::Region(read) => {
+                                if let Some(region) = read.region {
+                                    regions.push((topic_index, partition_index, region));
+                                }
+                            }
+                        }
                     }
                 }
                 Err(error) => {
@@ -171,7 +222,25 @@ fn read_all(
     let response = FetchResponse::default()
         .with_session_id(0)
         .with_responses(responses);
-    (response, total, errors)
+    Read {
+        response,
+        bytes: total,
+        errors,
+        regions,
+    }
+}
+
+/// A partition's read: its records in memory, or where they lie.
+enum Got {
+    Bytes(replication::ReadResult),
+    Region(replication::RegionRead),
+}
+
+/// Whether a consumer at `version` needs the records changed ([`convert_for_version`]):
+/// then they are read into memory.
+fn needs_conversion(partition: &replication::Partition, version: i16) -> bool {
+    version < 10
+        && (version <= 3 || partition.log_config().compression == Some(records::Compression::Zstd))
 }
 
 /// A consumer's partition read when the response has no room left: offsets, no records.

@@ -59,7 +59,7 @@ impl OffsetIndex {
         let mut entry = [0u8; OFFSET_ENTRY_SIZE];
         entry[0..4].copy_from_slice(&relative.to_be_bytes());
         entry[4..8].copy_from_slice(&position.to_be_bytes());
-        file::append(&mut self.file, &self.path, &entry)
+        file::append(&self.file, &self.path, &entry)
             .map_err(LogError::io("append to", &self.path))?;
         self.entries.push((relative, position));
         Ok(())
@@ -165,7 +165,7 @@ impl TimeIndex {
         let mut entry = [0u8; TIME_ENTRY_SIZE];
         entry[0..8].copy_from_slice(&timestamp.to_be_bytes());
         entry[8..12].copy_from_slice(&relative.to_be_bytes());
-        file::append(&mut self.file, &self.path, &entry)
+        file::append(&self.file, &self.path, &entry)
             .map_err(LogError::io("append to", &self.path))?;
         self.entries.push((timestamp, relative));
         Ok(())

@@ -147,6 +147,28 @@ impl LogError {
     }
 }
 
+/// Whole batches of a segment file, by position, not read yet: what a Fetch hands to the
+/// socket with `sendfile` (zero-copy) or reads with [`FileRegion::read`]. Holds the file
+/// open, so the bytes stay readable after the log rolls, truncates (then fewer bytes may be
+/// left: a reader must check what it got) or deletes the segment.
+#[derive(Debug, Clone)]
+pub struct FileRegion {
+    pub file: std::sync::Arc<std::fs::File>,
+    pub path: std::sync::Arc<Path>,
+    pub position: u64,
+    pub len: usize,
+}
+
+impl FileRegion {
+    /// The region's bytes, read into memory.
+    pub fn read(&self) -> Result<Vec<u8>, LogError> {
+        let mut buf = vec![0u8; self.len];
+        crate::file::read_exact_at(&self.file, &self.path, &mut buf, self.position)
+            .map_err(LogError::io("read", &self.path))?;
+        Ok(buf)
+    }
+}
+
 /// Where an append landed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AppendInfo {
@@ -478,6 +500,37 @@ impl Log {
             }
         }
         Ok(Vec::new())
+    }
+
+    /// Where [`Log::read`]'s batches lie, without reading them, leaving out batches from the
+    /// first one that reaches `upper` (exclusive; a consumer's high watermark). `None` at the
+    /// log end.
+    pub fn read_region(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        upper: i64,
+    ) -> Result<Option<FileRegion>, LogError> {
+        let end = self.log_end_offset();
+        if offset < self.log_start_offset || offset > end {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start_offset: self.log_start_offset,
+                log_end_offset: end,
+            });
+        }
+        for (_, segment) in self
+            .segments
+            .range(..=offset)
+            .next_back()
+            .into_iter()
+            .chain(self.segments.range(offset + 1..))
+        {
+            if let Some(region) = segment.region(offset, max_bytes, upper)? {
+                return Ok(Some(region));
+            }
+        }
+        Ok(None)
     }
 
     /// ListOffsets by time (Kafka's `Log.fetchOffsetByTimestamp`): the first record at or

@@ -3,13 +3,14 @@
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use records::{BatchHeader, BatchRef, HEADER_SIZE};
 use tracing::warn;
 
 use super::index::{OffsetIndex, TimeIndex};
 use super::recovery::{self, OffsetRange};
-use super::LogError;
+use super::{FileRegion, LogError};
 use crate::file;
 
 /// File name stem of a segment: its base offset, zero-padded to 20 digits as Kafka does.
@@ -21,7 +22,10 @@ pub(crate) fn file_stem(base_offset: i64) -> String {
 pub(crate) struct Segment {
     pub(crate) base_offset: i64,
     log_path: PathBuf,
-    file: File,
+    /// The same path, shared with the [`FileRegion`]s handed out.
+    log_path_shared: Arc<Path>,
+    /// Shared with the [`FileRegion`]s handed out, which keep it open until sent.
+    file: Arc<File>,
     /// Bytes in the `.log` file.
     size: u64,
     offset_index: OffsetIndex,
@@ -129,8 +133,9 @@ impl Segment {
             base_offset,
             offset_index: OffsetIndex::open(&index_path, base_offset)?,
             time_index: TimeIndex::open(&time_path, base_offset)?,
+            log_path_shared: Arc::from(log_path.as_path()),
             log_path,
-            file,
+            file: Arc::new(file),
             size,
             bytes_since_index_entry: 0,
             next_offset: base_offset,
@@ -185,7 +190,7 @@ impl Segment {
         index_interval_bytes: usize,
     ) -> Result<(), LogError> {
         let start_position = self.size;
-        file::append(&mut self.file, &self.log_path, bytes)
+        file::append(&self.file, &self.log_path, bytes)
             .map_err(LogError::io("append to", &self.log_path))?;
         for batch in batches {
             let header = BatchHeader::read(&bytes[batch.position..]).expect("validated batch");
@@ -225,6 +230,20 @@ impl Segment {
     /// Reads whole batches starting with the one that holds `offset`, up to `max_bytes`
     /// (always at least one batch, as Kafka does, so a large batch never blocks a consumer).
     pub(crate) fn read(&self, offset: i64, max_bytes: usize) -> Result<Option<Vec<u8>>, LogError> {
+        self.region(offset, max_bytes, i64::MAX)?
+            .map(|region| region.read())
+            .transpose()
+    }
+
+    /// Where [`Segment::read`]'s batches lie in the `.log` file, without reading them: only
+    /// batch headers are read. Batches from the first one reaching `upper` (an exclusive
+    /// offset bound: a consumer's high watermark) are left out, the first one included.
+    pub(crate) fn region(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        upper: i64,
+    ) -> Result<Option<FileRegion>, LogError> {
         let Some(start) = self.position_of(offset)? else {
             return Ok(None);
         };
@@ -232,15 +251,18 @@ impl Segment {
         while end < self.size {
             let header = self.header_at(end)?;
             let next = end + header.size_in_bytes() as u64;
-            if end > start && (next - start) as usize > max_bytes {
+            if header.last_offset() >= upper || (end > start && (next - start) as usize > max_bytes)
+            {
                 break;
             }
             end = next;
         }
-        let mut buf = vec![0u8; (end - start) as usize];
-        file::read_exact_at(&self.file, &self.log_path, &mut buf, start)
-            .map_err(LogError::io("read", &self.log_path))?;
-        Ok(Some(buf))
+        Ok(Some(FileRegion {
+            file: Arc::clone(&self.file),
+            path: Arc::clone(&self.log_path_shared),
+            position: start,
+            len: (end - start) as usize,
+        }))
     }
 
     /// Kafka's `LogSegment.findOffsetByTimestamp`: from the time index's hint, the first

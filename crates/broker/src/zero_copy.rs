@@ -1,0 +1,215 @@
+//! Zero-copy Fetch (Kafka's `FileRecords.writeTo`): on a PLAINTEXT connection a consumer's
+//! records go from the page cache to the socket with `sendfile(2)` (the `rustix` crate's
+//! safe wrapper; the workspace forbids unsafe code), never through the broker's memory.
+//!
+//! The response is still encoded by `kafka-protocol`: the Fetch handler puts a 16-byte
+//! marker where each partition's records go ([`attach`]), and after encoding the connection
+//! cuts the frame at the markers ([`splice`]): the bytes before each marker, the records
+//! field's length prefix rewritten to the region's length, the file region, and so on; the
+//! frame's size prefix is corrected for the difference. A marker is a per-process random
+//! salt and a counter, so it cannot occur elsewhere in a response by chance.
+//!
+//! Where zero-copy is off (TLS connections later, `fetch.zero.copy.enable=false`, Fetch v0-3
+//! down-conversion, followers) the handler reads the records into memory as before.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use storage::log::FileRegion;
+use tokio::io::{AsyncWriteExt, Interest};
+use tokio::net::TcpStream;
+
+const MARKER_BYTES: usize = 16;
+
+type Attached = RefCell<Option<Vec<([u8; MARKER_BYTES], FileRegion)>>>;
+
+tokio::task_local! {
+    static ATTACHED: Attached;
+}
+
+/// Runs a request's handler with zero-copy on (`enabled`) or off; returns the regions it
+/// attached, in the order their markers appear.
+pub(crate) async fn scope<F: Future>(
+    enabled: bool,
+    handler: F,
+) -> (F::Output, Vec<([u8; MARKER_BYTES], FileRegion)>) {
+    let attached: Attached = RefCell::new(enabled.then(Vec::new));
+    ATTACHED
+        .scope(attached, async {
+            let output = handler.await;
+            let regions = ATTACHED.with(|a| a.borrow_mut().take().unwrap_or_default());
+            (output, regions)
+        })
+        .await
+}
+
+/// Whether the request being handled may send records with `sendfile`.
+pub(crate) fn enabled() -> bool {
+    ATTACHED.try_with(|a| a.borrow().is_some()).unwrap_or(false)
+}
+
+/// Registers `region` to be sent from the file; returns the marker to encode in its place.
+/// Only call when [`enabled`].
+pub(crate) fn attach(region: FileRegion) -> Bytes {
+    let marker = next_marker();
+    let _ = ATTACHED.try_with(|a| {
+        if let Some(list) = a.borrow_mut().as_mut() {
+            list.push((marker, region));
+        }
+    });
+    Bytes::copy_from_slice(&marker)
+}
+
+fn next_marker() -> [u8; MARKER_BYTES] {
+    static SALT: OnceLock<[u8; 8]> = OnceLock::new();
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let salt = SALT.get_or_init(|| {
+        let random = uuid::Uuid::new_v4();
+        random.as_bytes()[..8].try_into().expect("8 bytes")
+    });
+    let mut marker = [0u8; MARKER_BYTES];
+    marker[..8].copy_from_slice(salt);
+    marker[8..].copy_from_slice(&COUNTER.fetch_add(1, Ordering::Relaxed).to_be_bytes());
+    marker
+}
+
+/// One piece of a response frame on the wire.
+#[derive(Debug)]
+pub(crate) enum Chunk {
+    Bytes(Bytes),
+    File(FileRegion),
+}
+
+/// Why a frame could not be cut at its markers (a bug: the connection closes).
+#[derive(Debug, thiserror::Error)]
+#[error("zero-copy Fetch: {0}")]
+pub(crate) struct SpliceError(String);
+
+/// Cuts an encoded Fetch response `frame` (size prefix included) at the markers of
+/// `regions`: the chunks to write, in order. `flexible` is Fetch v12+, whose records field
+/// has a varint length (+1); older versions have an int32.
+pub(crate) fn splice(
+    frame: BytesMut,
+    regions: Vec<([u8; MARKER_BYTES], FileRegion)>,
+    flexible: bool,
+) -> Result<Vec<Chunk>, SpliceError> {
+    let mut frame = frame.freeze();
+    let old_prefix: &[u8] = if flexible {
+        &[MARKER_BYTES as u8 + 1]
+    } else {
+        &[0, 0, 0, MARKER_BYTES as u8]
+    };
+    let mut chunks = Vec::with_capacity(regions.len() * 3 + 1);
+    let mut size = i64::from(i32::from_be_bytes(
+        frame[..4]
+            .try_into()
+            .map_err(|_| SpliceError("frame shorter than its size".into()))?,
+    ));
+    let mut cursor = 0;
+    let mut spans = Vec::with_capacity(regions.len());
+    for (marker, region) in regions {
+        let at = find(&frame[cursor..], &marker)
+            .map(|i| cursor + i)
+            .ok_or_else(|| SpliceError("a marker is missing from the encoded response".into()))?;
+        let prefix_at = at
+            .checked_sub(old_prefix.len())
+            .filter(|&p| &frame[p..at] == old_prefix)
+            .ok_or_else(|| SpliceError("a marker is not preceded by its records length".into()))?;
+        let mut prefix = BytesMut::with_capacity(5);
+        if flexible {
+            put_unsigned_varint(&mut prefix, region.len as u64 + 1);
+        } else {
+            let len =
+                i32::try_from(region.len).map_err(|_| SpliceError("records over 2 GiB".into()))?;
+            prefix.put_i32(len);
+        }
+        size += (prefix.len() + region.len) as i64 - (old_prefix.len() + MARKER_BYTES) as i64;
+        spans.push((cursor, prefix_at, prefix.freeze(), region));
+        cursor = at + MARKER_BYTES;
+    }
+    let size = i32::try_from(size).map_err(|_| SpliceError("response larger than 2 GiB".into()))?;
+    let tail = frame.split_off(cursor);
+    let mut head = BytesMut::from(&frame[..]);
+    head[..4].copy_from_slice(&size.to_be_bytes());
+    let head = head.freeze();
+    for (from, to, prefix, region) in spans {
+        chunks.push(Chunk::Bytes(head.slice(from..to)));
+        chunks.push(Chunk::Bytes(prefix));
+        chunks.push(Chunk::File(region));
+    }
+    chunks.push(Chunk::Bytes(tail));
+    Ok(chunks)
+}
+
+/// Writes `chunks` to `stream`, file regions with `sendfile`.
+pub(crate) async fn write(stream: &mut TcpStream, chunks: &[Chunk]) -> io::Result<()> {
+    for chunk in chunks {
+        match chunk {
+            Chunk::Bytes(bytes) => stream.write_all(bytes).await?,
+            Chunk::File(region) => send_file(stream, region).await?,
+        }
+    }
+    Ok(())
+}
+
+async fn send_file(stream: &TcpStream, region: &FileRegion) -> io::Result<()> {
+    let mut offset = region.position;
+    let end = region.position + region.len as u64;
+    while offset < end {
+        stream.writable().await?;
+        let remaining = (end - offset) as usize;
+        match stream.try_io(Interest::WRITABLE, || {
+            rustix::fs::sendfile(stream, &*region.file, Some(&mut offset), remaining)
+                .map_err(io::Error::from)
+        }) {
+            // The file is shorter than when the region was taken (truncated): the frame
+            // cannot be completed; the connection closes and the client fetches again.
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("{} shrank while it was being sent", region.path.display()),
+                ))
+            }
+            Ok(_) => {}
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(())
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+fn put_unsigned_varint(out: &mut BytesMut, mut value: u64) {
+    while value >= 0x80 {
+        out.put_u8((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.put_u8(value as u8);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varints_are_kafkas() {
+        for (value, bytes) in [
+            (0u64, vec![0u8]),
+            (17, vec![17]),
+            (127, vec![127]),
+            (128, vec![0x80, 1]),
+            (1_048_577, vec![0x81, 0x80, 0x40]),
+        ] {
+            let mut out = BytesMut::new();
+            put_unsigned_varint(&mut out, value);
+            assert_eq!(&out[..], &bytes[..], "{value}");
+        }
+    }
+}
