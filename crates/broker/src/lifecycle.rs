@@ -6,13 +6,14 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use metastore::SessionState;
+use model::TopicPartition;
 use tokio::sync::watch;
 use tracing::{info, warn};
 use znodes::json::BrokerRegistration;
 use znodes::zk_client::{KafkaZkClient, ZkClientError};
 
 use crate::config::{AdvertisedEndpoint, BrokerConfig};
-use crate::context::{BrokerContext, Session};
+use crate::context::{BrokerContext, ReplicaRole, Session};
 use crate::error::BrokerError;
 use crate::server::{session_options, MetadataStore};
 
@@ -77,6 +78,7 @@ pub(crate) async fn keep_registered(
             broker_id = ctx.broker_id,
             "store session expired; registering again"
         );
+        fence_leaderships(&ctx).await;
         ctx.controller().shutdown().await;
         loop {
             match reconnect(&ctx, &store).await {
@@ -96,6 +98,46 @@ pub(crate) async fn keep_registered(
             }
         }
     }
+}
+
+/// The session ended (the broker was paused or cut off past `zookeeper.session.timeout.ms`):
+/// the controller has counted this broker dead and may have elected other leaders for its
+/// partitions, so it stops acting as leader at once (better than Kafka, which waits for the
+/// controller's LeaderAndIsr): every partition it leads is closed, its log kept, so produce
+/// and fetch are refused and acks=all requests waiting here fail. The controller's
+/// LeaderAndIsr after the new registration opens them again in whatever role it says.
+async fn fence_leaderships(ctx: &Arc<BrokerContext>) {
+    let led: Vec<TopicPartition> = {
+        let mut replicas = ctx.replicas();
+        let led: Vec<_> = replicas
+            .iter()
+            .filter(|(_, role)| matches!(role, ReplicaRole::Leader { .. }))
+            .map(|(tp, _)| tp.clone())
+            .collect();
+        for tp in &led {
+            replicas.remove(tp);
+        }
+        led
+    };
+    if led.is_empty() {
+        return;
+    }
+    let rm = ctx.replica_manager.clone();
+    let closing = led.clone();
+    // Closing flushes the logs: off the async workers.
+    crate::blocking::run(move || {
+        for tp in &closing {
+            rm.stop_replica(tp, false);
+        }
+    })
+    .await;
+    // acks=all produce requests and fetches waiting on these partitions look again and fail.
+    ctx.replica_manager.notify_appended();
+    warn!(
+        broker_id = ctx.broker_id,
+        partitions = led.len(),
+        "session expired: stopped acting as leader until the controller says otherwise"
+    );
 }
 
 async fn reconnect(

@@ -300,18 +300,22 @@ impl Broker {
     }
 
     /// With `controlled.shutdown.enable` (the default), first asks the controller to move
-    /// this broker's leaderships away while it still serves; then stops accepting requests,
-    /// lets in-flight requests finish, resigns as controller and closes the store session
+    /// this broker's leaderships away while it still serves; then resigns as controller
+    /// (after delivering its queued control requests), stops accepting requests, lets
+    /// in-flight requests finish and closes the store session
     /// (so `/brokers/ids/<id>` disappears at once).
     pub async fn shutdown(self) {
         info!(broker_id = self.ctx.broker_id, "shutting down");
         if self.ctx.config.controlled_shutdown_enable {
             self.controlled_shutdown().await;
         }
+        // Resign while still serving: a controller delivers its queued control requests
+        // first, the LeaderAndIsr that makes this broker a follower of what it just gave up
+        // among them, and it cannot deliver that one to a closed listener.
+        self.ctx.controller().shutdown().await;
         let _ = self.shutdown.send(true);
         self.lifecycle.abort();
         let _ = self.lifecycle.await;
-        self.ctx.controller().shutdown().await;
         self.ctx.groups.stop("the broker is shutting down");
         for server in self.socket_servers {
             if let Err(err) = server.await {

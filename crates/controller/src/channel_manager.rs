@@ -229,6 +229,23 @@ impl ChannelManager {
             })
     }
 
+    /// Waits until every broker has answered what is queued now, for at most `within`;
+    /// returns whether they all did.
+    pub async fn drain(&self, within: Duration) -> bool {
+        let barrier = self.barrier();
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            // Registered before the check, so an answer between the two is not missed.
+            let progressed = self.progress.notified();
+            if self.passed(&barrier) {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, progressed).await.is_err() {
+                return self.passed(&barrier);
+            }
+        }
+    }
+
     /// Starts the queue of a broker (replacing an older one).
     pub fn add_broker(&mut self, broker: &LiveBroker) {
         self.remove_broker(broker.id);
@@ -1027,6 +1044,89 @@ mod tests {
         assert_eq!(deleted, &vec![tp("t", 1)]);
         assert!(request.topic_states[0].partition_states[0].delete_partition);
         assert_eq!(request.topic_states[0].partition_states[0].leader_epoch, 3);
+    }
+
+    /// A broker that answers ApiVersions at once and every UpdateMetadata after `delay`.
+    async fn slow_broker(delay: Duration) -> i32 {
+        use kafka_protocol::messages::api_versions_response::ApiVersion;
+        use kafka_protocol::messages::{
+            ApiKey, ApiVersionsResponse, ResponseHeader, UpdateMetadataResponse,
+        };
+        use kafka_protocol::protocol::Encodable;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = i32::from(listener.local_addr().unwrap().port());
+        tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            loop {
+                let mut size = [0u8; 4];
+                if stream.read_exact(&mut size).await.is_err() {
+                    return;
+                }
+                let mut frame = vec![0u8; u32::from_be_bytes(size) as usize];
+                stream.read_exact(&mut frame).await.unwrap();
+                let api = ApiKey::try_from(i16::from_be_bytes([frame[0], frame[1]])).unwrap();
+                let version = i16::from_be_bytes([frame[2], frame[3]]);
+                let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+                let mut out = bytes::BytesMut::new();
+                ResponseHeader::default()
+                    .with_correlation_id(correlation_id)
+                    .encode(&mut out, api.response_header_version(version))
+                    .unwrap();
+                if api == ApiKey::ApiVersions {
+                    let keys = [(ApiKey::ApiVersions, 3), (ApiKey::UpdateMetadata, 7)]
+                        .into_iter()
+                        .map(|(key, max)| {
+                            ApiVersion::default()
+                                .with_api_key(key as i16)
+                                .with_max_version(max)
+                        })
+                        .collect();
+                    ApiVersionsResponse::default()
+                        .with_api_keys(keys)
+                        .encode(&mut out, version)
+                        .unwrap();
+                } else {
+                    tokio::time::sleep(delay).await;
+                    UpdateMetadataResponse::default()
+                        .encode(&mut out, version)
+                        .unwrap();
+                }
+                stream
+                    .write_all(&(out.len() as u32).to_be_bytes())
+                    .await
+                    .unwrap();
+                stream.write_all(&out).await.unwrap();
+            }
+        });
+        port
+    }
+
+    #[tokio::test]
+    async fn drain_waits_for_the_answers_to_what_is_queued_within_its_bound() {
+        let mut ctx = ctx();
+        ctx.live_brokers.get_mut(&0).unwrap().port = slow_broker(Duration::from_millis(400)).await;
+        let (events, _queue) = mpsc::channel(16);
+        let mut channels = ChannelManager::new(7, Duration::from_secs(60), None, events);
+        assert!(channels.drain(Duration::ZERO).await, "nothing queued");
+        channels.add_broker(&ctx.live_brokers[&0]);
+        for p in 0..3 {
+            let request = update_metadata_request(
+                &ctx,
+                7,
+                &ctx.live_brokers[&0],
+                &BTreeSet::from([tp("t", p)]),
+            );
+            channels.send(0, ControlRequest::UpdateMetadata(request));
+        }
+        // Three answers take 1.2 s: a short bound gives up, a long one sees them all.
+        let started = std::time::Instant::now();
+        assert!(!channels.drain(Duration::from_millis(100)).await);
+        assert!(channels.drain(Duration::from_secs(30)).await);
+        let elapsed = started.elapsed();
+        assert!(elapsed >= Duration::from_millis(1100), "{elapsed:?}");
+        assert!(elapsed < Duration::from_secs(30), "{elapsed:?}");
     }
 
     #[tokio::test]

@@ -17,6 +17,7 @@ use kafka_protocol::messages::{
     DeleteTopicsResponse, TopicName as WireTopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use metastore::SessionState;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tracing::{error, info, warn};
@@ -44,6 +45,10 @@ const ELECTION_RETRIES: usize = 3;
 
 /// How long a broker whose failover failed waits before giving up `/controller`.
 const FAILOVER_RETRY_BACKOFF: Duration = Duration::from_millis(200);
+
+/// How long a controller whose broker shuts down waits for the brokers to answer the control
+/// requests already queued before it resigns.
+const SHUTDOWN_DRAIN: Duration = Duration::from_secs(5);
 
 /// Whether the loop goes on after an event.
 enum Flow {
@@ -251,6 +256,7 @@ impl EventLoop {
                 return Flow::Stop;
             }
             ControllerEvent::Shutdown(done) => {
+                self.drain_before_resigning().await;
                 self.resign().await;
                 let _ = done.send(());
                 return Flow::Stop;
@@ -517,6 +523,26 @@ impl EventLoop {
             }
         }
         Ok(())
+    }
+
+    /// The broker is shutting down (not cut off): the control requests already queued, the
+    /// LeaderAndIsr of a controlled shutdown of this very broker among them, are delivered
+    /// before the queues go, for at most [`SHUTDOWN_DRAIN`]. Dropping them would leave the
+    /// new leaders (and this broker, which would go on acting as leader until it exits)
+    /// waiting for the next controller's resync.
+    async fn drain_before_resigning(&mut self) {
+        let session = *self.zk.subscribe_session_state().borrow();
+        if !self.active || matches!(session, SessionState::Expired | SessionState::Closed) {
+            return;
+        }
+        let started = Instant::now();
+        let drained = self.channels.drain(SHUTDOWN_DRAIN).await;
+        info!(
+            broker_id = self.config.broker_id,
+            drained,
+            elapsed_ms = %format!("{:.1}", started.elapsed().as_secs_f64() * 1000.0),
+            "delivered the queued control requests before resigning"
+        );
     }
 
     /// Stops acting as controller: drops the queues, answers waiting requests and deletes
