@@ -6,6 +6,7 @@ DeleteTopics wait the same way."""
 import os
 import re
 import subprocess
+import time
 import uuid
 
 import pytest
@@ -52,8 +53,17 @@ def controller_and_other(bootstrap):
     """(controller address, address of a broker that is not the controller) of a dev cluster."""
     from confluent_kafka.admin import AdminClient
 
-    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
-    addr = {b.id: f"{b.host}:{b.port}" for b in md.brokers.values()}
+    # Right after the brokers start, the metadata may answer before a controller is elected
+    # (controller id -1, as Kafka) or before every broker registered: ask until both are there.
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + 30
+    while True:
+        md = admin.list_topics(timeout=10)
+        addr = {b.id: f"{b.host}:{b.port}" for b in md.brokers.values()}
+        if md.controller_id in addr and len(addr) > 1:
+            break
+        assert time.monotonic() < deadline, f"no controller among {addr} after 30 s"
+        time.sleep(0.2)
     other = next(i for i in sorted(addr) if i != md.controller_id)
     return addr[md.controller_id], addr[other]
 
