@@ -14,6 +14,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("protocol", 0),
     ("records", 0),
     ("security", 0),
+    ("telemetry", 0),
     ("metastore", 1),
     ("storage", 1),
     ("client", 1),

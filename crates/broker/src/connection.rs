@@ -9,9 +9,10 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::RequestKind;
+use kafka_protocol::messages::{ApiKey, RequestKind};
 use protocol::frame::{decode_frame, peek_frame_size, SIZE_PREFIX_BYTES};
 use protocol::request::RequestBody;
 use protocol::response::encode_unsupported_api_versions;
@@ -25,7 +26,7 @@ use crate::auth::RequestContext;
 use crate::context::BrokerContext;
 use crate::handlers;
 use crate::limits::{self, PoolPermit};
-use crate::metrics::ClientSoftware;
+use crate::metrics::{self, ClientSoftware, RequestTimes, TopicScan};
 use crate::zero_copy;
 
 /// Bytes read ahead while no frame size is known (small pipelined requests arrive in one
@@ -35,6 +36,16 @@ pub(crate) const READ_AHEAD_BYTES: usize = 4096;
 /// Serves one connection until the peer closes it, it sends something unreadable, or the
 /// broker shuts down (checked between requests).
 pub(crate) async fn serve(
+    ctx: Arc<BrokerContext>,
+    stream: TcpStream,
+    rctx: RequestContext,
+    shutdown: watch::Receiver<bool>,
+) {
+    let metrics = Arc::clone(&ctx.metrics);
+    metrics::connection_scope(metrics, serve_connection(ctx, stream, rctx, shutdown)).await
+}
+
+async fn serve_connection(
     ctx: Arc<BrokerContext>,
     mut stream: TcpStream,
     rctx: RequestContext,
@@ -53,6 +64,7 @@ pub(crate) async fn serve(
         else {
             break;
         };
+        let received = Instant::now();
         let slot = tokio::select! {
             slot = ctx.request_limiter.request_slot() => slot,
             _ = shutdown.wait_for(|stop| *stop) => break,
@@ -76,6 +88,7 @@ pub(crate) async fn serve(
                 }
             }
         }
+        let dequeued = Instant::now();
         let span = info_span!("request", api = ?request.api_key, version = request.api_version(),
             correlation_id = request.correlation_id(), client_id = request.header.client_id.as_deref().unwrap_or(""));
         // A Produce with acks=0 is never answered (the client does not read a response).
@@ -85,7 +98,7 @@ pub(crate) async fn serve(
         let fetch_version = matches!(&request.body, RequestBody::Supported(RequestKind::Fetch(_)))
             .then(|| request.api_version());
         let zero_copy = fetch_version.is_some() && ctx.config.limits.fetch_zero_copy;
-        let ((response, _held), regions) = zero_copy::scope(
+        let (((response, answered), _held), regions) = zero_copy::scope(
             zero_copy,
             limits::holding(slot, permit, respond(&ctx, request, &rctx).instrument(span)),
         )
@@ -93,25 +106,39 @@ pub(crate) async fn serve(
         let Some(response) = response else {
             break;
         };
-        if no_response {
-            continue;
-        }
-        let written = if regions.is_empty() {
-            stream.write_all(&response).await
-        } else {
-            let flexible = fetch_version.is_some_and(|v| v >= 12);
-            match zero_copy::splice(response, regions, flexible) {
-                Ok(chunks) => zero_copy::write(&mut stream, &chunks).await,
-                Err(err) => {
-                    tracing::error!(%peer, error = %err, "closing connection");
-                    break;
+        let send_started = Instant::now();
+        if !no_response {
+            let written = if regions.is_empty() {
+                stream.write_all(&response).await
+            } else {
+                let flexible = fetch_version.is_some_and(|v| v >= 12);
+                match zero_copy::splice(response, regions, flexible) {
+                    Ok(chunks) => zero_copy::write(&mut stream, &chunks).await,
+                    Err(err) => {
+                        tracing::error!(%peer, error = %err, "closing connection");
+                        break;
+                    }
                 }
+            };
+            if let Err(err) = written {
+                debug!(%peer, error = %err, "write failed");
+                break;
             }
-        };
-        if let Err(err) = written {
-            debug!(%peer, error = %err, "write failed");
-            break;
         }
+        let times = RequestTimes {
+            received,
+            dequeued,
+            parked: answered.parked,
+            handled: answered.handled,
+            send_started,
+            sent: Instant::now(),
+        };
+        ctx.metrics.request_done(
+            answered.api,
+            answered.version,
+            answered.follower_fetch,
+            &times,
+        );
         // `_held` (the request's queue place and pool bytes) is given back here, after the
         // response went out.
     }
@@ -188,26 +215,52 @@ async fn next_frame(
     }
 }
 
-/// The encoded response frame, or `None` when the connection must close.
+/// How a request was answered, for its `RequestMetrics`.
+struct Answered {
+    api: ApiKey,
+    version: i16,
+    follower_fetch: bool,
+    parked: Option<Instant>,
+    handled: Instant,
+}
+
+/// The encoded response frame (`None` when the connection must close) and how it was
+/// answered.
 async fn respond(
     ctx: &BrokerContext,
     request: DecodedRequest,
     rctx: &RequestContext,
-) -> Option<BytesMut> {
+) -> (Option<BytesMut>, Answered) {
     let peer = rctx.peer;
     let api_key = request.api_key;
     let version = request.api_version();
     let correlation_id = request.correlation_id();
-    ctx.metrics.request(api_name(api_key));
+    let mut answered = Answered {
+        api: api_key,
+        version,
+        follower_fetch: false,
+        parked: None,
+        handled: Instant::now(),
+    };
     let body = match request.body {
         RequestBody::Supported(kind) => {
-            crate::groups::PEER
+            let scan = TopicScan::of(&kind);
+            answered.follower_fetch = scan.is_follower_fetch();
+            metrics::request_started(api_key);
+            let body = crate::groups::PEER
                 .scope(peer, handlers::handle(ctx, rctx, &request.header, kind))
-                .await
+                .await;
+            answered.parked = metrics::request_finished();
+            answered.handled = Instant::now();
+            scan.account(&body, &ctx.metadata_cache);
+            body
         }
         RequestBody::UnsupportedApiVersions => {
             debug!("ApiVersions version unsupported; answering in v0 with UNSUPPORTED_VERSION");
-            return Some(encode_unsupported_api_versions(correlation_id));
+            return (
+                Some(encode_unsupported_api_versions(correlation_id)),
+                answered,
+            );
         }
         RequestBody::Unsupported(kind) => {
             match handlers::unsupported::error_response(&kind, version) {
@@ -218,7 +271,7 @@ async fn respond(
                 None => {
                     warn!(%peer, "closing connection: API or version not supported and no error response exists for it");
                     ctx.metrics.request_error();
-                    return None;
+                    return (None, answered);
                 }
             }
         }
@@ -226,37 +279,11 @@ async fn respond(
     match encode_response(api_key, version, correlation_id, &body) {
         Ok(frame) => {
             debug!(response_bytes = frame.len(), "request handled");
-            Some(frame)
+            (Some(frame), answered)
         }
         Err(err) => {
             tracing::error!(%peer, error = %err, "closing connection: cannot encode response");
-            None
+            (None, answered)
         }
-    }
-}
-
-/// A stable name for metrics.
-fn api_name(api_key: kafka_protocol::messages::ApiKey) -> &'static str {
-    use kafka_protocol::messages::ApiKey::*;
-    match api_key {
-        ApiVersions => "ApiVersions",
-        Metadata => "Metadata",
-        CreateTopics => "CreateTopics",
-        CreatePartitions => "CreatePartitions",
-        DeleteTopics => "DeleteTopics",
-        DescribeConfigs => "DescribeConfigs",
-        AlterConfigs => "AlterConfigs",
-        IncrementalAlterConfigs => "IncrementalAlterConfigs",
-        DescribeCluster => "DescribeCluster",
-        DescribeAcls => "DescribeAcls",
-        LeaderAndIsr => "LeaderAndIsr",
-        UpdateMetadata => "UpdateMetadata",
-        StopReplica => "StopReplica",
-        Produce => "Produce",
-        Fetch => "Fetch",
-        ListOffsets => "ListOffsets",
-        DeleteRecords => "DeleteRecords",
-        InitProducerId => "InitProducerId",
-        _ => "other",
     }
 }

@@ -64,6 +64,8 @@ pub(crate) struct BrokerContext {
     pub request_limiter: crate::limits::RequestLimiter,
     /// `max.connections` and `max.connections.per.ip`, over every listener.
     pub connection_limits: crate::limits::ConnectionLimits,
+    /// Set when the broker starts shutting down: the admin listener stops asking it.
+    pub stopped: std::sync::atomic::AtomicBool,
 }
 
 impl BrokerContext {

@@ -88,11 +88,39 @@ pub fn broker_configs(opts: &DevClusterOptions) -> Result<Vec<BrokerConfig>, Con
         .collect()
 }
 
-/// Runs the cluster until `shutdown` resolves. `on_ready` gets each broker's id and address
-/// and the admin listener's address.
+/// What a running dev cluster can be told (`gregor dev-cluster` reads them from stdin).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DevClusterCommand {
+    /// Stop one broker at once, without a controlled shutdown (as if it crashed: its store
+    /// session ends, the controller elects new leaders and shrinks the ISRs). The others
+    /// keep running.
+    Stop(BrokerId),
+}
+
+impl std::str::FromStr for DevClusterCommand {
+    type Err = String;
+
+    /// `stop <broker id>`.
+    fn from_str(line: &str) -> Result<Self, Self::Err> {
+        let mut words = line.split_whitespace();
+        match (words.next(), words.next(), words.next()) {
+            (Some("stop"), Some(id), None) => id
+                .parse()
+                .map(DevClusterCommand::Stop)
+                .map_err(|_| format!("not a broker id: {id}")),
+            _ => Err(format!(
+                "unknown command {line:?} (known: stop <broker id>)"
+            )),
+        }
+    }
+}
+
+/// Runs the cluster until `shutdown` resolves, carrying out `commands` meanwhile.
+/// `on_ready` gets each broker's id and address and the admin listener's address.
 pub async fn run(
     opts: DevClusterOptions,
     shutdown: impl Future<Output = ()>,
+    mut commands: tokio::sync::mpsc::Receiver<DevClusterCommand>,
     on_ready: impl FnOnce(&[(BrokerId, SocketAddr)], Option<SocketAddr>),
 ) -> Result<(), BrokerError> {
     let configs = broker_configs(&opts)?;
@@ -123,7 +151,29 @@ pub async fn run(
         .collect();
     info!(brokers = addresses.len(), "dev cluster running");
     on_ready(&addresses, admin.as_ref().map(AdminServer::local_addr));
-    shutdown.await;
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            command = commands.recv() => match command {
+                Some(DevClusterCommand::Stop(id)) => {
+                    match brokers.iter().position(|b| b.broker_id() == id) {
+                        Some(index) => {
+                            info!(broker_id = id, "stopping one broker (dev-cluster command)");
+                            brokers.remove(index).stop().await;
+                            info!(broker_id = id, "broker stopped; the others keep running");
+                        }
+                        None => tracing::warn!(broker_id = id, "no such running broker"),
+                    }
+                }
+                // No more commands (stdin closed): serve until shutdown.
+                None => {
+                    shutdown.await;
+                    break;
+                }
+            },
+        }
+    }
     if let Some(admin) = admin {
         admin.shutdown().await;
     }
@@ -137,6 +187,15 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn commands_parse() {
+        assert_eq!("stop 1003".parse(), Ok(DevClusterCommand::Stop(1003)));
+        assert_eq!(" stop  7 ".parse(), Ok(DevClusterCommand::Stop(7)));
+        assert!("stop x".parse::<DevClusterCommand>().is_err());
+        assert!("halt 1".parse::<DevClusterCommand>().is_err());
+        assert!("stop 1 2".parse::<DevClusterCommand>().is_err());
+    }
 
     #[test]
     fn consecutive_ports_own_log_dirs_and_racks() {

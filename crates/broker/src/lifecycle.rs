@@ -155,7 +155,12 @@ async fn reconnect(
     };
     let controller = controller::start(
         zk.clone(),
-        crate::server::controller_config(&ctx.config, &ctx.groups, ctx.control_plane.key()),
+        crate::server::controller_config(
+            &ctx.config,
+            &ctx.groups,
+            ctx.control_plane.key(),
+            &ctx.metrics,
+        ),
     )
     .await;
     Ok((Session { zk, controller }, broker_epoch))

@@ -109,6 +109,8 @@ pub(crate) async fn parked<F: Future>(wait: F) -> F::Output {
 /// handler is about to wait).
 pub(crate) fn release_held() {
     let _ = HELD.try_with(|h| h.borrow_mut().take());
+    // A parked request's remote time starts here (`RequestMetrics.RemoteTimeMs`).
+    crate::metrics::parked();
 }
 
 /// The broker-wide connection limits, shared by every listener.

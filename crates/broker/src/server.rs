@@ -169,9 +169,10 @@ impl Broker {
         let advertised = config.advertised_endpoints(port_of);
         let broker_epoch = lifecycle::register(&zk, &config, &advertised).await?;
         let groups = Arc::new(Groups::default());
+        let metrics = Arc::new(Metrics::default());
         let controller = controller::start(
             zk.clone(),
-            controller_config(&config, &groups, &control_plane_key),
+            controller_config(&config, &groups, &control_plane_key, &metrics),
         )
         .await;
         let shown: Vec<String> = advertised
@@ -194,13 +195,14 @@ impl Broker {
             replica_manager,
             producer_ids: Default::default(),
             replicas: Mutex::new(Default::default()),
-            metrics: Arc::new(Metrics::default()),
+            metrics,
             controller_epoch: AtomicI32::new(0),
             broker_epoch: AtomicI64::new(broker_epoch),
             groups,
             stray_scan: tokio::sync::Notify::new(),
             stray_scan_epoch: AtomicI64::new(-1),
             control_plane: ControlPlaneGuard::new(control_plane_key),
+            stopped: std::sync::atomic::AtomicBool::new(false),
         });
         Groups::start(&ctx);
         let cleaner = crate::log_cleaner::LogCleaner::start(
@@ -313,6 +315,16 @@ impl Broker {
         // first, the LeaderAndIsr that makes this broker a follower of what it just gave up
         // among them, and it cannot deliver that one to a closed listener.
         self.ctx.controller().shutdown().await;
+        self.stop().await;
+    }
+
+    /// Stops at once, without asking the controller to move leaderships first (what a
+    /// crash looks like to the rest of the cluster, except that the store session ends
+    /// now instead of timing out). `gregor dev-cluster` stops one broker this way.
+    pub async fn stop(self) {
+        self.ctx
+            .stopped
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         let _ = self.shutdown.send(true);
         self.lifecycle.abort();
         let _ = self.lifecycle.await;
@@ -375,16 +387,22 @@ pub(crate) fn session_options(config: &BrokerConfig) -> SessionOptions {
     }
 }
 
-/// The controller config of this broker: the groups' hook and the control-plane secret.
+/// The controller config of this broker: the groups' hook, the control-plane secret and
+/// the event timings for `/metrics`.
 pub(crate) fn controller_config(
     config: &BrokerConfig,
     groups: &Arc<Groups>,
     key: &ControlPlaneKey,
+    metrics: &Arc<Metrics>,
 ) -> controller::ControllerConfig {
+    let metrics = Arc::clone(metrics);
     controller::ControllerConfig {
         control_plane_key: Some(key.clone()),
         inter_broker_listener: config.inter_broker_listener_name().to_owned(),
         control_plane_listener: config.control_plane_listener_name().to_owned(),
+        on_event: controller::EventObserver::new(move |state, elapsed| {
+            metrics.controller_events.observe(state, elapsed)
+        }),
         ..groups::controller_config(config, groups)
     }
 }

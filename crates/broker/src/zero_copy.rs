@@ -64,6 +64,25 @@ pub(crate) fn attach(region: FileRegion) -> Bytes {
     Bytes::copy_from_slice(&marker)
 }
 
+/// How many record bytes `records` (a partition's records field of the response being
+/// built) stands for: the region's length when it is one of this request's markers, else
+/// its own length. For the bytes-out counters.
+pub(crate) fn records_len(records: &[u8]) -> usize {
+    if records.len() == MARKER_BYTES {
+        let region = ATTACHED.try_with(|a| {
+            a.borrow().as_ref().and_then(|list| {
+                list.iter()
+                    .find(|(marker, _)| marker[..] == *records)
+                    .map(|(_, region)| region.len)
+            })
+        });
+        if let Ok(Some(len)) = region {
+            return len;
+        }
+    }
+    records.len()
+}
+
 fn next_marker() -> [u8; MARKER_BYTES] {
     static SALT: OnceLock<[u8; 8]> = OnceLock::new();
     static COUNTER: AtomicU64 = AtomicU64::new(0);

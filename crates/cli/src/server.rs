@@ -83,9 +83,28 @@ pub fn run_dev_cluster(args: DevClusterArgs) -> anyhow::Result<ExitCode> {
         config: args.config,
         overrides: args.overrides,
     };
+    let (commands, receiver) = tokio::sync::mpsc::channel(16);
+    // Commands on stdin, one a line (`stop <broker id>`); a thread, since reading stdin
+    // blocks. At EOF the sender goes and the cluster just runs.
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines() {
+            let Ok(line) = line else { break };
+            if line.trim().is_empty() {
+                continue;
+            }
+            match line.parse::<broker::dev_cluster::DevClusterCommand>() {
+                Ok(command) => {
+                    if commands.blocking_send(command).is_err() {
+                        break;
+                    }
+                }
+                Err(err) => eprintln!("{err}"),
+            }
+        }
+    });
     runtime()?
         .block_on(async move {
-            broker::dev_cluster::run(opts, shutdown_signal(), |brokers, admin| {
+            broker::dev_cluster::run(opts, shutdown_signal(), receiver, |brokers, admin| {
                 for (id, addr) in brokers {
                     println!("broker {id} listening on {addr} (PLAINTEXT)");
                 }

@@ -81,3 +81,42 @@ pub enum ControllerEvent {
     /// Resign and stop the loop.
     Shutdown(oneshot::Sender<()>),
 }
+
+impl ControllerEvent {
+    /// Every name [`ControllerEvent::state_name`] returns, so `/metrics` can serve each
+    /// state's timer from the start (Kafka registers its `ControllerStats` timers at startup).
+    pub const STATE_NAMES: [&'static str; 9] = [
+        "ControllerChange",
+        "BrokerChange",
+        "TopicChange",
+        "TopicDeletion",
+        "CreateTopics",
+        "CreatePartitions",
+        "DeleteTopics",
+        "ControlledShutdown",
+        "ControllerShutdown",
+    ];
+
+    /// The controller state Kafka times this event under (`ControllerState`, the names of
+    /// `ControllerStats.<state>RateAndTimeMs`); the admin requests Kafka's controller does
+    /// not run as events are named after their API.
+    pub fn state_name(&self) -> &'static str {
+        match self {
+            ControllerEvent::Startup
+            | ControllerEvent::ControllerChange
+            | ControllerEvent::SessionExpired => "ControllerChange",
+            ControllerEvent::BrokerChange => "BrokerChange",
+            ControllerEvent::TopicChange | ControllerEvent::PartitionModifications(_) => {
+                "TopicChange"
+            }
+            ControllerEvent::TopicDeletion | ControllerEvent::StopReplicaResponse { .. } => {
+                "TopicDeletion"
+            }
+            ControllerEvent::CreateTopics { .. } => "CreateTopics",
+            ControllerEvent::CreatePartitions { .. } => "CreatePartitions",
+            ControllerEvent::DeleteTopics { .. } => "DeleteTopics",
+            ControllerEvent::ControlledShutdown { .. } => "ControlledShutdown",
+            ControllerEvent::Shutdown(_) => "ControllerShutdown",
+        }
+    }
+}

@@ -118,7 +118,10 @@ impl EventLoop {
                 }
             };
             let Some(event) = event else { break };
+            let state = event.state_name();
+            let started = std::time::Instant::now();
             let flow = self.process(event).await;
+            self.config.on_event.observe(state, started.elapsed());
             self.complete_pending();
             if let Flow::Stop = flow {
                 break;

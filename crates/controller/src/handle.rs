@@ -51,6 +51,11 @@ impl ControllerHandle {
         self.active.load(Ordering::SeqCst)
     }
 
+    /// Events waiting for the event loop (Kafka's `ControllerEventManager.EventQueueSize`).
+    pub fn queue_size(&self) -> usize {
+        self.events.max_capacity() - self.events.capacity()
+    }
+
     /// Handles CreateTopics (NOT_CONTROLLER in every result unless this is the active controller).
     pub async fn create_topics(
         &self,

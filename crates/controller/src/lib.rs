@@ -76,6 +76,38 @@ impl fmt::Debug for TopicDeletedHook {
     }
 }
 
+/// A function told how long each controller event took, by the name of the controller
+/// state Kafka times it under (`ControllerStats.<state>RateAndTimeMs`); the broker's
+/// `/metrics` keeps the histograms.
+#[derive(Clone, Default)]
+pub struct EventObserver(Option<ObserverFn>);
+
+type ObserverFn = Arc<dyn Fn(&'static str, Duration) + Send + Sync>;
+
+impl EventObserver {
+    /// An observer running `f`.
+    pub fn new(f: impl Fn(&'static str, Duration) + Send + Sync + 'static) -> Self {
+        EventObserver(Some(Arc::new(f)))
+    }
+
+    /// Tells the observer, if any.
+    pub fn observe(&self, state: &'static str, elapsed: Duration) {
+        if let Some(f) = &self.0 {
+            f(state, elapsed);
+        }
+    }
+}
+
+impl fmt::Debug for EventObserver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "EventObserver(set)"
+        } else {
+            "EventObserver(none)"
+        })
+    }
+}
+
 /// The controller's settings, named after Kafka's broker configs.
 #[derive(Debug, Clone)]
 pub struct ControllerConfig {
@@ -108,6 +140,8 @@ pub struct ControllerConfig {
     /// Where control requests go: `control.plane.listener.name`, else the inter-broker
     /// listener.
     pub control_plane_listener: String,
+    /// Told how long each event took.
+    pub on_event: EventObserver,
 }
 
 /// The default of [`ControllerConfig::max_partitions_per_request`].
@@ -129,6 +163,7 @@ impl Default for ControllerConfig {
             control_plane_key: None,
             inter_broker_listener: "PLAINTEXT".to_owned(),
             control_plane_listener: "PLAINTEXT".to_owned(),
+            on_event: EventObserver::default(),
         }
     }
 }

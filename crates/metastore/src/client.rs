@@ -16,6 +16,9 @@ const RECURSIVE_RETRIES: usize = 16;
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Backend>,
+    /// How long each write took to be acknowledged (the embedded store's group commit and
+    /// fsync, or ZooKeeper's quorum commit, plus the way there and back).
+    write_latency: Arc<telemetry::Histogram>,
 }
 
 enum Backend {
@@ -36,12 +39,14 @@ impl Client {
     pub(crate) fn from_embedded(client: EmbeddedClient) -> Client {
         Client {
             inner: Arc::new(Backend::Embedded(client)),
+            write_latency: Arc::default(),
         }
     }
 
     pub(crate) fn from_zookeeper(client: ZkClient) -> Client {
         Client {
             inner: Arc::new(Backend::ZooKeeper(Box::new(client))),
+            write_latency: Arc::default(),
         }
     }
 
@@ -189,10 +194,19 @@ impl Client {
         if ops.is_empty() {
             return Ok(Vec::new());
         }
-        match &*self.inner {
+        let started = std::time::Instant::now();
+        let result = match &*self.inner {
             Backend::Embedded(c) => c.write(ops, false).await,
             Backend::ZooKeeper(c) => c.multi(ops).await,
-        }
+        };
+        self.write_latency.observe(started.elapsed());
+        result
+    }
+
+    /// The latency of this session's writes so far (every create, set, delete and multi,
+    /// until the store acknowledged it).
+    pub fn write_latency(&self) -> telemetry::HistogramSnapshot {
+        self.write_latency.snapshot()
     }
 
     /// This session's id (the `ephemeral_owner` of its ephemeral nodes).
@@ -228,6 +242,13 @@ impl Client {
     }
 
     async fn write_one(&self, op: Op) -> Result<OpResult> {
+        let started = std::time::Instant::now();
+        let result = self.write_one_unmeasured(op).await;
+        self.write_latency.observe(started.elapsed());
+        result
+    }
+
+    async fn write_one_unmeasured(&self, op: Op) -> Result<OpResult> {
         match &*self.inner {
             Backend::Embedded(c) => {
                 let mut results = c.write(vec![op], true).await?;

@@ -23,6 +23,10 @@ use tracing::{error, info, warn};
 use recovery::OffsetRange;
 use segment::Segment;
 
+/// How long each [`Log::flush`] took (Kafka's `LogFlushStats.LogFlushRateAndTimeMs`): one
+/// histogram for the process, as Kafka's is one per broker process.
+pub static LOG_FLUSH_TIME: telemetry::Histogram = telemetry::Histogram::new();
+
 /// The topic-level settings a log obeys (Kafka's names, units last).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogConfig {
@@ -578,11 +582,14 @@ impl Log {
     }
 
     /// fsyncs every segment with unflushed data and moves the recovery point to the log end.
+    /// Timed into [`LOG_FLUSH_TIME`].
     pub fn flush(&mut self) -> Result<(), LogError> {
+        let started = std::time::Instant::now();
         let flushed: Result<(), LogError> = self
             .segments
             .range(self.recovery_point_segment()..)
             .try_for_each(|(_, segment)| segment.flush());
+        LOG_FLUSH_TIME.observe(started.elapsed());
         self.offline_on_error(flushed)?;
         self.recovery_point = self.log_end_offset();
         self.unflushed_messages = 0;

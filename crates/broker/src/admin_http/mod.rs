@@ -17,7 +17,12 @@ use tracing::debug;
 
 use crate::context::BrokerContext;
 use crate::error::BrokerError;
-use crate::metrics::{render, MetricsSample};
+
+mod kafka;
+mod scrape;
+mod views;
+
+use kafka::{Caller, Cluster};
 
 /// Largest request head accepted.
 const MAX_REQUEST_HEAD_BYTES: usize = 8192;
@@ -58,17 +63,17 @@ impl AdminServer {
         let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
         let local_addr = listener.local_addr().map_err(bind_error)?;
         let (shutdown, mut stop) = watch::channel(false);
-        let brokers = Arc::new(brokers);
+        let cluster = Arc::new(Cluster::new(brokers.into_iter().map(|b| b.ctx).collect()));
         let task = tokio::spawn(async move {
             loop {
                 let accepted = tokio::select! {
                     accepted = listener.accept() => accepted,
                     _ = stop.wait_for(|s| *s) => return,
                 };
-                if let Ok((stream, _)) = accepted {
-                    let brokers = Arc::clone(&brokers);
+                if let Ok((stream, peer)) = accepted {
+                    let cluster = Arc::clone(&cluster);
                     tokio::spawn(async move {
-                        if let Err(err) = serve(stream, &brokers).await {
+                        if let Err(err) = serve(stream, peer, &cluster).await {
                             debug!(error = %err, "admin request failed");
                         }
                     });
@@ -94,7 +99,7 @@ impl AdminServer {
     }
 }
 
-async fn serve(mut stream: TcpStream, brokers: &[BrokerView]) -> std::io::Result<()> {
+async fn serve(mut stream: TcpStream, peer: SocketAddr, cluster: &Cluster) -> std::io::Result<()> {
     let mut head = Vec::with_capacity(1024);
     let read = tokio::time::timeout(READ_TIMEOUT, async {
         let mut chunk = [0u8; 1024];
@@ -112,7 +117,7 @@ async fn serve(mut stream: TcpStream, brokers: &[BrokerView]) -> std::io::Result
     })
     .await;
     let (status, content_type, body) = match read {
-        Ok(Ok(true)) => route(&String::from_utf8_lossy(&head), brokers).await,
+        Ok(Ok(true)) => route(&String::from_utf8_lossy(&head), peer, cluster).await,
         Ok(Ok(false)) | Err(_) => (400, "text/plain", "bad request\n".to_string()),
         Ok(Err(err)) => return Err(err),
     };
@@ -131,7 +136,7 @@ async fn serve(mut stream: TcpStream, brokers: &[BrokerView]) -> std::io::Result
     stream.shutdown().await
 }
 
-async fn route(head: &str, brokers: &[BrokerView]) -> (u16, &'static str, String) {
+async fn route(head: &str, peer: SocketAddr, cluster: &Cluster) -> (u16, &'static str, String) {
     let mut parts = head.lines().next().unwrap_or_default().split_whitespace();
     let (method, target) = (
         parts.next().unwrap_or_default(),
@@ -140,28 +145,27 @@ async fn route(head: &str, brokers: &[BrokerView]) -> (u16, &'static str, String
     if method != "GET" {
         return (405, "text/plain", "only GET is supported\n".to_string());
     }
+    let caller = Caller {
+        principal: Arc::from(crate::auth::ANONYMOUS),
+        peer,
+    };
     let path = target.split('?').next().unwrap_or_default();
     if path == "/v1/health" {
-        return if brokers.is_empty() {
+        return if cluster.any().is_err() {
             (503, "text/plain", "no broker\n".into())
         } else {
             (200, "text/plain", "ok\n".into())
         };
     }
     if path == "/metrics" {
-        let samples: Vec<MetricsSample<'_>> = brokers
-            .iter()
-            .map(|b| MetricsSample {
-                broker_id: b.ctx.broker_id,
-                metrics: &b.ctx.metrics,
-                partitions: b.ctx.log_manager.partitions().len(),
-                is_controller: b.ctx.controller().is_active(),
-            })
-            .collect();
-        return (200, "text/plain; version=0.0.4", render(&samples));
+        return (
+            200,
+            "text/plain; version=0.0.4",
+            scrape::metrics(cluster, &caller).await,
+        );
     }
     if let Some(rest) = path.strip_prefix("/v1/meta") {
-        let Some(first) = brokers.first() else {
+        let Ok(first) = cluster.any() else {
             return (503, "text/plain", "no broker\n".into());
         };
         let znode = match percent_decode(rest.trim_end_matches('/')) {
@@ -169,7 +173,7 @@ async fn route(head: &str, brokers: &[BrokerView]) -> (u16, &'static str, String
             Some(p) if p.starts_with('/') => p,
             _ => return (400, "text/plain", "bad path\n".into()),
         };
-        return match describe_znode(&first.ctx, &znode).await {
+        return match describe_znode(first, &znode).await {
             Ok(Some(value)) => (200, "application/json", format!("{value}\n")),
             Ok(None) => (
                 404,
