@@ -93,11 +93,11 @@ def main():
             ],
             capture_output=True, text=True, timeout=600,
         )
-        cluster.brokers[victim].proc.wait(timeout=120)
         sys.stdout.write(bench.stdout)
         if bench.returncode != 0:
             sys.stderr.write(bench.stderr)
             raise SystemExit(f"gregor bench failover failed with {bench.returncode}")
+        cluster.brokers[victim].proc.wait(timeout=120)
         signal_ms = int(re.search(r"signal_unix_ms=(\d+)", bench.stdout).group(1))
         controller_log = cluster.brokers[controller].log_text()
         if args.signal == "kill":
