@@ -62,7 +62,7 @@ pub fn run_server(args: ServerArgs) -> anyhow::Result<ExitCode> {
             broker::run(config, shutdown_signal(), |kafka, admin| {
                 println!("gregor server listening on {kafka} (PLAINTEXT)");
                 if let Some(admin) = admin {
-                    println!("admin listener on http://{admin}");
+                    println!("admin listener on http://{admin} (console: http://{admin}/, metrics: http://{admin}/metrics)");
                 }
             })
             .await
@@ -111,7 +111,7 @@ pub fn run_dev_cluster(args: DevClusterArgs) -> anyhow::Result<ExitCode> {
                 let list: Vec<String> = brokers.iter().map(|(_, a)| a.to_string()).collect();
                 println!("bootstrap servers: {}", list.join(","));
                 if let Some(admin) = admin {
-                    println!("admin listener on http://{admin}");
+                    println!("admin listener on http://{admin} (console: http://{admin}/, metrics: http://{admin}/metrics)");
                 }
             })
             .await

@@ -1,8 +1,10 @@
 //! The HTTP admin listener (`admin.listener`): `GET /v1/health`, Prometheus `GET /metrics`,
-//! and read-only access to the metadata tree at `GET /v1/meta/<znode path>`.
+//! read-only access to the metadata tree at `GET /v1/meta/<znode path>`, and the web
+//! console on every other path ([`console`]).
 //!
-//! A deliberately tiny HTTP/1.1 server (GET only, one request per connection, bounded
-//! request head) rather than a framework: it serves operators and scripts, not browsers.
+//! A deliberately tiny HTTP/1.1 server (one request per connection, bounded request head
+//! and body) rather than a framework: the console's pages are server-rendered and its
+//! actions are form posts, so nothing more is needed.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,6 +20,7 @@ use tracing::debug;
 use crate::context::BrokerContext;
 use crate::error::BrokerError;
 
+mod console;
 mod kafka;
 mod scrape;
 mod views;
@@ -64,6 +67,7 @@ impl AdminServer {
         let local_addr = listener.local_addr().map_err(bind_error)?;
         let (shutdown, mut stop) = watch::channel(false);
         let cluster = Arc::new(Cluster::new(brokers.into_iter().map(|b| b.ctx).collect()));
+        let console = Arc::new(console::Console::new());
         let task = tokio::spawn(async move {
             loop {
                 let accepted = tokio::select! {
@@ -72,8 +76,9 @@ impl AdminServer {
                 };
                 if let Ok((stream, peer)) = accepted {
                     let cluster = Arc::clone(&cluster);
+                    let console = Arc::clone(&console);
                     tokio::spawn(async move {
-                        if let Err(err) = serve(stream, peer, &cluster).await {
+                        if let Err(err) = serve(stream, peer, &cluster, &console).await {
                             debug!(error = %err, "admin request failed");
                         }
                     });
@@ -99,66 +104,191 @@ impl AdminServer {
     }
 }
 
-async fn serve(mut stream: TcpStream, peer: SocketAddr, cluster: &Cluster) -> std::io::Result<()> {
-    let mut head = Vec::with_capacity(1024);
-    let read = tokio::time::timeout(READ_TIMEOUT, async {
-        let mut chunk = [0u8; 1024];
-        while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
-            if head.len() > MAX_REQUEST_HEAD_BYTES {
-                return Ok(false);
-            }
-            let n = stream.read(&mut chunk).await?;
-            if n == 0 {
-                return Ok(false);
-            }
-            head.extend_from_slice(&chunk[..n]);
+/// Largest request body accepted (the console's forms).
+const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// One HTTP request, as the routes see it.
+#[derive(Debug)]
+pub(crate) struct HttpRequest {
+    pub method: String,
+    /// The path, still percent-encoded.
+    pub path: String,
+    /// The query string (after `?`), still encoded.
+    pub query: String,
+    /// Header names lowercased.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl HttpRequest {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// One HTTP response.
+#[derive(Debug)]
+pub(crate) struct HttpResponse {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub body: String,
+    /// `Location` of a redirect.
+    pub location: Option<String>,
+}
+
+impl HttpResponse {
+    pub(crate) fn new(status: u16, content_type: &'static str, body: impl Into<String>) -> Self {
+        HttpResponse {
+            status,
+            content_type,
+            body: body.into(),
+            location: None,
         }
-        Ok::<_, std::io::Error>(true)
-    })
-    .await;
-    let (status, content_type, body) = match read {
-        Ok(Ok(true)) => route(&String::from_utf8_lossy(&head), peer, cluster).await,
-        Ok(Ok(false)) | Err(_) => (400, "text/plain", "bad request\n".to_string()),
+    }
+
+    pub(crate) fn text(status: u16, body: impl Into<String>) -> Self {
+        HttpResponse::new(status, "text/plain; charset=utf-8", body)
+    }
+
+    pub(crate) fn redirect(location: String) -> Self {
+        HttpResponse {
+            location: Some(location),
+            ..HttpResponse::text(303, "see other\n")
+        }
+    }
+}
+
+/// Reads one request (head, then a body of `Content-Length` bytes), or `None` when it is
+/// malformed or too large.
+async fn read_request(stream: &mut TcpStream) -> std::io::Result<Option<HttpRequest>> {
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 4096];
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        if let Some(i) = buf.windows(2).position(|w| w == b"\n\n") {
+            break i + 2;
+        }
+        if buf.len() > MAX_REQUEST_HEAD_BYTES {
+            return Ok(None);
+        }
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let mut lines = head.lines();
+    let mut parts = lines.next().unwrap_or_default().split_whitespace();
+    let (method, target) = (
+        parts.next().unwrap_or_default().to_owned(),
+        parts.next().unwrap_or_default().to_owned(),
+    );
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    let length = match headers.iter().find(|(n, _)| n == "content-length") {
+        Some((_, v)) => match v.parse::<usize>() {
+            Ok(n) if n <= MAX_BODY_BYTES => n,
+            _ => return Ok(None),
+        },
+        None => 0,
+    };
+    let mut body = buf[head_end..].to_vec();
+    while body.len() < length {
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        body.extend_from_slice(&chunk[..n]);
+    }
+    body.truncate(length);
+    let (path, query) = match target.split_once('?') {
+        Some((p, q)) => (p.to_owned(), q.to_owned()),
+        None => (target, String::new()),
+    };
+    Ok(Some(HttpRequest {
+        method,
+        path,
+        query,
+        headers,
+        body,
+    }))
+}
+
+async fn serve(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    cluster: &Cluster,
+    console: &console::Console,
+) -> std::io::Result<()> {
+    let read = tokio::time::timeout(READ_TIMEOUT, read_request(&mut stream)).await;
+    let response = match read {
+        Ok(Ok(Some(request))) => route(&request, peer, cluster, console).await,
+        Ok(Ok(None)) | Err(_) => HttpResponse::text(400, "bad request\n"),
         Ok(Err(err)) => return Err(err),
     };
-    let reason = match status {
+    let reason = match response.status {
         200 => "OK",
+        303 => "See Other",
+        403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
         503 => "Service Unavailable",
         _ => "Bad Request",
     };
-    let response = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
+    let mut head = format!(
+        "HTTP/1.1 {} {reason}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\nCache-Control: no-store\r\n",
+        response.status,
+        response.content_type,
+        response.body.len()
     );
-    stream.write_all(response.as_bytes()).await?;
+    if response.content_type.starts_with("text/html") {
+        // The console's pages: no framing (clickjacking), scripts only from this listener.
+        head.push_str("X-Frame-Options: DENY\r\nContent-Security-Policy: default-src 'self'; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'\r\n");
+    }
+    if let Some(location) = &response.location {
+        head.push_str(&format!("Location: {location}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(response.body.as_bytes()).await?;
     stream.shutdown().await
 }
 
-async fn route(head: &str, peer: SocketAddr, cluster: &Cluster) -> (u16, &'static str, String) {
-    let mut parts = head.lines().next().unwrap_or_default().split_whitespace();
-    let (method, target) = (
-        parts.next().unwrap_or_default(),
-        parts.next().unwrap_or_default(),
-    );
-    if method != "GET" {
-        return (405, "text/plain", "only GET is supported\n".to_string());
-    }
+async fn route(
+    request: &HttpRequest,
+    peer: SocketAddr,
+    cluster: &Cluster,
+    console: &console::Console,
+) -> HttpResponse {
     let caller = Caller {
         principal: Arc::from(crate::auth::ANONYMOUS),
         peer,
     };
-    let path = target.split('?').next().unwrap_or_default();
+    let path = request.path.as_str();
+    let is_api = path == "/v1/health" || path == "/metrics" || path.starts_with("/v1/");
+    if !is_api {
+        return console.route(request, cluster, &caller).await;
+    }
+    if request.method != "GET" {
+        return HttpResponse::text(405, "only GET is supported\n");
+    }
     if path == "/v1/health" {
         return if cluster.any().is_err() {
-            (503, "text/plain", "no broker\n".into())
+            HttpResponse::text(503, "no broker\n")
         } else {
-            (200, "text/plain", "ok\n".into())
+            HttpResponse::text(200, "ok\n")
         };
     }
     if path == "/metrics" {
-        return (
+        return HttpResponse::new(
             200,
             "text/plain; version=0.0.4",
             scrape::metrics(cluster, &caller).await,
@@ -166,37 +296,30 @@ async fn route(head: &str, peer: SocketAddr, cluster: &Cluster) -> (u16, &'stati
     }
     if let Some(rest) = path.strip_prefix("/v1/meta") {
         let Ok(first) = cluster.any() else {
-            return (503, "text/plain", "no broker\n".into());
+            return HttpResponse::text(503, "no broker\n");
         };
         let znode = match percent_decode(rest.trim_end_matches('/')) {
             Some(p) if p.is_empty() => "/".to_string(),
             Some(p) if p.starts_with('/') => p,
-            _ => return (400, "text/plain", "bad path\n".into()),
+            _ => return HttpResponse::text(400, "bad path\n"),
+        };
+        let json = |status, value: Value| {
+            HttpResponse::new(status, "application/json", format!("{value}\n"))
         };
         return match describe_znode(first, &znode).await {
-            Ok(Some(value)) => (200, "application/json", format!("{value}\n")),
-            Ok(None) => (
-                404,
-                "application/json",
-                format!("{}\n", json!({"error": "no node", "path": znode})),
-            ),
+            Ok(Some(value)) => json(200, value),
+            Ok(None) => json(404, json!({"error": "no node", "path": znode})),
             // A path the store refuses is the caller's mistake; anything else is ours.
-            Err(err @ metastore::Error::BadArguments(_)) => (
-                400,
-                "application/json",
-                format!("{}\n", json!({"error": err.to_string()})),
-            ),
-            Err(err) => (
-                503,
-                "application/json",
-                format!("{}\n", json!({"error": err.to_string()})),
-            ),
+            Err(err @ metastore::Error::BadArguments(_)) => {
+                json(400, json!({"error": err.to_string()}))
+            }
+            Err(err) => json(503, json!({"error": err.to_string()})),
         };
     }
-    (404, "text/plain", "not found\n".into())
+    HttpResponse::text(404, "not found\n")
 }
 
-async fn describe_znode(
+pub(crate) async fn describe_znode(
     ctx: &BrokerContext,
     path: &str,
 ) -> Result<Option<Value>, metastore::Error> {
@@ -240,7 +363,7 @@ async fn describe_znode(
     })))
 }
 
-fn percent_decode(s: &str) -> Option<String> {
+pub(crate) fn percent_decode(s: &str) -> Option<String> {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

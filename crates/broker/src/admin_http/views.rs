@@ -17,6 +17,8 @@ use crate::metadata_cache::Snapshot;
 
 /// ListOffsets' "latest" timestamp (the high watermark for a consumer).
 pub(crate) const LATEST: i64 = -1;
+/// ListOffsets' "earliest" timestamp (the log start offset).
+pub(crate) const EARLIEST: i64 = -2;
 
 /// A (topic, partition) pair by name.
 pub(crate) type Tp = (String, i32);
@@ -155,6 +157,19 @@ pub(crate) struct GroupDescription {
     pub protocol: String,
     pub members: Vec<Member>,
     pub partitions: BTreeMap<Tp, GroupPartition>,
+}
+
+impl GroupDescription {
+    /// Total lag per topic.
+    pub(crate) fn lag_per_topic(&self) -> BTreeMap<&str, i64> {
+        let mut lag = BTreeMap::new();
+        for ((topic, _), p) in &self.partitions {
+            if let Some(l) = p.lag() {
+                *lag.entry(topic.as_str()).or_default() += l;
+            }
+        }
+        lag
+    }
 }
 
 /// Why a view could not be built.

@@ -372,7 +372,6 @@ impl Metrics {
     }
 
     /// The counters of one topic, if it has any.
-    #[cfg(test)]
     pub(crate) fn topic(&self, topic: &str) -> Option<Arc<TopicMetrics>> {
         self.topics.get(topic)
     }
@@ -422,7 +421,6 @@ impl TopicRegistry {
         self.topics.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    #[cfg(test)]
     fn get(&self, topic: &str) -> Option<Arc<TopicMetrics>> {
         self.lock().get(topic).cloned()
     }

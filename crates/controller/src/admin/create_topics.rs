@@ -28,6 +28,51 @@ const SOURCE_TOPIC: i8 = 1;
 /// `DEFAULT_CONFIG` config source.
 const SOURCE_DEFAULT: i8 = 5;
 
+/// Gregor's own tagged field of a `CreatableTopicResult` (CreateTopics v5+), present only in
+/// the answer to a `validateOnly` request: the replica assignment the controller would write
+/// (see [`encode_assignment_preview`]). Clients that do not know it skip it, as KIP-482 says
+/// of unknown tags; the console shows it as the placement preview.
+pub const ASSIGNMENT_PREVIEW_TAG: i32 = 10_000;
+
+/// The [`ASSIGNMENT_PREVIEW_TAG`] field: big-endian int32s, the partition count, then per
+/// partition (ascending) its index, its replica count and the replicas in order.
+pub fn encode_assignment_preview(assignment: &BTreeMap<i32, Vec<BrokerId>>) -> bytes::Bytes {
+    let mut out = Vec::with_capacity(4 + assignment.len() * 20);
+    out.extend_from_slice(&(assignment.len() as i32).to_be_bytes());
+    for (partition, replicas) in assignment {
+        out.extend_from_slice(&partition.to_be_bytes());
+        out.extend_from_slice(&(replicas.len() as i32).to_be_bytes());
+        for replica in replicas {
+            out.extend_from_slice(&replica.to_be_bytes());
+        }
+    }
+    out.into()
+}
+
+/// Reads an [`ASSIGNMENT_PREVIEW_TAG`] field; `None` when it is malformed.
+pub fn decode_assignment_preview(bytes: &[u8]) -> Option<BTreeMap<i32, Vec<BrokerId>>> {
+    let mut words = bytes.chunks(4).map(|w| {
+        <[u8; 4]>::try_from(w)
+            .ok()
+            .map(i32::from_be_bytes)
+            .and_then(|v| usize::try_from(v).ok().map(|u| (v, u)))
+    });
+    if !bytes.len().is_multiple_of(4) {
+        return None;
+    }
+    let (_, partitions) = words.next()??;
+    let mut assignment = BTreeMap::new();
+    for _ in 0..partitions {
+        let (partition, _) = words.next()??;
+        let (_, count) = words.next()??;
+        let replicas = (0..count)
+            .map(|_| words.next().flatten().map(|(v, _)| v))
+            .collect::<Option<Vec<_>>>()?;
+        assignment.insert(partition, replicas);
+    }
+    words.next().is_none().then_some(assignment)
+}
+
 /// A topic that passed validation: what would be (or was) written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopicPlan {
@@ -111,7 +156,14 @@ pub async fn handle(
                     };
                     awaits.push(Await { index, condition });
                 }
-                success_result(&plan, topic_id, api_version)
+                let mut result = success_result(&plan, topic_id, api_version);
+                if request.validate_only {
+                    result.unknown_tagged_fields.insert(
+                        ASSIGNMENT_PREVIEW_TAG,
+                        encode_assignment_preview(&plan.assignment),
+                    );
+                }
+                result
             }
             Err(err) => error_result(topic.name.clone(), &err),
         };
@@ -592,6 +644,23 @@ mod tests {
         // "gone" is both in the store and marked: "already exists" is found first, as Kafka.
         let config = ControllerConfig::default();
         assert_eq!(check(topic("gone", 1, 1), &config).unwrap_err().0, 36);
+    }
+
+    #[test]
+    fn assignment_previews_round_trip_and_malformed_ones_are_refused() {
+        let assignment: BTreeMap<i32, Vec<BrokerId>> =
+            [(0, vec![1001, 1002]), (1, vec![1002, 1003]), (7, vec![])].into();
+        let bytes = encode_assignment_preview(&assignment);
+        assert_eq!(decode_assignment_preview(&bytes), Some(assignment));
+        assert_eq!(
+            decode_assignment_preview(&encode_assignment_preview(&BTreeMap::new())),
+            Some(BTreeMap::new())
+        );
+        assert_eq!(decode_assignment_preview(&bytes[..bytes.len() - 4]), None);
+        assert_eq!(decode_assignment_preview(&bytes[..bytes.len() - 1]), None);
+        let mut longer = bytes.to_vec();
+        longer.extend_from_slice(&[0, 0, 0, 0]);
+        assert_eq!(decode_assignment_preview(&longer), None);
     }
 
     #[test]

@@ -1,0 +1,268 @@
+"""The web console against real `gregor` processes, over real HTTP (urllib): the placement
+matrix of a topic is the one Metadata reports (leader in the right broker column, replicas in
+order), the create preview is the assignment the topic then gets and creates nothing, actions
+go through Kafka's checks and show Kafka's code and message, a stopped broker's cells turn
+out of sync, the group page shows the lag `gregor consumer-groups --describe` shows, and the
+znode browser shows the store."""
+
+import html
+import os
+import re
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from conftest import GREGOR_BIN, free_port, free_ports, gregor_cli, wait_for_port, wait_until
+
+IDS = [1001, 1002, 1003]
+RACKS = ["a", "a", "b"]
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+def get(port, path, expect=200):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as r:
+            assert r.status == expect, (path, r.status)
+            return r.read().decode()
+    except urllib.error.HTTPError as e:
+        assert e.code == expect, (path, e.code, e.read().decode())
+        return e.read().decode()
+
+
+def post(port, path, fields, headers=None, follow=True):
+    """(status, body, location) of a form post."""
+    data = urllib.parse.urlencode(fields).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method="POST",
+                                 headers={"Content-Type": "application/x-www-form-urlencoded", **(headers or {})})
+    opener = urllib.request.build_opener() if follow else urllib.request.build_opener(NoRedirect)
+    try:
+        with opener.open(req, timeout=60) as r:
+            return r.status, r.read().decode(), r.headers.get("Location")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(), e.headers.get("Location")
+
+
+def csrf(port):
+    page = get(port, "/topics/new")
+    return re.search(r'name="csrf" value="([0-9a-f]{32})"', page).group(1)
+
+
+def matrix(page):
+    """{partition: (replicas, leader, {broker: role})} of the page's placement matrix."""
+    rows = {}
+    for m in re.finditer(r'<tr data-partition="(\d+)" data-replicas="([\d,]*)" data-leader="(-?\d+)">(.*?)</tr>', page):
+        roles = {int(b): r for b, r in re.findall(r'<td class="cell [^"]*" data-broker="(\d+)" data-role="([a-z-]+)"', m.group(4))}
+        replicas = [int(x) for x in m.group(2).split(",") if x]
+        rows[int(m.group(1))] = (replicas, int(m.group(3)), roles)
+    return rows
+
+
+def column_order(page):
+    head = re.search(r'<table class="matrix" id="placement"><thead>(.*?)</thead>', page, re.S).group(1)
+    return [int(b) for b in re.findall(r'<th class="broker[^"]*" data-broker="(\d+)"', head)]
+
+
+def metadata(admin, topic):
+    t = admin.list_topics(topic=topic, timeout=10).topics[topic]
+    assert t.error is None, t.error
+    return {p.id: (list(p.replicas), p.leader, sorted(p.isrs)) for p in t.partitions.values()}
+
+
+def start_dev_cluster(tmp_path):
+    ports = free_ports(len(IDS))
+    admin = free_port()
+    log = open(tmp_path / "cluster.log", "ab")
+    proc = subprocess.Popen(
+        [GREGOR_BIN, "dev-cluster", "--brokers", str(len(IDS)), "--port", str(ports[0]),
+         "--data-dir", str(tmp_path / "cluster"), "--broker-ids", ",".join(map(str, IDS)),
+         "--racks", ",".join(RACKS), "--override", f"admin.listener=127.0.0.1:{admin}",
+         "--override", "file.delete.delay.ms=1000"],
+        stdin=subprocess.PIPE, stdout=log, stderr=log)
+    for p in ports + [admin]:
+        wait_for_port(p, proc)
+    return proc, ",".join(f"127.0.0.1:{p}" for p in ports), admin
+
+
+def test_placement_matrix_preview_actions_and_a_stopped_broker(tmp_path):
+    proc, bootstrap, port = start_dev_cluster(tmp_path)
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        md = admin.list_topics(timeout=10)
+        wait_until(lambda: len(admin.list_topics(timeout=10).brokers) == 3, what="3 brokers")
+
+        cluster = get(port, "/")
+        assert f'<dd id="cluster-id">{md.cluster_id}</dd>' in cluster
+        assert re.search(rf'<dd id="controller">broker <strong>{md.controller_id}</strong>, epoch \d+', cluster), cluster
+        for b in IDS:
+            assert f'<tr data-broker="{b}">' in cluster
+        assert "embedded store in" in cluster
+        assert '<script src="/assets/console.js">' in cluster and "https://" not in cluster
+        assert "fetch(" in get(port, "/assets/console.js")
+
+        token = csrf(port)
+        topic = f"placed-{uuid.uuid4().hex[:6]}"
+        form = {"csrf": token, "name": topic, "partitions": "6", "replication_factor": "2", "configs": "retention.ms=3600000"}
+
+        # The preview: the controller's assignment, nothing created.
+        status, page, _ = post(port, "/topics/new", {**form, "op": "preview"})
+        assert status == 200 and 'id="preview"' in page, page
+        preview = matrix(page)
+        assert sorted(preview) == list(range(6))
+        for replicas, leader, roles in preview.values():
+            assert len(set(replicas)) == 2 and leader == replicas[0]
+            assert set(roles) == set(replicas) and roles[leader] == "leader"
+            assert {RACKS[IDS.index(r)] for r in replicas} == {"a", "b"}, "rack-aware: one replica per rack"
+        assert column_order(page) == [1001, 1002, 1003], "columns grouped by rack"
+        assert topic not in admin.list_topics(timeout=10).topics, "a preview creates nothing"
+
+        # Refusals carry Kafka's code and message, next to the form.
+        status, page, _ = post(port, "/topics/new", {**form, "replication_factor": "5", "op": "preview"})
+        assert status == 200 and "INVALID_REPLICATION_FACTOR (38)" in page, page
+        assert 'id="create-topic"' in page
+        status, page, _ = post(port, "/topics/new", {**form, "configs": "retention.ms=forever", "op": "preview"})
+        assert 'data-error-code="40"' in page, page  # INVALID_CONFIG
+        # CSRF: no token, or another site's form, is refused and changes nothing.
+        status, body, _ = post(port, "/topics/new", {**form, "csrf": "0" * 32, "op": "create"})
+        assert status == 403, body
+        status, body, _ = post(port, "/topics/new", {**form, "op": "create"}, headers={"Origin": "http://evil.example"})
+        assert status == 403, body
+        assert topic not in admin.list_topics(timeout=10).topics
+
+        # Create: redirected to the topic's page; it gets the assignment previewed.
+        status, _, location = post(port, "/topics/new", {**form, "op": "create"}, follow=False)
+        assert status == 303 and location.startswith(f"/topics/{topic}?notice="), (status, location)
+        wait_until(lambda: (lambda m: len(m) == 6 and all(l >= 0 and len(isr) == 2 for _, l, isr in m.values()))(metadata(admin, topic)),
+                   timeout=30, what="topic online")
+        actual = metadata(admin, topic)
+        assert {p: r for p, (r, _, _) in actual.items()} == {p: r for p, (r, _, _) in preview.items()}, \
+            "the preview is the assignment the topic got"
+
+        page = get(port, location)
+        assert f"Created topic {topic}." in page
+        shown = matrix(page)
+        for p, (replicas, leader, isr) in actual.items():
+            s_replicas, s_leader, roles = shown[p]
+            assert s_replicas == replicas and s_leader == leader
+            assert roles[leader] == "leader", f"partition {p}: leader {leader} marked in its own column"
+            for b in replicas:
+                assert roles[b] == ("leader" if b == leader else "follower")
+            assert set(roles) == set(replicas), "no cell outside the replicas"
+        assert re.search(r'<tr data-config="retention.ms" class="source-topic"><td>retention.ms</td><td>3600000</td>', page)
+        # The live part alone, as the script polls it.
+        fragment = get(port, f"/topics/{topic}?fragment=1")
+        assert "<html" not in fragment and 'id="placement"' in fragment
+        topics = get(port, f"/topics?filter={topic[:10]}")
+        assert f'<tr data-name="{topic}">' in topics
+        assert "data-name=" not in get(port, "/topics?filter=no-such-topic-name")
+
+        # Actions on the topic page.
+        status, _, location = post(port, f"/topics/{topic}/partitions", {"csrf": token, "count": "8"}, follow=False)
+        assert status == 303, location
+        wait_until(lambda: len(metadata(admin, topic)) == 8, timeout=30, what="8 partitions")
+        status, page, _ = post(port, f"/topics/{topic}/partitions", {"csrf": token, "count": "2"})
+        assert "INVALID_PARTITIONS (37)" in page, page
+        status, _, _ = post(port, f"/topics/{topic}/config", {"csrf": token, "name": "retention.ms", "value": "7200000"}, follow=False)
+        assert status == 303
+        assert re.search(r'data-config="retention.ms" class="source-topic"><td>retention.ms</td><td>7200000<', get(port, f"/topics/{topic}"))
+        status, page, _ = post(port, f"/topics/{topic}/config", {"csrf": token, "name": "no.such.config", "value": "1"})
+        assert "data-error-code=" in page and 'id="alter-config"' in page, page
+
+        # A broker stops: its cells go out of sync, its column is marked down.
+        victim = 1003
+        started = time.time()
+        proc.stdin.write(f"stop {victim}\n".encode())
+        proc.stdin.flush()
+
+        def victim_out():
+            rows = matrix(get(port, f"/topics/{topic}?fragment=1"))
+            roles = [r[2].get(victim) for r in rows.values() if victim in r[0]]
+            return roles and all(r in ("out-of-sync", "offline") for r in roles)
+
+        wait_until(victim_out, timeout=30, interval=0.5, what=f"broker {victim}'s cells out of sync")
+        print(f"broker {victim} shown out of sync {time.time() - started:.1f} s after the stop")
+        page = get(port, f"/topics/{topic}")
+        assert f'<th class="broker down" data-broker="{victim}">' in page
+        for replicas, leader, roles in matrix(page).values():
+            assert leader != victim and roles[leader] == "leader"
+
+        # Delete, confirmed by the name.
+        status, page, _ = post(port, f"/topics/{topic}/delete", {"csrf": token, "confirm": "wrong"})
+        assert "Type the topic" in page
+        assert topic in admin.list_topics(timeout=10).topics
+        status, page, location = post(port, f"/topics/{topic}/delete", {"csrf": token, "confirm": topic}, follow=False)
+        assert status == 303 and location.startswith("/topics"), re.findall(r'<p class="error".*?</p>', page)
+        wait_until(lambda: topic not in admin.list_topics(timeout=10).topics, timeout=30, what="topic deleted")
+        get(port, f"/topics/{topic}", expect=404)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_group_lag_matches_the_cli_and_the_znode_browser(make_server):
+    server = make_server("group.initial.rebalance.delay.ms=0")
+    port = server.admin_port
+    topic, group = f"lag-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])[topic].result(timeout=30)
+    wait_until(lambda: all(p.leader >= 0 for p in admin.list_topics(topic, timeout=10).topics[topic].partitions.values()),
+               what="leaders")
+    p = Producer({"bootstrap.servers": server.bootstrap})
+    for i in range(10):
+        p.produce(topic, value=b"v", partition=i % 2)
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False, "client.id": "console-client"})
+    c.subscribe([topic])
+    got = 0
+    while got < 4:
+        m = c.poll(10)
+        assert m is not None
+        if not m.error():
+            got += 1
+            if got == 4:
+                c.commit(message=m, asynchronous=False)
+    try:
+        out = gregor_cli("consumer-groups", "--bootstrap-server", server.bootstrap, "--describe", "--group", group)
+        assert out.returncode == 0, out.stderr
+        cli = {}
+        lines = [l for l in out.stdout.splitlines() if l.strip()]
+        assert lines[0].split()[:6] == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"], out.stdout
+        for cols in (l.split() for l in lines[1:]):
+            cli[int(cols[2])] = (cols[3], cols[4], cols[5])
+        page = get(port, f"/groups/{urllib.parse.quote(group)}")
+        shown = {int(p): (c_, e, l) for p, c_, e, l in re.findall(
+            rf'<tr data-topic="{topic}" data-partition="(\d+)"><td>{topic}</td><td>\d+</td><td>([\d–-]+)</td><td>(\d+)</td><td class="lag">([\d–-]+)</td>', page)}
+        norm = {p: tuple("-" if v == "–" else v for v in vals) for p, vals in shown.items()}
+        assert norm == cli, (norm, out.stdout)
+        total = sum(int(l) for _, _, l in cli.values() if l != "-")
+        assert re.search(rf'<tr data-topic="{topic}"><td>{topic}</td><td class="lag">{total}</td>', page), page
+        assert "console-client" in page and '<dd id="group-state">Stable</dd>' in page
+        groups = get(port, "/groups")
+        assert f'<tr data-name="{group}">' in groups
+    finally:
+        c.close()
+
+    # The znode browser: a broker's registration, pretty-printed, with its stat.
+    ids = get(port, "/znodes/brokers/ids")
+    assert re.search(r'<ul id="children"><li><a href="/znodes/brokers/ids/(\d+)">', ids), ids
+    broker_id = re.search(r'href="/znodes/brokers/ids/(\d+)"', ids).group(1)
+    node = get(port, f"/znodes/brokers/ids/{broker_id}")
+    data = html.unescape(re.search(r'<pre id="znode-data" class="json">(.*?)</pre>', node, re.S).group(1))
+    assert '"host": "127.0.0.1"' in data
+    assert "(ephemeral)" in node
+    get(port, "/znodes/no/such/node", expect=404)
