@@ -221,11 +221,22 @@ async fn every_version_of_produce_fetch_list_offsets_and_delete_records() {
         }
         next += 2;
     }
+    let dp_id = conn
+        .send(MetadataRequest::default().with_topics(Some(vec![
+            metadata_request::MetadataRequestTopic::default().with_name(Some(name("dp"))),
+        ])))
+        .await
+        .unwrap()
+        .topics[0]
+        .topic_id;
     for version in versions(ApiKey::Fetch) {
-        let response = conn
-            .send_version(fetch_request("dp", 0, 0), version)
-            .await
-            .unwrap();
+        let mut request = fetch_request("dp", 0, 0);
+        if version >= 13 {
+            // v13+ name the topic by id.
+            request.topics[0].topic = TopicName::default();
+            request.topics[0].topic_id = dp_id;
+        }
+        let response = conn.send_version(request, version).await.unwrap();
         assert_eq!(response.error_code, NONE);
         let p = &response.responses[0].partitions[0];
         assert_eq!(p.error_code, NONE, "Fetch v{version}");

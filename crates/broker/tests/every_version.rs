@@ -27,6 +27,8 @@ use uuid::Uuid;
 const NONE: i16 = 0;
 const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const UNKNOWN_TOPIC_ID: i16 = 100;
+const UNSUPPORTED_VERSION: i16 = 35;
 const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
 const INVALID_REQUEST: i16 = 42;
 const SECURITY_DISABLED: i16 = 54;
@@ -332,6 +334,29 @@ async fn exercise(wire: &mut Wire, fx: &mut Fixture, api: ApiKey, version: i16) 
             let p = &response.responses[0].partitions[0];
             assert_eq!(p.error_code, NONE, "Fetch v{version}");
             assert_eq!(p.high_watermark, fx.records, "Fetch v{version}");
+            if version >= 13 {
+                assert_eq!(
+                    response.responses[0].topic_id, fx.topic_id,
+                    "Fetch v{version}"
+                );
+                // An id no topic has.
+                let request = FetchRequest::default()
+                    .with_replica_id(BrokerId(-1))
+                    .with_max_wait_ms(0)
+                    .with_session_epoch(-1)
+                    .with_topics(vec![fetch_request::FetchTopic::default()
+                        .with_topic_id(Uuid::from_u128(42))
+                        .with_partitions(vec![
+                            fetch_request::FetchPartition::default().with_partition(0)
+                        ])]);
+                let unknown = wire.call(request, version).await;
+                assert_eq!(
+                    unknown.responses[0].partitions[0].error_code, UNKNOWN_TOPIC_ID,
+                    "Fetch v{version}"
+                );
+            } else {
+                assert_eq!(response.responses[0].topic.0.as_str(), TOPIC);
+            }
             let records = p.records.as_deref().unwrap_or_default();
             if version >= 4 {
                 let got = records::testing::decode_values(records);
@@ -369,6 +394,37 @@ async fn exercise(wire: &mut Wire, fx: &mut Fixture, api: ApiKey, version: i16) 
                 p.offset
             };
             assert_eq!(offset, fx.records, "ListOffsets v{version}");
+            // The special timestamps, each from the version that introduced it, and
+            // UNSUPPORTED_VERSION below it (Kafka 3.9): MAX_TIMESTAMP (-3, v7; the fixture's
+            // largest timestamp is record 3's), EARLIEST_LOCAL_TIMESTAMP (-4, v8; the log
+            // start), LATEST_TIERED_TIMESTAMP (-5, v9; nothing is tiered), and -6 never.
+            let expected: [(i64, i16, i64, i64); 4] = [
+                (-3, 7, 1_700_000_000_003, 3),
+                (-4, 8, -1, 0),
+                (-5, 9, -1, -1),
+                (-6, i16::MAX, -1, -1),
+            ];
+            for (timestamp, since, ts, at) in expected {
+                let request = ListOffsetsRequest::default()
+                    .with_replica_id(BrokerId(-1))
+                    .with_topics(vec![list_offsets_request::ListOffsetsTopic::default()
+                        .with_name(topic_name(TOPIC))
+                        .with_partitions(vec![
+                            list_offsets_request::ListOffsetsPartition::default()
+                                .with_partition_index(0)
+                                .with_timestamp(timestamp)
+                                .with_max_num_offsets(1),
+                        ])]);
+                let response = wire.call(request, version).await;
+                let p = &response.topics[0].partitions[0];
+                let what = format!("ListOffsets v{version} timestamp {timestamp}");
+                if version < since {
+                    assert_eq!(p.error_code, UNSUPPORTED_VERSION, "{what}");
+                    continue;
+                }
+                assert_eq!(p.error_code, NONE, "{what}");
+                assert_eq!((p.timestamp, p.offset), (ts, at), "{what}");
+            }
         }
         ApiKey::Metadata => {
             let request = MetadataRequest::default()

@@ -109,15 +109,6 @@ async fn unsupported_api_or_version_answers_an_error_and_keeps_the_connection() 
     let response: DescribeAclsResponse =
         roundtrip(&mut stream, ApiKey::DescribeAcls, 3, 1, &acls).await;
     assert_eq!(response.error_code, 35);
-    // Fetch v13 (topics by id) is past our v12: the error goes on every partition.
-    assert!(!protocol::api_versions::is_supported(ApiKey::Fetch, 13));
-    let fetch = RequestKind::Fetch(FetchRequest::default().with_topics(vec![
-        fetch_request::FetchTopic::default()
-            .with_topic_id(uuid::Uuid::from_u128(7))
-            .with_partitions(vec![fetch_request::FetchPartition::default().with_partition(0)]),
-    ]));
-    let response: FetchResponse = roundtrip(&mut stream, ApiKey::Fetch, 13, 2, &fetch).await;
-    assert_eq!(response.responses[0].partitions[0].error_code, 35);
     let metadata = RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![
         metadata_request::MetadataRequestTopic::default()
             .with_name(Some(TopicName(StrBytes::from_static_str("x")))),

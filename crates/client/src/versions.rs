@@ -13,9 +13,17 @@ use kafka_protocol::protocol::VersionRange;
 /// flexible fields); a broker that refuses it gets v0.
 pub const API_VERSIONS_PREFERRED: i16 = 3;
 
+/// The last Fetch version that names topics (v13+ name them by id).
+pub const FETCH_BY_NAME_MAX: i16 = 12;
+
 /// The versions of `api` this client can fill, before intersecting with the broker's.
 pub fn client_versions(api: ApiKey) -> VersionRange {
-    let known = api.valid_versions();
+    let mut known = api.valid_versions();
+    if api == ApiKey::Fetch {
+        // Requests built by name: v13+ name topics by id, so negotiation stops at v12, as
+        // Kafka's Java client does when it lacks topic ids (send_version reaches v13+).
+        known.max = known.max.min(FETCH_BY_NAME_MAX);
+    }
     match protocol::api_versions::supported_range(api) {
         Some(range) => VersionRange {
             min: range.min_version.max(known.min),
@@ -36,6 +44,7 @@ mod tests {
             VersionRange { min: 0, max: 7 }
         );
         assert_eq!(client_versions(ApiKey::LeaderAndIsr).max, 5);
+        assert_eq!(client_versions(ApiKey::Fetch).max, FETCH_BY_NAME_MAX);
         for api in ApiKey::iter() {
             let range = client_versions(api);
             assert!(!range.is_empty(), "{api:?}");

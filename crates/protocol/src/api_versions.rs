@@ -43,9 +43,9 @@ const fn row(api_key: ApiKey, min_version: i16, max_version: i16) -> ApiVersionR
 /// The broker's request router has one handler per row, and the `client` crate never sends
 /// a version outside these ranges.
 pub const SUPPORTED_APIS: &[ApiVersionRange] = &[
-    row(ApiKey::Produce, 0, 8),
-    row(ApiKey::Fetch, 0, 12),
-    row(ApiKey::ListOffsets, 0, 6),
+    row(ApiKey::Produce, 0, 11),
+    row(ApiKey::Fetch, 0, 17),
+    row(ApiKey::ListOffsets, 0, 9),
     // v12 (topics looked up by id) is also what librdkafka needs to resolve a KIP-848
     // assignment, which names topics by id.
     row(ApiKey::Metadata, 0, 12),
@@ -226,18 +226,6 @@ pub struct Difference {
 /// Every API Gregor serves at a range other than [`KAFKA_3_9_ZK`]'s (a test checks that no
 /// other row differs, and that each of these does).
 pub const DIFFERENCES: &[Difference] = &[
-    Difference {
-        api_key: ApiKey::Produce,
-        reason: "not yet raised (issue 16, phase 2): v9-11 add flexible encoding, KIP-951 leader hints and KIP-890",
-    },
-    Difference {
-        api_key: ApiKey::Fetch,
-        reason: "not yet raised (issue 16, phase 2): v13+ name topics by id",
-    },
-    Difference {
-        api_key: ApiKey::ListOffsets,
-        reason: "not yet raised (issue 16, phase 2): v7+ add MAX_TIMESTAMP",
-    },
     Difference {
         api_key: ApiKey::LeaderAndIsr,
         reason: "not yet raised: v6-7 (leader recovery state, KIP-704) belong to the replication work",

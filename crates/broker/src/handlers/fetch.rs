@@ -1,4 +1,8 @@
-//! Fetch (v0–v12): whole record batches straight from the segment files, with long polling.
+//! Fetch (v0–v17): whole record batches straight from the segment files, with long polling.
+//! From v13 topics are named by id (an id the metadata cache does not know is
+//! UNKNOWN_TOPIC_ID); v15 moves the follower's id into `replica_state`; v16 adds, for
+//! NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH, the current leader and its endpoint
+//! (KIP-951); v17 adds the follower's directory id (ignored: one directory per partition).
 //! Fetch v0–v3 consumers get message format v0/v1, down-converted per partition (bounded by
 //! what was read for it: at most `partition_max_bytes` plus one batch).
 //!
@@ -22,12 +26,16 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::fetch_response::{
+    FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
+};
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
+use kafka_protocol::protocol::StrBytes;
 use model::TopicPartition;
 use tokio::time::Instant;
 
 use crate::context::BrokerContext;
+use crate::metadata_cache::Snapshot;
 
 pub(super) async fn handle(
     ctx: &BrokerContext,
@@ -47,12 +55,24 @@ pub(super) async fn handle(
     let request = Arc::new(request);
     // A consumer on a connection that can `sendfile` gets its records from the page cache
     // (Fetch v4+: older versions are down-converted in memory).
-    let zero_copy = crate::zero_copy::enabled() && request.replica_id.0 < 0 && version >= 4;
+    let zero_copy =
+        crate::zero_copy::enabled() && replica_id(&request, version) < 0 && version >= 4;
     // The reads touch the segment files: off the async workers.
     let read = || {
         let rm = ctx.replica_manager.clone();
         let request = Arc::clone(&request);
-        crate::blocking::run(move || read_all(&rm, &request, max_bytes, version, zero_copy))
+        // v13+ name topics by id (resolved in the metadata cache), v16+ hint at the leader.
+        let snapshot = (version >= 13).then(|| ctx.metadata_cache.snapshot());
+        crate::blocking::run(move || {
+            read_all(
+                &rm,
+                snapshot.as_deref(),
+                &request,
+                max_bytes,
+                version,
+                zero_copy,
+            )
+        })
     };
     loop {
         appends.borrow_and_update();
@@ -92,6 +112,15 @@ impl Read {
     }
 }
 
+/// The fetching replica's id (-1 for a consumer): in `replica_state` from v15.
+fn replica_id(request: &FetchRequest, version: i16) -> i32 {
+    if version >= 15 {
+        request.replica_state.replica_id.0
+    } else {
+        request.replica_id.0
+    }
+}
+
 /// The most record bytes the response may carry: the request's `max_bytes` (from v3; older
 /// versions have none) capped by the broker's limit for consumers or followers.
 fn response_max_bytes(ctx: &BrokerContext, request: &FetchRequest, version: i16) -> i64 {
@@ -101,7 +130,7 @@ fn response_max_bytes(ctx: &BrokerContext, request: &FetchRequest, version: i16)
         i64::from(i32::MAX)
     };
     let limits = &ctx.config.limits;
-    let cap = if request.replica_id.0 >= 0 {
+    let cap = if replica_id(request, version) >= 0 {
         limits.replica_fetch_response_max_bytes
     } else {
         limits.fetch_max_bytes
@@ -113,6 +142,7 @@ fn response_max_bytes(ctx: &BrokerContext, request: &FetchRequest, version: i16)
 /// `zero_copy`, only where they lie, for consumers that need no conversion).
 fn read_all(
     rm: &replication::ReplicaManager,
+    snapshot: Option<&Snapshot>,
     request: &FetchRequest,
     max_bytes: i64,
     version: i16,
@@ -122,10 +152,26 @@ fn read_all(
     let mut total = 0i64;
     let mut errors = false;
     let mut first_with_data = true;
+    let replica = replica_id(request, version);
+    let mut node_endpoints: Vec<NodeEndpoint> = Vec::new();
     let mut responses = Vec::with_capacity(request.topics.len());
     let mut regions = Vec::new();
     for (topic_index, topic) in request.topics.iter().enumerate() {
-        let name: Option<model::TopicName> = topic.topic.0.parse().ok();
+        // v13+ name topics by id; an id nobody knows is UNKNOWN_TOPIC_ID.
+        let (name, unknown): (Option<model::TopicName>, ResponseError) = match snapshot {
+            Some(snapshot) => (
+                snapshot
+                    .topics
+                    .iter()
+                    .find(|(_, info)| !info.topic_id.is_nil() && info.topic_id == topic.topic_id)
+                    .and_then(|(name, _)| name.parse().ok()),
+                ResponseError::UnknownTopicId,
+            ),
+            None => (
+                topic.topic.0.parse().ok(),
+                ResponseError::UnknownTopicOrPartition,
+            ),
+        };
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for (partition_index, p) in topic.partitions.iter().enumerate() {
             let mut out = PartitionData::default()
@@ -138,20 +184,15 @@ fn read_all(
             let partition = name
                 .as_ref()
                 .map(|n| TopicPartition::new(n.clone(), p.partition))
-                .ok_or(ResponseError::UnknownTopicOrPartition)
+                .ok_or(unknown)
                 .and_then(|tp| rm.partition(&tp).map_err(|e| e.response_error()));
             let limit = i64::from(p.partition_max_bytes.max(0)).min(remaining);
             let result = partition.and_then(|partition| {
                 let max = limit.max(0) as usize;
-                if request.replica_id.0 >= 0 {
+                if replica >= 0 {
                     // A follower: reads up to the log end and reports its own log end.
-                    rm.read_for_follower(
-                        partition.topic_partition(),
-                        request.replica_id.0,
-                        p.fetch_offset,
-                        max,
-                    )
-                    .map(Got::Bytes)
+                    rm.read_for_follower(partition.topic_partition(), replica, p.fetch_offset, max)
+                        .map(Got::Bytes)
                 } else if limit <= 0 && !first_with_data {
                     // No room left in the response: answer the partition's offsets without
                     // reading a batch that would be dropped.
@@ -163,7 +204,7 @@ fn read_all(
                 }
                 .map_err(|e| e.response_error())
                 .and_then(|got| match got {
-                    Got::Bytes(read) if request.replica_id.0 < 0 => {
+                    Got::Bytes(read) if replica < 0 => {
                         convert_for_version(&partition, read, version, p.fetch_offset)
                             .map(Got::Bytes)
                     }
@@ -208,20 +249,33 @@ fn read_all(
                 Err(error) => {
                     errors = true;
                     out.error_code = error.code();
+                    let moved = matches!(
+                        error,
+                        ResponseError::NotLeaderOrFollower | ResponseError::FencedLeaderEpoch
+                    );
+                    if let (true, true, Some(snapshot), Some(name)) =
+                        (version >= 16, moved, snapshot, &name)
+                    {
+                        out.current_leader =
+                            current_leader(snapshot, name, p.partition, &mut node_endpoints);
+                    }
                 }
             }
             partitions.push(out);
         }
-        responses.push(
-            FetchableTopicResponse::default()
-                .with_topic(topic.topic.clone())
-                .with_topic_id(topic.topic_id)
-                .with_partitions(partitions),
-        );
+        let response = FetchableTopicResponse::default()
+            .with_topic_id(topic.topic_id)
+            .with_partitions(partitions);
+        responses.push(if version < 13 {
+            response.with_topic(topic.topic.clone())
+        } else {
+            response
+        });
     }
     let response = FetchResponse::default()
         .with_session_id(0)
-        .with_responses(responses);
+        .with_responses(responses)
+        .with_node_endpoints(node_endpoints);
     Read {
         response,
         bytes: total,
@@ -241,6 +295,31 @@ enum Got {
 fn needs_conversion(partition: &replication::Partition, version: i16) -> bool {
     version < 10
         && (version <= 3 || partition.log_config().compression == Some(records::Compression::Zstd))
+}
+
+/// KIP-951: where a partition's leadership is now (metadata cache), adding the leader's
+/// endpoint to `endpoints` once.
+fn current_leader(
+    snapshot: &Snapshot,
+    topic: &model::TopicName,
+    partition: i32,
+    endpoints: &mut Vec<NodeEndpoint>,
+) -> LeaderIdAndEpoch {
+    let (leader, epoch, broker) = super::current_leader(snapshot, topic.as_str(), partition);
+    if let Some(broker) = broker {
+        if !endpoints.iter().any(|e| e.node_id.0 == broker.id) {
+            endpoints.push(
+                NodeEndpoint::default()
+                    .with_node_id(BrokerId(broker.id))
+                    .with_host(StrBytes::from_string(broker.host.clone()))
+                    .with_port(broker.port)
+                    .with_rack(broker.rack.clone().map(StrBytes::from_string)),
+            );
+        }
+    }
+    LeaderIdAndEpoch::default()
+        .with_leader_id(BrokerId(leader))
+        .with_leader_epoch(epoch)
 }
 
 /// A consumer's partition read when the response has no room left: offsets, no records.

@@ -1,9 +1,13 @@
-//! ListOffsets (v0–v6): earliest (-2), latest (-1) or the exact first record at or after a
+//! ListOffsets (v0–v9): earliest (-2), latest (-1) or the exact first record at or after a
 //! timestamp (the time index finds the batch, the batch is decoded whatever its codec), on
-//! partitions this broker leads. MAX_TIMESTAMP (-3) is served from v7, which the version
-//! table does not offer yet (Kafka 2.8 stops at v6; issue 16 raises it): the lookup is there. v0 answers in
-//! `old_style_offsets`; from v4 the leader epoch is returned too. Latest is the high
-//! watermark (equal to the last stable offset: there are no transactions).
+//! partitions this broker leads. v7 adds MAX_TIMESTAMP (-3, the record with the largest
+//! timestamp, KIP-734), v8 EARLIEST_LOCAL_TIMESTAMP (-4, KIP-405: without tiered storage the
+//! log start offset, as -2) and v9 LATEST_TIERED_TIMESTAMP (-5: without tiered storage offset
+//! -1, timestamp -1, epoch -1). As Kafka 3.9, any other negative timestamp, or one of these
+//! below the version that introduced it, is UNSUPPORTED_VERSION for that partition (v0 knows
+//! only -1 and -2). v0 answers in `old_style_offsets`; from v4 the leader epoch is returned
+//! too. Latest is the high watermark (equal to the last stable offset: there are no
+//! transactions).
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_offsets_response::{
@@ -16,6 +20,22 @@ use crate::context::BrokerContext;
 
 /// ListOffsets' MAX_TIMESTAMP target (KIP-734).
 const MAX_TIMESTAMP: i64 = -3;
+/// ListOffsets' EARLIEST_LOCAL_TIMESTAMP target (KIP-405).
+const EARLIEST_LOCAL_TIMESTAMP: i64 = -4;
+/// ListOffsets' LATEST_TIERED_TIMESTAMP target (KIP-1005).
+const LATEST_TIERED_TIMESTAMP: i64 = -5;
+
+/// The first version that knows a negative (special) timestamp, as Kafka 3.9's
+/// `timestampMinSupportedVersion`; `None` for a negative timestamp no version knows.
+fn special_timestamp_min_version(timestamp: i64) -> Option<i16> {
+    match timestamp {
+        -1 | -2 => Some(0),
+        MAX_TIMESTAMP => Some(7),
+        EARLIEST_LOCAL_TIMESTAMP => Some(8),
+        LATEST_TIERED_TIMESTAMP => Some(9),
+        _ => None,
+    }
+}
 
 pub(super) async fn handle(
     ctx: &BrokerContext,
@@ -46,18 +66,27 @@ fn list_offsets(
                         .with_timestamp(-1)
                         .with_offset(-1)
                         .with_leader_epoch(-1);
-                    let result = name
-                        .as_ref()
-                        .ok_or(ResponseError::UnknownTopicOrPartition)
+                    let supported = match special_timestamp_min_version(p.timestamp) {
+                        Some(min) if version < min => Err(ResponseError::UnsupportedVersion),
+                        None if p.timestamp < 0 => Err(ResponseError::UnsupportedVersion),
+                        _ => Ok(()),
+                    };
+                    let result = supported
+                        .and_then(|()| name.as_ref().ok_or(ResponseError::UnknownTopicOrPartition))
                         .and_then(|n| {
                             let tp = TopicPartition::new(n.clone(), p.partition_index);
                             let partition = rm.partition(&tp).map_err(|e| e.response_error())?;
-                            // MAX_TIMESTAMP (-3) exists from v7 (Kafka 3.0); below that -3 is
-                            // an ordinary (negative) timestamp, as in Kafka 2.8.
-                            let max_timestamp = version >= 7 && p.timestamp == MAX_TIMESTAMP;
-                            partition
-                                .offset_for(p.timestamp, max_timestamp)
-                                .map_err(|e| e.response_error())
+                            let found = match p.timestamp {
+                                MAX_TIMESTAMP => partition.offset_for(p.timestamp, true),
+                                // No tiered storage: the local log start is the log start.
+                                EARLIEST_LOCAL_TIMESTAMP => partition.offset_for(-2, false),
+                                // No tiered storage: nothing is tiered (after the leader check).
+                                LATEST_TIERED_TIMESTAMP => {
+                                    partition.offset_for(-1, false).map(|_| (-1, -1, Some(-1)))
+                                }
+                                t => partition.offset_for(t, false),
+                            };
+                            found.map_err(|e| e.response_error())
                         });
                     match result {
                         Ok((timestamp, offset, epoch)) => {

@@ -41,6 +41,29 @@ use kafka_protocol::messages::{RequestHeader, RequestKind, ResponseKind};
 
 use crate::auth::RequestContext;
 use crate::context::BrokerContext;
+use crate::metadata_cache::{LiveBroker, Snapshot};
+
+/// KIP-951's hint for a client that reached a broker which does not lead a partition
+/// (Produce v10+, Fetch v16+): the leader and leader epoch the metadata cache has now, and the
+/// leader's endpoint when it is a live broker. (-1, -1, None) for an unknown partition.
+pub(crate) fn current_leader<'a>(
+    snapshot: &'a Snapshot,
+    topic: &str,
+    partition: i32,
+) -> (i32, i32, Option<&'a LiveBroker>) {
+    match snapshot
+        .topics
+        .get(topic)
+        .and_then(|t| t.partitions.get(&partition))
+    {
+        Some(info) => (
+            info.leader,
+            info.leader_epoch,
+            snapshot.brokers.get(&info.leader),
+        ),
+        None => (-1, -1, None),
+    }
+}
 
 /// Handles one decoded request of a supported API and version.
 pub(crate) async fn handle(

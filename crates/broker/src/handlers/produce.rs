@@ -1,4 +1,7 @@
-//! Produce (v0–v8): append each partition's record set to the local log this broker leads.
+//! Produce (v0–v11): append each partition's record set to the local log this broker leads.
+//! v9 is the flexible encoding; v10 adds, for NOT_LEADER_OR_FOLLOWER, the partition's current
+//! leader and its endpoint from the metadata cache (KIP-951); v11 only allows the
+//! TRANSACTION_ABORTABLE error (KIP-890), which a broker without transactions never sends.
 //!
 //! Kafka 2.8's behaviour: every record is checked by the leader before it is acknowledged
 //! (`records::validate_produce`: framing, compressed batches decoded, keys on compacted topics,
@@ -14,9 +17,10 @@
 use bytes::BytesMut;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{
-    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse,
+    TopicProduceResponse,
 };
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 use model::TopicPartition;
 use tracing::debug;
@@ -140,7 +144,43 @@ pub(super) async fn handle(
                 ResponseError::RequestTimedOut.code();
         }
     }
+    if version >= 10 {
+        add_leader_hints(ctx, &mut response);
+    }
     response
+}
+
+/// KIP-951 (v10+): each NOT_LEADER_OR_FOLLOWER partition names its current leader, and the
+/// response lists those leaders' endpoints once each.
+fn add_leader_hints(ctx: &BrokerContext, response: &mut ProduceResponse) {
+    let not_leader = ResponseError::NotLeaderOrFollower.code();
+    let mut snapshot = None;
+    let mut endpoints: Vec<NodeEndpoint> = Vec::new();
+    for topic in &mut response.responses {
+        for out in &mut topic.partition_responses {
+            if out.error_code != not_leader {
+                continue;
+            }
+            let snapshot = snapshot.get_or_insert_with(|| ctx.metadata_cache.snapshot());
+            let (leader, epoch, broker) =
+                super::current_leader(snapshot, topic.name.0.as_str(), out.index);
+            out.current_leader = LeaderIdAndEpoch::default()
+                .with_leader_id(BrokerId(leader))
+                .with_leader_epoch(epoch);
+            if let Some(b) = broker {
+                if !endpoints.iter().any(|e| e.node_id.0 == b.id) {
+                    endpoints.push(
+                        NodeEndpoint::default()
+                            .with_node_id(BrokerId(b.id))
+                            .with_host(StrBytes::from_string(b.host.clone()))
+                            .with_port(b.port)
+                            .with_rack(b.rack.clone().map(StrBytes::from_string)),
+                    );
+                }
+            }
+        }
+    }
+    response.node_endpoints = endpoints;
 }
 
 fn set_refused(out: &mut PartitionProduceResponse, refused: Refused) {
