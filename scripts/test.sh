@@ -22,6 +22,8 @@ if [ "${SKIP_INSTALL:-0}" != 1 ]; then
   command -v kcat >/dev/null || missing+=(kcat)
   command -v java >/dev/null || missing+=(default-jre-headless)
   command -v python3 >/dev/null || missing+=(python3 python3-venv)
+  # test_security.py makes its own CA and certificates with openssl.
+  command -v openssl >/dev/null || missing+=(openssl)
   if [ ${#missing[@]} -gt 0 ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null

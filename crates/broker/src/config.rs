@@ -244,6 +244,19 @@ const KNOWN_KEYS: &[&str] = &[
     "log.cleaner.io.max.bytes.per.second",
     "log.cleaner.dedupe.buffer.size",
     "log.cleaner.backoff.ms",
+    "ssl.keystore.type",
+    "ssl.keystore.location",
+    "ssl.keystore.certificate.chain",
+    "ssl.keystore.key",
+    "ssl.key.password",
+    "ssl.keystore.password",
+    "ssl.truststore.type",
+    "ssl.truststore.location",
+    "ssl.truststore.certificates",
+    "ssl.truststore.password",
+    "ssl.client.auth",
+    "ssl.enabled.protocols",
+    "ssl.principal.mapping.rules",
 ];
 
 impl BrokerConfig {
@@ -279,7 +292,11 @@ impl BrokerConfig {
     ) -> Result<BrokerConfig, ConfigError> {
         let get = |key: &str| props.get(key).map(String::as_str);
         for key in props.keys() {
-            if !KNOWN_KEYS.contains(&key.as_str()) && !is_topic_default_key(key) {
+            // `listener.name.<l>.<key>` is a per-listener setting (read where it is used).
+            if !KNOWN_KEYS.contains(&key.as_str())
+                && !is_topic_default_key(key)
+                && !key.starts_with("listener.name.")
+            {
                 warn!(key, "unknown config key; ignoring it");
             }
         }
@@ -298,15 +315,24 @@ impl BrokerConfig {
             &listeners,
             advertised_listeners.as_deref(),
         )?;
-        if let Some(l) = listeners
-            .iter()
-            .find(|l| l.protocol != SecurityProtocol::Plaintext)
-        {
-            return Err(invalid(
-                "listeners",
-                &l.name,
-                &format!("security protocol {} is not supported yet", l.protocol),
-            ));
+        // SSL listeners serve clients; the broker's own connections (controller requests,
+        // replica fetchers, controlled shutdown) speak PLAINTEXT only so far, and SASL is
+        // not built yet.
+        for l in &listeners {
+            let inter_broker = l.name == inter_broker_listener
+                || control_plane_listener.as_deref() == Some(l.name.as_str());
+            let refusal = match l.protocol {
+                SecurityProtocol::Plaintext => None,
+                SecurityProtocol::Ssl if !inter_broker => None,
+                SecurityProtocol::Ssl => Some(format!(
+                    "listener {} is the inter-broker or control-plane listener; brokers connect to each other over PLAINTEXT only so far, so give it a PLAINTEXT listener",
+                    l.name
+                )),
+                other => Some(format!("security protocol {other} is not supported yet")),
+            };
+            if let Some(reason) = refusal {
+                return Err(invalid("listeners", &l.name, &reason));
+            }
         }
         let log_dirs: Vec<PathBuf> = match get("log.dirs").or(get("log.dir")) {
             Some(value) => value
@@ -1089,7 +1115,8 @@ mod tests {
             (vec!["inter.broker.listener.name=PLAINTEXT", "security.inter.broker.protocol=PLAINTEXT"], "only one of"),
             (vec!["control.plane.listener.name=PLAINTEXT"], "different value from the inter broker listener"),
             (vec!["advertised.listeners=SSL://h:1"], "subset"),
-            (vec!["listeners=PLAINTEXT://:1,SSL://:2"], "not supported yet"),
+            (vec!["listeners=PLAINTEXT://:1,SASL_SSL://:2"], "not supported yet"),
+            (vec!["listeners=SSL://:2", "security.inter.broker.protocol=SSL"], "brokers connect to each other over PLAINTEXT only"),
         ] {
             let err = load("", &overrides).unwrap_err().to_string();
             assert!(err.contains(message), "{overrides:?}: {err}");

@@ -17,7 +17,7 @@ use protocol::frame::{decode_frame, peek_frame_size, SIZE_PREFIX_BYTES};
 use protocol::request::RequestBody;
 use protocol::response::encode_unsupported_api_versions;
 use protocol::{decode_request, encode_response, DecodedRequest};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tracing::{debug, info_span, warn, Instrument};
@@ -33,11 +33,29 @@ use crate::zero_copy;
 /// read); the only request bytes a connection holds outside the pool.
 pub(crate) const READ_AHEAD_BYTES: usize = 4096;
 
+/// A connection's byte stream: a TCP socket, or TLS over one.
+pub(crate) trait Transport: AsyncRead + AsyncWrite + Unpin {
+    /// The socket itself when nothing wraps it (zero-copy Fetch writes to it with sendfile).
+    fn tcp(&mut self) -> Option<&mut TcpStream>;
+}
+
+impl Transport for TcpStream {
+    fn tcp(&mut self) -> Option<&mut TcpStream> {
+        Some(self)
+    }
+}
+
+impl Transport for tokio_rustls::server::TlsStream<TcpStream> {
+    fn tcp(&mut self) -> Option<&mut TcpStream> {
+        None
+    }
+}
+
 /// Serves one connection until the peer closes it, it sends something unreadable, or the
 /// broker shuts down (checked between requests).
-pub(crate) async fn serve(
+pub(crate) async fn serve<S: Transport>(
     ctx: Arc<BrokerContext>,
-    stream: TcpStream,
+    stream: S,
     rctx: RequestContext,
     shutdown: watch::Receiver<bool>,
 ) {
@@ -45,9 +63,9 @@ pub(crate) async fn serve(
     metrics::connection_scope(metrics, serve_connection(ctx, stream, rctx, shutdown)).await
 }
 
-async fn serve_connection(
+async fn serve_connection<S: Transport>(
     ctx: Arc<BrokerContext>,
-    mut stream: TcpStream,
+    mut stream: S,
     rctx: RequestContext,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -56,7 +74,6 @@ async fn serve_connection(
     // What the client says it is (ApiVersions v3+, KIP-511), for the per-software metrics.
     let mut software = ClientSoftware::unknown();
     ctx.metrics.client_software_set(None, &software);
-    let _ = stream.set_nodelay(true);
     let mut buf = BytesMut::new();
     loop {
         let Some((frame, permit)) =
@@ -97,7 +114,9 @@ async fn serve_connection(
         // Fetch records may go out with sendfile on this (plaintext) connection.
         let fetch_version = matches!(&request.body, RequestBody::Supported(RequestKind::Fetch(_)))
             .then(|| request.api_version());
-        let zero_copy = fetch_version.is_some() && ctx.config.limits.fetch_zero_copy;
+        // sendfile needs the socket itself: not on TLS connections.
+        let zero_copy =
+            fetch_version.is_some() && ctx.config.limits.fetch_zero_copy && stream.tcp().is_some();
         let (((response, answered), _held), regions) = zero_copy::scope(
             zero_copy,
             limits::holding(slot, permit, respond(&ctx, request, &rctx).instrument(span)),
@@ -109,11 +128,15 @@ async fn serve_connection(
         let send_started = Instant::now();
         if !no_response {
             let written = if regions.is_empty() {
-                stream.write_all(&response).await
+                // A TLS stream holds what it encrypted until flushed; a TCP stream's flush is free.
+                write_all_flush(&mut stream, &response).await
             } else {
                 let flexible = fetch_version.is_some_and(|v| v >= 12);
+                let tcp = stream
+                    .tcp()
+                    .expect("regions are attached on plain TCP connections only");
                 match zero_copy::splice(response, regions, flexible) {
-                    Ok(chunks) => zero_copy::write(&mut stream, &chunks).await,
+                    Ok(chunks) => zero_copy::write(tcp, &chunks).await,
                     Err(err) => {
                         tracing::error!(%peer, error = %err, "closing connection");
                         break;
@@ -148,9 +171,9 @@ async fn serve_connection(
 
 /// Reads the next frame: its size first, then, once the pool has room for all of it, its
 /// body. `None` when the connection must close (peer gone, idle, bad frame, shutdown).
-async fn next_frame(
+async fn next_frame<S: AsyncRead + Unpin>(
     ctx: &BrokerContext,
-    stream: &mut TcpStream,
+    stream: &mut S,
     buf: &mut BytesMut,
     peer: SocketAddr,
     shutdown: &mut watch::Receiver<bool>,
@@ -213,6 +236,14 @@ async fn next_frame(
             }
         }
     }
+}
+
+async fn write_all_flush<S: AsyncWrite + Unpin>(
+    stream: &mut S,
+    bytes: &[u8],
+) -> std::io::Result<()> {
+    stream.write_all(bytes).await?;
+    stream.flush().await
 }
 
 /// How a request was answered, for its `RequestMetrics`.

@@ -133,6 +133,12 @@ impl Broker {
                 warn!(error = %err, "cannot read log checkpoints; logs will be fully recovered");
                 replication::ReplicaManager::new(&[]).expect("no checkpoint files to read")
             });
+        // TLS settings are read (and refused) before anything is bound or registered.
+        let securities = config
+            .listeners
+            .iter()
+            .map(|l| crate::auth::ListenerSecurity::new(l, &config.originals).map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut given = listener;
         let mut bound = Vec::new();
         for listener_config in &config.listeners {
@@ -223,10 +229,17 @@ impl Broker {
             Arc::clone(&ctx),
             shutdown_rx.clone(),
         ));
+        for security in &securities {
+            if let Some(tls) = &security.tls {
+                tokio::spawn(
+                    Arc::clone(tls).watch_files(Arc::clone(&security.name), shutdown_rx.clone()),
+                );
+            }
+        }
         let socket_servers = bound
             .into_iter()
-            .map(|(config, listener, _)| {
-                let security = Arc::new(crate::auth::ListenerSecurity::new(&config));
+            .zip(securities)
+            .map(|((_, listener, _), security)| {
                 tokio::spawn(socket_server::serve(
                     Arc::clone(&ctx),
                     listener,

@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
-use crate::auth::{ListenerSecurity, RequestContext};
+use crate::auth::{tls, ListenerSecurity, RequestContext};
 use crate::connection;
 use crate::context::BrokerContext;
 
@@ -46,11 +46,20 @@ pub(crate) async fn serve(
                     }
                 };
                 debug!(%peer, "accepted connection");
+                let _ = stream.set_nodelay(true);
                 let ctx = Arc::clone(&ctx);
                 let shutdown = shutdown.clone();
-                let rctx = RequestContext::anonymous(Arc::clone(&security.name), peer);
+                let security = Arc::clone(&security);
                 connections.spawn(async move {
-                    connection::serve(ctx, stream, rctx, shutdown).await;
+                    let rctx = RequestContext::anonymous(Arc::clone(&security.name), peer);
+                    match &security.tls {
+                        None => connection::serve(ctx, stream, rctx, shutdown).await,
+                        Some(tls) => {
+                            if let Some((stream, rctx)) = tls::accept(tls, stream, rctx).await {
+                                connection::serve(ctx, stream, rctx, shutdown).await;
+                            }
+                        }
+                    }
                     drop((slot, permit));
                 });
             }

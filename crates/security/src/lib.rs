@@ -6,6 +6,7 @@
 //! crate (`hmac`, `sha2`, `pbkdf2`); this crate only composes them as the RFCs and Kafka do.
 
 pub mod control_plane;
+pub mod principal;
 pub mod protocol;
 
 pub use protocol::SecurityProtocol;

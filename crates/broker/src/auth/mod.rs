@@ -5,13 +5,15 @@
 //! only ask questions of the context.
 
 pub(crate) mod control_plane;
+pub(crate) mod tls;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use security::SecurityProtocol;
 
-use crate::config::Listener;
+use crate::config::{ConfigError, Listener};
 
 /// The principal of a connection that did not authenticate (Kafka's `User:ANONYMOUS`).
 pub(crate) const ANONYMOUS: &str = "ANONYMOUS";
@@ -23,14 +25,29 @@ pub(crate) struct ListenerSecurity {
     pub name: Arc<str>,
     /// Its security protocol.
     pub protocol: SecurityProtocol,
+    /// The TLS side of SSL and SASL_SSL listeners.
+    pub tls: Option<Arc<tls::TlsServer>>,
 }
 
 impl ListenerSecurity {
-    pub(crate) fn new(listener: &Listener) -> Self {
-        ListenerSecurity {
+    /// Reads the listener's `ssl.*` settings from the broker's properties (`props`).
+    pub(crate) fn new(
+        listener: &Listener,
+        props: &BTreeMap<String, String>,
+    ) -> Result<Self, ConfigError> {
+        let tls = if listener.protocol.uses_tls() {
+            Some(Arc::new(tls::TlsServer::from_config(
+                props,
+                &listener.name,
+            )?))
+        } else {
+            None
+        };
+        Ok(ListenerSecurity {
             name: Arc::from(listener.name.as_str()),
             protocol: listener.protocol,
-        }
+            tls,
+        })
     }
 }
 

@@ -1,0 +1,199 @@
+"""Security with real clients: TLS listeners (rustls on the broker) read by librdkafka
+(confluent-kafka) and kafka-python.
+
+Certificates are made by the test itself with Debian's `openssl`: a CA, a broker certificate
+it signs (SAN 127.0.0.1 and localhost), and a second, unrelated CA that clients must not trust.
+"""
+
+import os
+import subprocess
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from conftest import Gregor, free_port, wait_until
+
+
+def openssl(*args, cwd):
+    out = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+
+
+def make_ca(d, name):
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", f"/CN={name}",
+            "-keyout", f"{name}.key", "-out", f"{name}.pem", cwd=d)
+    return os.path.join(d, f"{name}.pem")
+
+
+def make_leaf(d, ca, name, cn):
+    """A certificate for `cn` signed by `ca`; returns (cert chain path, key path)."""
+    with open(os.path.join(d, f"{name}.ext"), "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={cn}/OU=eng/O=gregor",
+            "-keyout", f"{name}.key", "-out", f"{name}.csr", cwd=d)
+    openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key",
+            "-CAcreateserial", "-days", "2", "-extfile", f"{name}.ext", "-out", f"{name}.pem", cwd=d)
+    return os.path.join(d, f"{name}.pem"), os.path.join(d, f"{name}.key")
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("certs"))
+    ca = make_ca(d, "ca")
+    other_ca = make_ca(d, "other-ca")
+    cert, key = make_leaf(d, "ca", "broker", "broker0")
+    keystore = os.path.join(d, "broker-keystore.pem")
+    with open(keystore, "w") as out:
+        out.write(open(key).read() + open(cert).read())
+    return {"dir": d, "ca": ca, "other_ca": other_ca, "cert": cert, "key": key, "keystore": keystore}
+
+
+def start_broker(tmp_path, listeners, extra=(), name="secure"):
+    """A broker with a PLAINTEXT listener (inter-broker) plus `listeners`
+    ({NAME: protocol}); returns (Gregor, {NAME: port})."""
+    ports = {"PLAINTEXT": free_port(), **{n: free_port() for n in listeners}}
+    admin = free_port()
+    spec = ",".join(f"{n}://127.0.0.1:{p}" for n, p in ports.items())
+    protocol_map = ",".join(["PLAINTEXT:PLAINTEXT", *(f"{n}:{proto}" for n, proto in listeners.items())])
+    args = [
+        "server", "--data-dir", str(tmp_path / name),
+        "--override", f"listeners={spec}",
+        "--override", f"listener.security.protocol.map={protocol_map}",
+        "--override", "inter.broker.listener.name=PLAINTEXT",
+        "--override", f"admin.listener=127.0.0.1:{admin}",
+    ]
+    for o in extra:
+        args += ["--override", o]
+    g = Gregor(args, tmp_path / name, list(ports.values()), admin, tmp_path / f"{name}.log")
+    return g.start(), ports
+
+
+@pytest.fixture
+def ssl_broker(tmp_path, certs):
+    g, ports = start_broker(tmp_path, {"SSL": "SSL"}, [
+        "ssl.keystore.type=PEM",
+        f"ssl.keystore.location={certs['keystore']}",
+    ])
+    yield g, ports
+    g.stop()
+
+
+def produce_consume(conf, topic, n=20):
+    """Creates `topic`, produces n messages and reads them back, all with client config `conf`."""
+    admin = AdminClient(conf)
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(timeout=30)
+    p = Producer({**conf, "acks": "all"})
+    for i in range(n):
+        p.produce(topic, key=b"k%d" % i, value=b"v%d" % i)
+    assert p.flush(30) == 0
+    c = Consumer({**conf, "group.id": "g-" + topic, "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    got = []
+    deadline_polls = 300
+    while len(got) < n and deadline_polls:
+        deadline_polls -= 1
+        m = c.poll(0.2)
+        if m is not None and not m.error():
+            got.append(m.value())
+    c.close()
+    assert got == [b"v%d" % i for i in range(n)]
+
+
+def test_librdkafka_over_ssl_produces_and_consumes(ssl_broker, certs):
+    g, ports = ssl_broker
+    conf = {
+        "bootstrap.servers": f"127.0.0.1:{ports['SSL']}",
+        "security.protocol": "SSL",
+        "ssl.ca.location": certs["ca"],
+    }
+    produce_consume(conf, "tls-" + uuid.uuid4().hex[:8])
+    # Metadata over SSL answers the SSL listener's endpoint, not the PLAINTEXT one.
+    md = AdminClient(conf).list_topics(timeout=10)
+    assert [(b.host, b.port) for b in md.brokers.values()] == [("127.0.0.1", ports["SSL"])]
+
+
+def test_client_trusting_another_ca_fails_the_handshake(ssl_broker, certs):
+    g, ports = ssl_broker
+    a = AdminClient({
+        "bootstrap.servers": f"127.0.0.1:{ports['SSL']}",
+        "security.protocol": "SSL",
+        "ssl.ca.location": certs["other_ca"],
+    })
+    with pytest.raises(KafkaException):
+        a.list_topics(timeout=5)
+    wait_until(lambda: "SSL handshake failed" in g.log_text(), what="the broker logs the failed handshake")
+    # A plaintext client on the SSL port does not get Kafka answers either.
+    with pytest.raises(KafkaException):
+        AdminClient({"bootstrap.servers": f"127.0.0.1:{ports['SSL']}"}).list_topics(timeout=3)
+
+
+def test_kafka_python_over_ssl(ssl_broker, certs):
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka.admin import KafkaAdminClient, NewTopic as KNewTopic
+
+    g, ports = ssl_broker
+    conf = {
+        "bootstrap_servers": f"127.0.0.1:{ports['SSL']}",
+        "security_protocol": "SSL",
+        "ssl_cafile": certs["ca"],
+    }
+    topic = "kp-tls-" + uuid.uuid4().hex[:8]
+    admin = KafkaAdminClient(**conf)
+    admin.create_topics([KNewTopic(topic, 1, 1)])
+    admin.close()
+    p = KafkaProducer(acks="all", **conf)
+    for i in range(10):
+        p.send(topic, b"m%d" % i)
+    p.flush(30)
+    p.close()
+    c = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=10000, **conf)
+    got = [m.value for m in c]
+    c.close()
+    assert got == [b"m%d" % i for i in range(10)]
+    # A client that verifies against another CA is refused.
+    bad = dict(conf, ssl_cafile=certs["other_ca"])
+    with pytest.raises(Exception):
+        KafkaAdminClient(request_timeout_ms=3000, api_version_auto_timeout_ms=3000, **bad)
+
+
+def test_mutual_tls_principal_and_refusal(tmp_path, certs):
+    g, ports = start_broker(tmp_path, {"MTLS": "SSL"}, [
+        f"listener.name.mtls.ssl.keystore.location={certs['keystore']}",
+        f"listener.name.mtls.ssl.truststore.location={certs['ca']}",
+        "listener.name.mtls.ssl.client.auth=required",
+    ], name="mtls")
+    try:
+        client_cert, client_key = make_leaf(certs["dir"], "ca", "client-alice", "alice")
+        conf = {
+            "bootstrap.servers": f"127.0.0.1:{ports['MTLS']}",
+            "security.protocol": "SSL",
+            "ssl.ca.location": certs["ca"],
+        }
+        ok = dict(conf, **{"ssl.certificate.location": client_cert, "ssl.key.location": client_key})
+        assert AdminClient(ok).list_topics(timeout=10).brokers
+        # Without a client certificate the handshake fails (ssl.client.auth=required).
+        with pytest.raises(KafkaException):
+            AdminClient(conf).list_topics(timeout=5)
+    finally:
+        g.stop()
+
+
+def test_bad_tls_settings_refuse_to_start(tmp_path, certs):
+    for overrides, message in [
+        ([], "needs ssl.keystore.location"),
+        (["ssl.keystore.type=JKS", f"ssl.keystore.location={certs['keystore']}"], "only PEM is supported"),
+        ([f"ssl.keystore.location={certs['cert']}"], "no usable private key"),
+        ([f"ssl.keystore.location={certs['keystore']}", "ssl.enabled.protocols=TLSv1.1"], "not supported"),
+        ([f"ssl.keystore.location={certs['keystore']}", "ssl.client.auth=required"], "ssl.truststore"),
+    ]:
+        ports = [free_port(), free_port()]
+        out = subprocess.run(
+            [os.environ.get("GREGOR_BIN") or "target/debug/gregor", "server", "--data-dir", str(tmp_path / "bad"),
+             "--override", f"listeners=PLAINTEXT://127.0.0.1:{ports[0]},SSL://127.0.0.1:{ports[1]}",
+             "--override", f"admin.listener=127.0.0.1:{free_port()}",
+             *sum((["--override", o] for o in overrides), [])],
+            capture_output=True, text=True, timeout=30)
+        assert out.returncode != 0, overrides
+        assert message in out.stderr + out.stdout, (overrides, out.stderr)
