@@ -181,6 +181,8 @@ pub struct BrokerConfig {
     pub admin_listener: Option<SocketAddr>,
     /// Broker-level topic defaults that were set (`log.retention.ms=...`), by broker key.
     pub topic_defaults: BTreeMap<String, String>,
+    /// Replication settings (`replica.*`, `num.replica.fetchers`, fetch sessions).
+    pub replication: replication::ReplicationConfig,
     /// Every key as given, for `DescribeConfigs` on the broker.
     pub originals: BTreeMap<String, String>,
 }
@@ -257,6 +259,15 @@ const KNOWN_KEYS: &[&str] = &[
     "ssl.client.auth",
     "ssl.enabled.protocols",
     "ssl.principal.mapping.rules",
+    "replica.lag.time.max.ms",
+    "num.replica.fetchers",
+    "replica.fetch.max.bytes",
+    "replica.fetch.response.max.bytes",
+    "replica.fetch.wait.max.ms",
+    "replica.fetch.min.bytes",
+    "replica.fetch.backoff.ms",
+    "replica.socket.timeout.ms",
+    "max.incremental.fetch.session.cache.slots",
 ];
 
 impl BrokerConfig {
@@ -368,8 +379,11 @@ impl BrokerConfig {
             protocol::DEFAULT_MAX_REQUEST_BYTES,
             1,
         )?;
+        let broker_id = parse_num(&props, "broker.id", 0, 0)?;
+        let replication = replication_config(&props, broker_id)?;
         let config = BrokerConfig {
-            broker_id: parse_num(&props, "broker.id", 0, 0)?,
+            broker_id,
+            replication,
             listeners,
             advertised_listeners,
             inter_broker_listener,
@@ -634,6 +648,75 @@ fn parse_ip_overrides(value: &str) -> Result<BTreeMap<std::net::IpAddr, usize>, 
         }
     }
     Ok(overrides)
+}
+
+/// The `replica.*` settings, with Kafka 2.8's defaults.
+fn replication_config(
+    props: &BTreeMap<String, String>,
+    broker_id: BrokerId,
+) -> Result<replication::ReplicationConfig, ConfigError> {
+    let d = replication::ReplicationConfig::default();
+    let config = replication::ReplicationConfig {
+        broker_id,
+        replica_lag_time_max_ms: parse_num(
+            props,
+            "replica.lag.time.max.ms",
+            d.replica_lag_time_max_ms,
+            1,
+        )?,
+        num_replica_fetchers: parse_num(props, "num.replica.fetchers", d.num_replica_fetchers, 1)?,
+        replica_fetch_max_bytes: parse_num(
+            props,
+            "replica.fetch.max.bytes",
+            d.replica_fetch_max_bytes,
+            0,
+        )?,
+        replica_fetch_response_max_bytes: parse_num(
+            props,
+            "replica.fetch.response.max.bytes",
+            d.replica_fetch_response_max_bytes,
+            0,
+        )?,
+        replica_fetch_wait_max_ms: parse_num(
+            props,
+            "replica.fetch.wait.max.ms",
+            d.replica_fetch_wait_max_ms,
+            0,
+        )?,
+        replica_fetch_min_bytes: parse_num(
+            props,
+            "replica.fetch.min.bytes",
+            d.replica_fetch_min_bytes,
+            0,
+        )?,
+        replica_fetch_backoff_ms: parse_num(
+            props,
+            "replica.fetch.backoff.ms",
+            d.replica_fetch_backoff_ms,
+            0,
+        )?,
+        replica_socket_timeout_ms: parse_num(
+            props,
+            "replica.socket.timeout.ms",
+            d.replica_socket_timeout_ms,
+            1,
+        )?,
+        fetch_session_cache_slots: parse_num(
+            props,
+            "max.incremental.fetch.session.cache.slots",
+            d.fetch_session_cache_slots,
+            0,
+        )?,
+    };
+    // Kafka refuses a follower wait that cannot be answered within the lag time.
+    if i64::from(config.replica_fetch_wait_max_ms) > config.replica_lag_time_max_ms {
+        return Err(invalid(
+            "replica.fetch.wait.max.ms",
+            &config.replica_fetch_wait_max_ms.to_string(),
+            "must not be larger than replica.lag.time.max.ms, or followers drop out of the ISR",
+        ));
+    }
+    Ok(config)
 }
 
 /// Parses Java-properties text: `key=value`, `key: value` or `key value`; `#` and `!`
@@ -957,6 +1040,47 @@ mod tests {
         );
         assert_eq!(config.placement_strategy, assignment::Strategy::Balanced);
         assert_eq!(config.max_partitions_per_request, 10_000);
+        assert_eq!(
+            config.replication,
+            replication::ReplicationConfig::default(),
+            "replica.lag.time.max.ms=30000, one fetcher, 1 MiB per partition, 500 ms wait"
+        );
+    }
+
+    #[test]
+    fn replication_settings_and_their_checks() {
+        let config = load(
+            "",
+            &[
+                "broker.id=4",
+                "replica.lag.time.max.ms=2000",
+                "num.replica.fetchers=3",
+                "replica.fetch.max.bytes=4096",
+                "replica.fetch.wait.max.ms=100",
+                "replica.fetch.min.bytes=10",
+            ],
+        )
+        .unwrap();
+        let r = &config.replication;
+        assert_eq!(
+            (
+                r.broker_id,
+                r.replica_lag_time_max_ms,
+                r.num_replica_fetchers,
+                r.replica_fetch_max_bytes,
+                r.replica_fetch_wait_max_ms,
+                r.replica_fetch_min_bytes
+            ),
+            (4, 2000, 3, 4096, 100, 10)
+        );
+        let err = load("", &["replica.lag.time.max.ms=100"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("replica.fetch.wait.max.ms"), "{err}");
+        let err = load("", &["num.replica.fetchers=0"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("num.replica.fetchers"), "{err}");
     }
 
     #[test]

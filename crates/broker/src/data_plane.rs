@@ -6,7 +6,7 @@
 //! [`crate::config_changes`].
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use model::topic_config::TopicConfig;
@@ -25,6 +25,23 @@ const DEFAULT_RETENTION_CHECK_INTERVAL_MS: u64 = 300_000;
 /// How often `flush.ms` deadlines are checked (Kafka's `log.flush.scheduler.interval.ms`
 /// defaults to never; topics with `flush.ms` set need a tick).
 const DEFAULT_FLUSH_CHECK_INTERVAL_MS: u64 = 1_000;
+
+/// How the AlterPartition sender finds the controller: the metadata cache's controller and
+/// this broker's current epoch. Holds the context weakly (the context owns the sender).
+#[derive(Debug)]
+pub(crate) struct ControllerFromMetadata(pub Weak<BrokerContext>);
+
+impl replication::ControllerChannel for ControllerFromMetadata {
+    fn controller_addr(&self) -> Option<String> {
+        self.0.upgrade()?.metadata_cache.controller_endpoint()
+    }
+
+    fn broker_epoch(&self) -> i64 {
+        self.0.upgrade().map_or(-1, |ctx| {
+            ctx.broker_epoch.load(std::sync::atomic::Ordering::SeqCst)
+        })
+    }
+}
 
 /// Milliseconds since the Unix epoch.
 pub(crate) fn now_ms() -> i64 {

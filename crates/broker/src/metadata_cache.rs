@@ -110,6 +110,13 @@ impl MetadataCache {
         Arc::clone(&self.current.read().unwrap_or_else(|p| p.into_inner()))
     }
 
+    /// `host:port` of the controller, when UpdateMetadata named one that is live.
+    pub fn controller_endpoint(&self) -> Option<String> {
+        let cache = self.snapshot();
+        let broker = cache.brokers.get(&cache.controller_id)?;
+        Some(format!("{}:{}", broker.host, broker.port))
+    }
+
     /// Whether `topic` is known.
     pub fn contains_topic(&self, topic: &str) -> bool {
         self.snapshot().topics.contains_key(topic)
@@ -239,6 +246,7 @@ mod tests {
         cache.update(&request(vec![state(0, 1), state(1, 1)]));
         let snap = cache.snapshot();
         assert_eq!(snap.controller_id, 1);
+        assert_eq!(cache.controller_endpoint().as_deref(), Some("h:9092"));
         assert_eq!(
             snap.brokers[&1],
             LiveBroker {

@@ -127,12 +127,16 @@ impl Broker {
             log_dirs: config.log_dirs.clone(),
             file_delete_delay: config.file_delete_delay,
         })?;
-        let replica_manager =
-            replication::ReplicaManager::new(&config.log_dirs).unwrap_or_else(|err| {
-                // Without the checkpoints every log is recovered from its start: slower, safe.
-                warn!(error = %err, "cannot read log checkpoints; logs will be fully recovered");
-                replication::ReplicaManager::new(&[]).expect("no checkpoint files to read")
-            });
+        let replica_manager = replication::ReplicaManager::new(
+            &config.log_dirs,
+            config.replication.clone(),
+        )
+        .unwrap_or_else(|err| {
+            // Without the checkpoints every log is recovered from its start: slower, safe.
+            warn!(error = %err, "cannot read log checkpoints; logs will be fully recovered");
+            replication::ReplicaManager::new(&[], config.replication.clone())
+                .expect("no checkpoint files to read")
+        });
         // TLS settings are read (and refused) before anything is bound or registered.
         let securities = config
             .listeners
@@ -210,6 +214,10 @@ impl Broker {
             control_plane: ControlPlaneGuard::new(control_plane_key),
             stopped: std::sync::atomic::AtomicBool::new(false),
         });
+        ctx.replica_manager
+            .start(Arc::new(crate::data_plane::ControllerFromMetadata(
+                Arc::downgrade(&ctx),
+            )));
         Groups::start(&ctx);
         let cleaner = crate::log_cleaner::LogCleaner::start(
             crate::log_cleaner::cleaner_config(&ctx.config.originals),

@@ -452,11 +452,18 @@ async fn produce_errors_have_kafkas_codes() {
         .await
         .unwrap();
     assert_eq!(acks1.responses[0].partition_responses[0].error_code, NONE);
+    // An incremental fetch of a session the broker does not have.
     let session = conn
-        .send_version(fetch_request("small", 0, 0).with_session_id(5), 12)
+        .send_version(
+            fetch_request("small", 0, 0)
+                .with_session_id(5)
+                .with_session_epoch(1),
+            12,
+        )
         .await
         .unwrap();
     assert_eq!(session.error_code, FETCH_SESSION_ID_NOT_FOUND);
+    assert!(session.responses.is_empty());
     drop(conn);
     broker.shutdown().await;
 }

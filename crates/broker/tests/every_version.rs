@@ -32,6 +32,7 @@ const UNSUPPORTED_VERSION: i16 = 35;
 const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
 const INVALID_REQUEST: i16 = 42;
 const SECURITY_DISABLED: i16 = 54;
+const STALE_BROKER_EPOCH: i16 = 77;
 const MEMBER_ID_REQUIRED: i16 = 79;
 const MISMATCHED_ENDPOINT_TYPE: i16 = 114;
 
@@ -789,6 +790,56 @@ async fn exercise(wire: &mut Wire, fx: &mut Fixture, api: ApiKey, version: i16) 
                     "InitProducerId v{version}"
                 );
             }
+        }
+        ApiKey::OffsetForLeaderEpoch => {
+            // The single broker leads at epoch 0: epoch 0 ends at the log end (fencing by the
+            // current leader epoch is in replication.rs).
+            let partition = |current| {
+                offset_for_leader_epoch_request::OffsetForLeaderPartition::default()
+                    .with_partition(0)
+                    .with_current_leader_epoch(if version >= 2 { current } else { -1 })
+                    .with_leader_epoch(0)
+            };
+            let request = OffsetForLeaderEpochRequest::default()
+                .with_replica_id(BrokerId(if version >= 3 { -1 } else { -2 }))
+                .with_topics(vec![
+                    offset_for_leader_epoch_request::OffsetForLeaderTopic::default()
+                        .with_topic(topic_name(TOPIC))
+                        .with_partitions(vec![partition(0), partition(-1)]),
+                ]);
+            let response = wire.call(request, version).await;
+            let p = &response.topics[0].partitions[0];
+            assert_eq!(p.error_code, NONE, "OffsetForLeaderEpoch v{version}");
+            assert_eq!(p.end_offset, fx.records, "OffsetForLeaderEpoch v{version}");
+            assert_eq!(
+                p.leader_epoch,
+                if version >= 1 { 0 } else { -1 },
+                "OffsetForLeaderEpoch v{version}"
+            );
+            // The same answer without the current-epoch check.
+            let q = &response.topics[0].partitions[1];
+            assert_eq!((q.error_code, q.end_offset), (NONE, fx.records));
+        }
+        ApiKey::AlterPartition => {
+            // An ISR change from this broker at an epoch it does not have: refused as a
+            // whole, nothing written.
+            let request = AlterPartitionRequest::default()
+                .with_broker_id(BrokerId(fx.broker_id))
+                .with_broker_epoch(-1)
+                .with_topics(vec![alter_partition_request::TopicData::default()
+                    .with_topic_name(topic_name(TOPIC))
+                    .with_partitions(vec![
+                        alter_partition_request::PartitionData::default()
+                            .with_partition_index(0)
+                            .with_leader_epoch(0)
+                            .with_new_isr(vec![BrokerId(fx.broker_id)])
+                            .with_partition_epoch(0),
+                    ])]);
+            let response = wire.call(request, version).await;
+            assert_eq!(
+                response.error_code, STALE_BROKER_EPOCH,
+                "AlterPartition v{version}"
+            );
         }
         ApiKey::DescribeAcls => {
             let request = DescribeAclsRequest::default()

@@ -7,7 +7,9 @@ mod common;
 use bytes::{Bytes, BytesMut};
 use client::Connection;
 use common::*;
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::create_topics_request::{
+    CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
+};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{
@@ -121,8 +123,18 @@ async fn issue_14_fetch_responses_are_capped_by_the_broker() {
                 .with_timeout_ms(10_000)
                 .with_topics(vec![CreatableTopic::default()
                     .with_name(name(TOPIC))
-                    .with_num_partitions(2)
-                    .with_replication_factor(1)
+                    .with_num_partitions(-1)
+                    .with_replication_factor(-1)
+                    // Broker 1 (never started) is a replica, so its follower fetch is served.
+                    .with_assignments(
+                        (0..2)
+                            .map(|p| {
+                                CreatableReplicaAssignment::default()
+                                    .with_partition_index(p)
+                                    .with_broker_ids(vec![BrokerId(0), BrokerId(1)])
+                            })
+                            .collect(),
+                    )
                     .with_configs(vec![CreatableTopicConfig::default()
                         .with_name(StrBytes::from_static_str("max.message.bytes"))
                         .with_value(Some(StrBytes::from_static_str("4000000")))])]),

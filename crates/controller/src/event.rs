@@ -1,8 +1,9 @@
 //! `ControllerEvent`: everything the event loop processes, one at a time, in order.
 
 use kafka_protocol::messages::{
-    ControlledShutdownResponse, CreatePartitionsRequest, CreatePartitionsResponse,
-    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    AlterPartitionRequest, AlterPartitionResponse, ControlledShutdownResponse,
+    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse,
 };
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -60,6 +61,15 @@ pub enum ControllerEvent {
         /// request already past it when dequeued is answered REQUEST_TIMED_OUT unrun.
         received: Instant,
     },
+    /// An AlterPartition request from a partition leader.
+    AlterPartition {
+        /// The request.
+        request: AlterPartitionRequest,
+        /// Its version.
+        api_version: i16,
+        /// Where the response goes.
+        reply: oneshot::Sender<AlterPartitionResponse>,
+    },
     /// A broker asks to give up its leaderships before it stops (ControlledShutdown).
     ControlledShutdown {
         /// The broker shutting down.
@@ -85,7 +95,7 @@ pub enum ControllerEvent {
 impl ControllerEvent {
     /// Every name [`ControllerEvent::state_name`] returns, so `/metrics` can serve each
     /// state's timer from the start (Kafka registers its `ControllerStats` timers at startup).
-    pub const STATE_NAMES: [&'static str; 9] = [
+    pub const STATE_NAMES: [&'static str; 10] = [
         "ControllerChange",
         "BrokerChange",
         "TopicChange",
@@ -94,6 +104,7 @@ impl ControllerEvent {
         "CreatePartitions",
         "DeleteTopics",
         "ControlledShutdown",
+        "IsrChange",
         "ControllerShutdown",
     ];
 
@@ -116,6 +127,8 @@ impl ControllerEvent {
             ControllerEvent::CreatePartitions { .. } => "CreatePartitions",
             ControllerEvent::DeleteTopics { .. } => "DeleteTopics",
             ControllerEvent::ControlledShutdown { .. } => "ControlledShutdown",
+            // Kafka 2.8 times AlterIsr under ControllerState.IsrChange.
+            ControllerEvent::AlterPartition { .. } => "IsrChange",
             ControllerEvent::Shutdown(_) => "ControllerShutdown",
         }
     }

@@ -13,8 +13,9 @@ use std::time::Duration;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::controlled_shutdown_response::RemainingPartition;
 use kafka_protocol::messages::{
-    ControlledShutdownResponse, CreatePartitionsResponse, CreateTopicsResponse,
-    DeleteTopicsResponse, TopicName as WireTopicName,
+    AlterPartitionRequest, AlterPartitionResponse, ControlledShutdownResponse,
+    CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse,
+    TopicName as WireTopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use metastore::SessionState;
@@ -35,7 +36,7 @@ use crate::effect::Effect;
 use crate::election::{self, ElectionOutcome};
 use crate::event::ControllerEvent;
 use crate::partition_state_machine::{self, PartitionState};
-use crate::{lifecycle, topic_deletion, ControllerConfig};
+use crate::{alter_partition, lifecycle, topic_deletion, ControllerConfig};
 
 /// The topic config key (and broker default) that allows electing an out-of-sync replica.
 const UNCLEAN_LEADER_ELECTION_ENABLE: &str = "unclean.leader.election.enable";
@@ -235,6 +236,17 @@ impl EventLoop {
                 );
                 Ok(())
             }
+            ControllerEvent::AlterPartition {
+                request,
+                api_version,
+                reply,
+            } => {
+                if !self.active {
+                    let _ = reply.send(alter_partition::refused(ResponseError::NotController));
+                    return Flow::Continue;
+                }
+                self.on_alter_partition(request, api_version, reply).await
+            }
             ControllerEvent::ControlledShutdown {
                 broker_id,
                 broker_epoch,
@@ -423,6 +435,39 @@ impl EventLoop {
             executed.partitions.extend(again.partitions);
         }
         Ok(executed)
+    }
+
+    /// AlterPartition (see [`alter_partition`]): validate in pure code, write, answer from
+    /// what each write did.
+    async fn on_alter_partition(
+        &mut self,
+        request: AlterPartitionRequest,
+        api_version: i16,
+        reply: oneshot::Sender<AlterPartitionResponse>,
+    ) -> Result<(), ZkClientError> {
+        let plan = match alter_partition::plan(&mut self.ctx, &request, api_version) {
+            Ok(plan) => plan,
+            Err(error) => {
+                let _ = reply.send(alter_partition::refused(error));
+                return Ok(());
+            }
+        };
+        let effects = plan.effects.clone();
+        match self.execute(effects).await {
+            Ok(executed) => {
+                let response = alter_partition::response(plan, &mut self.ctx, &executed.failed());
+                let _ = reply.send(response);
+                Ok(())
+            }
+            Err(err) => {
+                let error = match err {
+                    ZkClientError::ControllerMoved { .. } => ResponseError::NotController,
+                    _ => ResponseError::UnknownServerError,
+                };
+                let _ = reply.send(alter_partition::refused(error));
+                Err(err)
+            }
+        }
     }
 
     /// ControlledShutdown (Kafka's `doControlledShutdown`): refuses an unknown broker or a

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{
-    ControlledShutdownRequest, ControlledShutdownResponse, CreatePartitionsRequest,
-    CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
-    DeleteTopicsResponse,
+    AlterPartitionRequest, AlterPartitionResponse, ControlledShutdownRequest,
+    ControlledShutdownResponse, CreatePartitionsRequest, CreatePartitionsResponse,
+    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::debug;
@@ -15,9 +15,9 @@ use tracing::debug;
 use metastore::{SessionState, WatchedEvent};
 use znodes::zk_client::{KafkaWatch, KafkaZkClient};
 
-use crate::admin;
 use crate::event::ControllerEvent;
 use crate::event_loop::EventLoop;
+use crate::{admin, alter_partition};
 use crate::{ControllerConfig, CONTROLLER_QUEUE_CAPACITY};
 
 /// A running controller (active or standby). Cheap to clone.
@@ -113,6 +113,25 @@ impl ControllerHandle {
             api_version,
             reply,
             received: tokio::time::Instant::now(),
+        };
+        self.ask(event, response).await.unwrap_or(fallback)
+    }
+
+    /// Handles AlterPartition from a partition leader (NOT_CONTROLLER unless active).
+    pub async fn alter_partition(
+        &self,
+        request: AlterPartitionRequest,
+        api_version: i16,
+    ) -> AlterPartitionResponse {
+        let fallback = alter_partition::refused(ResponseError::NotController);
+        if !self.is_active() {
+            return fallback;
+        }
+        let (reply, response) = oneshot::channel();
+        let event = ControllerEvent::AlterPartition {
+            request,
+            api_version,
+            reply,
         };
         self.ask(event, response).await.unwrap_or(fallback)
     }

@@ -13,6 +13,7 @@
 //! every controller write is conditional on the controller epoch's znode version.
 
 pub mod admin;
+pub mod alter_partition;
 pub mod channel_manager;
 pub mod context;
 pub mod effect;

@@ -1,40 +1,60 @@
-//! The partitions this broker hosts (Kafka's `ReplicaManager` and `Partition`): the open
+//! The partitions a broker hosts (Kafka's `ReplicaManager` and `Partition`): the open
 //! [`storage::log::Log`] of each, this broker's role (leader or follower, with the leader
-//! epoch and `leader-epoch-checkpoint`), per-partition idempotent-producer state, the high
-//! watermark, and the append notification that wakes long-polling fetches.
+//! epoch), the leader-epoch cache (`leader-epoch-checkpoint`), per-partition
+//! idempotent-producer state, the high watermark, and the append notification that wakes
+//! long-polling fetches and acks=all produces.
 //!
-//! It also owns the per-log-dir `recovery-point-offset-checkpoint` and
-//! `log-start-offset-checkpoint` files (read when a partition opens, written by
-//! [`ReplicaManager::checkpoint`] on a schedule and at clean shutdown), and the `flush.ms`
-//! and retention passes the broker runs on a schedule.
+//! It also owns the per-log-dir `recovery-point-offset-checkpoint`,
+//! `log-start-offset-checkpoint` and `replication-offset-checkpoint` files (read when a
+//! partition opens, written by [`ReplicaManager::checkpoint`] on a schedule and at clean
+//! shutdown), and the `flush.ms` and retention passes the broker runs on a schedule.
 //!
 //! # Replication
 //!
-//! A follower runs one [`fetcher`] task per followed partition: it fetches from the leader
-//! at its log end offset with its broker id as `replica_id` and appends the leader's batches
-//! unchanged (offsets, leader epochs and CRCs kept, so the segment files are identical). The
-//! leader records each follower's log end offset from its fetch offset; the high watermark is
-//! the smallest log end offset among the in-sync replicas the controller set (the leader does
-//! not shrink or expand the ISR itself). Consumers read below the high watermark, ListOffsets
-//! latest answers it, and acks=-1 produces wait for it (`min.insync.replicas` is checked
-//! before appending). With replication factor 1 the high watermark is the log end offset.
-//! A broker that becomes a follower truncates to its high watermark first (checkpointed per
-//! log dir in `replication-offset-checkpoint`), as Kafka did before KIP-101; epoch-based
-//! truncation (OffsetForLeaderEpoch) is not done.
-//! Only the leader serves consumer Fetch, ListOffsets and DeleteRecords; a follower answers
-//! NOT_LEADER_OR_FOLLOWER.
+//! - **Leader.** It tracks each follower's fetch position and last caught-up time
+//!   ([`isr`]); a follower not caught up for `replica.lag.time.max.ms` leaves the ISR and
+//!   one that reaches the high watermark within the current leader epoch joins it. ISR
+//!   changes go to the controller as AlterPartition ([`alter_partition`]); the leader uses a
+//!   new ISR once the controller accepted it (while an expansion is in flight the high
+//!   watermark already waits for the new member). The high watermark is the smallest log end
+//!   over the ISR, never moves backwards, and acks=-1 produces wait for it (below
+//!   `min.insync.replicas`: NOT_ENOUGH_REPLICAS before the append,
+//!   NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank meanwhile). It serves
+//!   OffsetsForLeaderEpoch from its leader-epoch cache ([`leader_epoch`]) and keeps the
+//!   incremental fetch sessions of its fetchers ([`fetch_session`]).
+//! - **Follower.** One fetcher per source broker ([`fetcher`], `num.replica.fetchers` of them)
+//!   carries every partition followed from that broker in one Fetch, in an incremental fetch
+//!   session. A new follower first asks the leader where its latest epoch ends and truncates
+//!   exactly at the divergence point ([`truncation`], KIP-101/KIP-279); the high watermark is
+//!   only used when the leader cannot say. A LeaderAndIsr that keeps the leader and skips no
+//!   epoch never truncates. Fetched batches are appended unchanged (offsets, leader epochs and
+//!   CRCs kept, so the segment files are identical). An append that fails marks only that
+//!   partition failed; it is retried with backoff while the others go on.
+//!
+//! Consumers read below the high watermark, ListOffsets latest answers it. Only the leader
+//! serves consumer Fetch, ListOffsets, DeleteRecords and OffsetsForLeaderEpoch; a follower
+//! answers NOT_LEADER_OR_FOLLOWER, and a request naming an older leader epoch gets
+//! FENCED_LEADER_EPOCH (a newer one UNKNOWN_LEADER_EPOCH).
 //!
 //! Not owned here: the wire protocol (the broker's handlers translate requests and errors),
-//! the partition directories' creation and deletion (`storage::LogManager`), and leadership
-//! decisions (the controller, through LeaderAndIsr).
+//! the partition directories' creation and deletion (`storage::LogManager`), where the
+//! controller is (the broker's [`ControllerChannel`]) and leadership decisions (the
+//! controller, through LeaderAndIsr).
 
+pub mod alter_partition;
+pub mod fetch_session;
 pub mod fetcher;
+pub mod isr;
+pub mod leader_epoch;
 mod partition;
 pub mod producer_state;
+pub mod truncation;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
 use model::TopicPartition;
@@ -45,7 +65,14 @@ use storage::log::LogError;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-pub use partition::{AppendResult, Partition, PartitionConfig, ReadResult, RegionRead, Role};
+pub use alter_partition::ControllerChannel;
+use alter_partition::{AlterIsrItem, AlterIsrResult, AlterPartitionManager};
+use fetch_session::FetchSessionCache;
+use fetcher::{FetcherManager, LeaderEndpoint};
+pub use partition::{
+    AppendResult, FollowerRead, FollowerStart, Partition, PartitionConfig, PartitionLeadership,
+    ReadResult, RegionRead, Role,
+};
 pub use producer_state::SequenceError;
 
 /// Why a data-plane operation on a partition failed. [`ReplicationError::code`] gives the
@@ -61,6 +88,47 @@ pub enum ReplicationError {
     /// A follower-only operation reached the partition's leader.
     #[error("this broker leads {0}; it does not fetch it from another broker")]
     NotFollower(TopicPartition),
+    /// A replica fetch from a broker that does not replicate the partition.
+    #[error("broker {replica_id} is not a replica of {tp}")]
+    NotReplica { tp: TopicPartition, replica_id: i32 },
+    /// The request names an older leader epoch than this broker's.
+    #[error("{tp}: the request's leader epoch {requested} is older than the current {current}")]
+    FencedLeaderEpoch {
+        tp: TopicPartition,
+        requested: i32,
+        current: i32,
+    },
+    /// The request names a newer leader epoch than this broker knows.
+    #[error("{tp}: the request's leader epoch {requested} is newer than the current {current}")]
+    UnknownLeaderEpoch {
+        tp: TopicPartition,
+        requested: i32,
+        current: i32,
+    },
+    /// A LeaderAndIsr with an older (or the same) leader epoch.
+    #[error("{tp}: LeaderAndIsr leader epoch {requested} is not newer than the current {current}")]
+    StaleLeaderEpoch {
+        tp: TopicPartition,
+        requested: i32,
+        current: i32,
+    },
+    /// acks=-1 with fewer in-sync replicas than `min.insync.replicas`; nothing was written.
+    #[error("the ISR of {tp} has {isr} replicas, fewer than min.insync.replicas={min}")]
+    NotEnoughReplicas {
+        tp: TopicPartition,
+        isr: usize,
+        min: i32,
+    },
+    /// acks=-1: written, but the ISR shrank below `min.insync.replicas` meanwhile.
+    #[error("written to {tp}, but its ISR shrank to {isr} replicas, fewer than min.insync.replicas={min}")]
+    NotEnoughReplicasAfterAppend {
+        tp: TopicPartition,
+        isr: usize,
+        min: i32,
+    },
+    /// acks=-1: the in-sync replicas did not catch up within the request's timeout.
+    #[error("the in-sync replicas of {0} did not catch up within the request timeout")]
+    Timeout(TopicPartition),
     /// The record set is malformed, corrupt or of an old message format.
     #[error(transparent)]
     Records(#[from] records::RecordsError),
@@ -91,9 +159,17 @@ impl ReplicationError {
         use records::RecordsError as R;
         match self {
             ReplicationError::UnknownTopicOrPartition(_) => ResponseError::UnknownTopicOrPartition,
-            ReplicationError::NotLeader(_) | ReplicationError::NotFollower(_) => {
-                ResponseError::NotLeaderOrFollower
+            ReplicationError::NotLeader(_)
+            | ReplicationError::NotFollower(_)
+            | ReplicationError::NotReplica { .. } => ResponseError::NotLeaderOrFollower,
+            ReplicationError::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
+            ReplicationError::UnknownLeaderEpoch { .. } => ResponseError::UnknownLeaderEpoch,
+            ReplicationError::StaleLeaderEpoch { .. } => ResponseError::StaleControllerEpoch,
+            ReplicationError::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas,
+            ReplicationError::NotEnoughReplicasAfterAppend { .. } => {
+                ResponseError::NotEnoughReplicasAfterAppend
             }
+            ReplicationError::Timeout(_) => ResponseError::RequestTimedOut,
             ReplicationError::Records(R::UnsupportedMagic { .. }) => {
                 ResponseError::UnsupportedForMessageFormat
             }
@@ -145,12 +221,82 @@ impl ReplicationError {
     }
 }
 
+/// The broker settings replication follows (Kafka's names and defaults).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicationConfig {
+    /// `broker.id`.
+    pub broker_id: i32,
+    /// `replica.lag.time.max.ms`.
+    pub replica_lag_time_max_ms: i64,
+    /// `num.replica.fetchers`: fetchers per source broker.
+    pub num_replica_fetchers: usize,
+    /// `replica.fetch.max.bytes`: per partition.
+    pub replica_fetch_max_bytes: i32,
+    /// `replica.fetch.response.max.bytes`: per fetch.
+    pub replica_fetch_response_max_bytes: i32,
+    /// `replica.fetch.wait.max.ms`.
+    pub replica_fetch_wait_max_ms: i32,
+    /// `replica.fetch.min.bytes`.
+    pub replica_fetch_min_bytes: i32,
+    /// `replica.fetch.backoff.ms`: pause after an error.
+    pub replica_fetch_backoff_ms: u64,
+    /// `replica.socket.timeout.ms`: how long a fetcher waits for an answer (beyond the wait).
+    pub replica_socket_timeout_ms: u64,
+    /// `max.incremental.fetch.session.cache.slots`.
+    pub fetch_session_cache_slots: usize,
+}
+
+impl Default for ReplicationConfig {
+    fn default() -> Self {
+        ReplicationConfig {
+            broker_id: 0,
+            replica_lag_time_max_ms: 30_000,
+            num_replica_fetchers: 1,
+            replica_fetch_max_bytes: 1024 * 1024,
+            replica_fetch_response_max_bytes: 10 * 1024 * 1024,
+            replica_fetch_wait_max_ms: 500,
+            replica_fetch_min_bytes: 1,
+            replica_fetch_backoff_ms: 1_000,
+            replica_socket_timeout_ms: 30_000,
+            fetch_session_cache_slots: 1_000,
+        }
+    }
+}
+
+/// What a LeaderAndIsr did to a partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transition {
+    /// This broker leads it now.
+    BecameLeader,
+    /// This broker follows it now (and fetches it).
+    BecameFollower,
+    /// Same leader epoch: at most the ISR changed.
+    SameEpoch,
+}
+
+/// ISR change and fetcher counters (tests, metrics).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReplicationStats {
+    /// ISR shrinks the controller accepted.
+    pub isr_shrinks: u64,
+    /// ISR expansions the controller accepted.
+    pub isr_expands: u64,
+    /// Follower appends that failed.
+    pub failed_appends: u64,
+    /// Running fetchers.
+    pub fetchers: usize,
+    /// Partitions being fetched.
+    pub fetched_partitions: usize,
+    /// Fetched partitions marked failed (retrying with backoff, or fenced).
+    pub failed_partitions: usize,
+}
+
 /// Kafka's marker of a clean shutdown, written in each log directory after every log was
 /// flushed and checkpointed; removed at start so that only that one start trusts it.
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 
 /// Kafka's per-dir checkpoint of high watermarks (same format as the other offset
-/// checkpoints). A follower truncates to its high watermark before fetching from a leader.
+/// checkpoints). A follower falls back to it when the leader cannot place its epochs.
 pub const REPLICATION_OFFSET_CHECKPOINT: &str = "replication-offset-checkpoint";
 
 /// What the checkpoints of a log directory said about a partition at startup.
@@ -171,17 +317,29 @@ pub struct ReplicaManager {
 
 #[derive(Debug)]
 struct Inner {
+    config: ReplicationConfig,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
     /// Checkpointed state found at startup, by partition.
     checkpointed: RwLock<HashMap<TopicPartition, Checkpointed>>,
-    /// Bumped after every append; long-polling fetches wait on it.
+    /// Bumped after every append and high watermark move; long polls and acks=-1 wait on it.
     appended: watch::Sender<u64>,
+    alter_partition: Arc<AlterPartitionManager>,
+    fetchers: FetcherManager,
+    fetch_sessions: FetchSessionCache,
+    /// The background tasks started by [`ReplicaManager::start`].
+    tasks: Mutex<Vec<tokio::task::AbortHandle>>,
+    isr_shrinks: AtomicU64,
+    isr_expands: AtomicU64,
+    failed_appends: AtomicU64,
 }
 
 impl ReplicaManager {
-    /// Reads the recovery-point and log-start-offset checkpoints of every log directory;
-    /// partitions open later with these values.
-    pub fn new(log_dirs: &[PathBuf]) -> Result<ReplicaManager, ReplicationError> {
+    /// Reads the recovery-point, log-start-offset and high-watermark checkpoints of every log
+    /// directory; partitions open later with these values.
+    pub fn new(
+        log_dirs: &[PathBuf],
+        config: ReplicationConfig,
+    ) -> Result<ReplicaManager, ReplicationError> {
         let mut checkpointed = HashMap::new();
         for dir in log_dirs {
             let recovery = read_offsets(&dir.join(RECOVERY_POINT_CHECKPOINT))?;
@@ -210,31 +368,127 @@ impl ReplicaManager {
                 );
             }
         }
+        let fetch_sessions = FetchSessionCache::new(config.fetch_session_cache_slots);
         Ok(ReplicaManager {
             inner: Arc::new(Inner {
+                fetchers: FetcherManager::new(config.clone()),
+                config,
                 partitions: RwLock::new(HashMap::new()),
                 checkpointed: RwLock::new(checkpointed),
                 appended: watch::channel(0).0,
+                alter_partition: Arc::default(),
+                fetch_sessions,
+                tasks: Mutex::new(Vec::new()),
+                isr_shrinks: AtomicU64::new(0),
+                isr_expands: AtomicU64::new(0),
+                failed_appends: AtomicU64::new(0),
             }),
         })
     }
 
-    /// Opens the partition's log in `dir` if it is not open yet, and records `role`
-    /// (LeaderAndIsr). Returns the partition.
-    pub fn become_replica(
+    /// Starts the AlterPartition sender (to the controller `channel` finds) and the periodic
+    /// ISR check (every half `replica.lag.time.max.ms`, as Kafka). Must run inside a Tokio
+    /// runtime; [`ReplicaManager::shutdown`] stops them.
+    pub fn start(&self, channel: Arc<dyn ControllerChannel>) {
+        let sender = tokio::spawn(alter_partition::send_loop(
+            self.clone(),
+            Arc::clone(&self.inner.alter_partition),
+            channel,
+            self.inner.config.broker_id,
+        ));
+        let rm = self.clone();
+        let period =
+            Duration::from_millis((self.inner.config.replica_lag_time_max_ms / 2).max(1) as u64);
+        let expiration = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                rm.maybe_shrink_isrs(now_ms());
+            }
+        });
+        let mut tasks = self.inner.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        tasks.push(sender.abort_handle());
+        tasks.push(expiration.abort_handle());
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ReplicationConfig {
+        &self.inner.config
+    }
+
+    /// The leader's fetch session cache.
+    pub fn fetch_sessions(&self) -> &FetchSessionCache {
+        &self.inner.fetch_sessions
+    }
+
+    /// Applies one partition's LeaderAndIsr (Kafka's `becomeLeaderOrFollower`): opens the log
+    /// in `dir` if needed, then becomes leader (no fetching) or follower (fetching from
+    /// `leader`, after finding the divergence point unless the leader stayed and no epoch was
+    /// missed). The same leader epoch changes at most the ISR (when the partition epoch is
+    /// newer) and answers STALE_CONTROLLER_EPOCH otherwise, as does an older one.
+    pub fn become_leader_or_follower(
         &self,
         tp: &TopicPartition,
         dir: &Path,
         config: PartitionConfig,
-        role: Role,
+        leadership: &PartitionLeadership,
+        leader: Option<LeaderEndpoint>,
+        now_ms: i64,
+    ) -> Result<Transition, ReplicationError> {
+        let partition = self.open_partition(tp, dir, config.clone(), now_ms)?;
+        partition.set_config(config);
+        let current = partition.leader_epoch();
+        if partition.role().is_some() && leadership.leader_epoch <= current {
+            if leadership.leader_epoch == current {
+                if let Some(moved) = partition.adopt_same_epoch(leadership, now_ms) {
+                    self.inner.alter_partition.clear_pending(tp);
+                    if moved {
+                        self.notify_appended();
+                    }
+                    return Ok(Transition::SameEpoch);
+                }
+            }
+            return Err(ReplicationError::StaleLeaderEpoch {
+                tp: tp.clone(),
+                requested: leadership.leader_epoch,
+                current,
+            });
+        }
+        let local = self.inner.config.broker_id;
+        self.inner.alter_partition.clear_pending(tp);
+        if leadership.leader == local {
+            self.inner.fetchers.remove(tp);
+            let moved = partition.make_leader(leadership, now_ms)?;
+            // Waiting produces and fetches learn the new role either way.
+            let _ = moved;
+            self.notify_appended();
+            return Ok(Transition::BecameLeader);
+        }
+        let start = partition.make_follower(leadership)?;
+        self.notify_appended();
+        match leader {
+            Some(endpoint) => {
+                self.inner
+                    .fetchers
+                    .add(self, &partition, endpoint, leadership.leader_epoch, start);
+            }
+            None => {
+                warn!(%tp, leader = leadership.leader, "no endpoint for the leader; not fetching");
+                self.inner.fetchers.remove(tp);
+            }
+        }
+        Ok(Transition::BecameFollower)
+    }
+
+    fn open_partition(
+        &self,
+        tp: &TopicPartition,
+        dir: &Path,
+        config: PartitionConfig,
         now_ms: i64,
     ) -> Result<Arc<Partition>, ReplicationError> {
         if let Some(p) = self.get(tp) {
-            p.set_config(config);
-            p.set_role(role)?;
-            if matches!(role, Role::Leader { .. }) {
-                p.stop_fetcher();
-            }
             return Ok(p);
         }
         let checkpointed = self
@@ -260,7 +514,8 @@ impl ReplicaManager {
             },
             checkpointed.log_start_offset,
             checkpointed.high_watermark,
-            role,
+            self.inner.config.broker_id,
+            self.inner.config.replica_lag_time_max_ms,
             now_ms,
         )?);
         let mut partitions = self.write();
@@ -273,9 +528,10 @@ impl ReplicaManager {
     /// Closes the partition's log (StopReplica), fsyncing unflushed data unless the log is
     /// about to be deleted. Returns whether it was open.
     pub fn stop_replica(&self, tp: &TopicPartition, deleting: bool) -> bool {
+        self.inner.fetchers.remove(tp);
+        self.inner.alter_partition.clear_pending(tp);
         let removed = self.write().remove(tp);
         if let Some(partition) = &removed {
-            partition.stop_fetcher();
             if !deleting {
                 if let Err(err) = partition.flush() {
                     warn!(%tp, error = %err, "could not flush a closing log");
@@ -321,59 +577,143 @@ impl ReplicaManager {
         }
     }
 
-    /// Appends to a partition this broker leads and wakes waiting fetches.
+    /// Appends to a partition this broker leads (see [`Partition::append`]) and wakes waiting
+    /// fetches.
     pub fn append(
         &self,
         tp: &TopicPartition,
         records: &mut [u8],
+        required_acks: i16,
         now_ms: i64,
     ) -> Result<AppendResult, ReplicationError> {
-        let result = self.partition(tp)?.append(records, now_ms)?;
+        let (result, _) = self.partition(tp)?.append(records, required_acks, now_ms)?;
         if !result.duplicate {
             self.notify_appended();
         }
         Ok(result)
     }
 
-    /// A follower's fetch: see [`Partition::read_for_follower`]. Wakes waiting produces and
-    /// fetches when the high watermark moved.
+    /// A follower's fetch: see [`Partition::read_for_follower`]. Sends a proposed ISR
+    /// expansion and wakes waiting produces and fetches when the high watermark moved.
     pub fn read_for_follower(
         &self,
         tp: &TopicPartition,
         replica_id: i32,
         offset: i64,
         max_bytes: usize,
+        current_leader_epoch: i32,
+        now_ms: i64,
     ) -> Result<ReadResult, ReplicationError> {
-        let (read, moved) = self
-            .partition(tp)?
-            .read_for_follower(replica_id, offset, max_bytes)?;
-        if moved {
+        let read = self.partition(tp)?.read_for_follower(
+            replica_id,
+            offset,
+            max_bytes,
+            current_leader_epoch,
+            now_ms,
+        )?;
+        if let Some(item) = read.expand {
+            self.inner.alter_partition.submit(item);
+        }
+        if read.high_watermark_moved {
             self.notify_appended();
         }
-        Ok(read)
+        Ok(read.read)
     }
 
-    /// Waits until `tp`'s high watermark reaches `offset` (acks=-1), at most until
-    /// `deadline`. Returns whether it did.
-    pub async fn wait_for_high_watermark(
+    /// Waits until the in-sync replicas have `tp` up to `offset` (acks=-1), at most until
+    /// `deadline`: see [`Partition::check_enough_replicas_reach`]; REQUEST_TIMED_OUT after
+    /// the deadline.
+    pub async fn wait_for_acks(
         &self,
         tp: &TopicPartition,
         offset: i64,
         deadline: tokio::time::Instant,
-    ) -> bool {
+    ) -> Result<(), ReplicationError> {
         let mut changes = self.subscribe_appends();
         loop {
             changes.borrow_and_update();
-            match self.get(tp) {
-                Some(p) if p.high_watermark() >= offset => return true,
-                Some(_) => {}
-                None => return false,
+            let partition = self
+                .get(tp)
+                .ok_or_else(|| ReplicationError::NotLeader(tp.clone()))?;
+            if partition.check_enough_replicas_reach(offset)? {
+                return Ok(());
             }
             match tokio::time::timeout_at(deadline, changes.changed()).await {
                 Ok(Ok(())) => continue,
-                _ => return self.get(tp).is_some_and(|p| p.high_watermark() >= offset),
+                _ => {
+                    let partition = self
+                        .get(tp)
+                        .ok_or_else(|| ReplicationError::NotLeader(tp.clone()))?;
+                    return match partition.check_enough_replicas_reach(offset)? {
+                        true => Ok(()),
+                        false => Err(ReplicationError::Timeout(tp.clone())),
+                    };
+                }
             }
         }
+    }
+
+    /// One pass of the ISR check over every partition this broker leads.
+    pub fn maybe_shrink_isrs(&self, now_ms: i64) {
+        for p in self.partitions() {
+            if let Some(item) = p.maybe_shrink_isr(now_ms) {
+                self.inner.alter_partition.submit(item);
+            }
+        }
+    }
+
+    /// The ISR changes waiting for the controller.
+    pub fn pending_isr_changes(&self) -> Vec<AlterIsrItem> {
+        self.inner.alter_partition.pending()
+    }
+
+    /// Hands the controller's answer to the partition that proposed `item`.
+    pub(crate) fn on_alter_partition_answer(
+        &self,
+        item: &AlterIsrItem,
+        answer: Result<AlterIsrResult, ResponseError>,
+    ) {
+        let Some(partition) = self.get(&item.tp) else {
+            return;
+        };
+        let outcome = partition.on_alter_partition_answer(item, answer, now_ms());
+        match outcome.committed {
+            Some(partition::IsrChange::Shrink) => {
+                self.inner.isr_shrinks.fetch_add(1, Ordering::Relaxed);
+            }
+            Some(partition::IsrChange::Expand) => {
+                self.inner.isr_expands.fetch_add(1, Ordering::Relaxed);
+            }
+            None => {}
+        }
+        if let Some(again) = outcome.resubmit {
+            self.inner.alter_partition.submit(again);
+        }
+        if outcome.high_watermark_moved {
+            self.notify_appended();
+        }
+    }
+
+    /// Counters of ISR changes and fetchers.
+    pub fn stats(&self) -> ReplicationStats {
+        let fetchers = self.inner.fetchers.stats();
+        ReplicationStats {
+            isr_shrinks: self.inner.isr_shrinks.load(Ordering::Relaxed),
+            isr_expands: self.inner.isr_expands.load(Ordering::Relaxed),
+            failed_appends: self.inner.failed_appends.load(Ordering::Relaxed),
+            fetchers: fetchers.0,
+            fetched_partitions: fetchers.1,
+            failed_partitions: fetchers.2,
+        }
+    }
+
+    /// The fetch state of a followed partition (tests and diagnostics).
+    pub fn fetch_state(&self, tp: &TopicPartition) -> Option<fetcher::FetchStateView> {
+        self.inner.fetchers.state_of(tp)
+    }
+
+    pub(crate) fn count_failed_append(&self) {
+        self.inner.failed_appends.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Tells waiting fetches that data was appended somewhere.
@@ -455,8 +795,15 @@ impl ReplicaManager {
     /// so the next start opens the logs without rescanning them.
     pub fn shutdown(&self, log_dirs: &[PathBuf]) -> Result<(), ReplicationError> {
         // No follower may append while the logs are flushed for the last time.
-        for p in self.partitions() {
-            p.stop_fetcher();
+        self.inner.fetchers.shutdown();
+        for task in self
+            .inner
+            .tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
+            task.abort();
         }
         for p in self.partitions() {
             p.flush()?;
@@ -483,6 +830,13 @@ impl ReplicaManager {
             .write()
             .unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 #[cfg(test)]

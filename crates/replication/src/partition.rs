@@ -1,15 +1,22 @@
-//! One hosted partition: its open [`Log`], its producer state, and this broker's role.
+//! One hosted partition: its open [`Log`], its producer state, its leader-epoch cache, this
+//! broker's role and, as leader, the ISR and each follower's fetch state.
+//!
+//! Every method takes the partition's lock once and leaves the state consistent; proposed ISR
+//! changes come back as [`AlterIsrItem`]s for the caller to hand to the AlterPartition sender
+//! (after the lock is released).
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
 use model::TopicPartition;
 use records::BatchHeader;
-use storage::checkpoint::{read_leader_epochs, write_leader_epochs, LEADER_EPOCH_CHECKPOINT};
 use storage::log::{Log, LogConfig, LogError};
 use tracing::{info, warn};
 
+use crate::alter_partition::{AlterIsrItem, AlterIsrResult};
+use crate::isr::{self, IsrState, RemoteReplica};
+use crate::leader_epoch::LeaderEpochCache;
 use crate::producer_state::{ProducerStateMap, SequenceCheck};
 use crate::ReplicationError;
 
@@ -86,44 +93,189 @@ impl Role {
     }
 }
 
+/// A partition's leadership as a LeaderAndIsr request states it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionLeadership {
+    /// The leader's broker id.
+    pub leader: i32,
+    /// The leader epoch.
+    pub leader_epoch: i32,
+    /// The in-sync replicas.
+    pub isr: Vec<i32>,
+    /// The state znode's version (the partition epoch).
+    pub partition_epoch: i32,
+    /// Every replica, in assignment order.
+    pub replicas: Vec<i32>,
+}
+
+/// What a follower transition means for the fetcher.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FollowerStart {
+    /// Same leader and no epoch missed: keep fetching where the log ends, no truncation.
+    Continue,
+    /// A new leader (or missed epochs): find the divergence point first.
+    Truncate,
+}
+
+/// A leader's read for one of its followers, and what it changed.
+#[derive(Debug)]
+pub struct FollowerRead {
+    /// What was read.
+    pub read: ReadResult,
+    /// Whether the high watermark moved (wake waiting produces and fetches).
+    pub high_watermark_moved: bool,
+    /// An ISR expansion to send to the controller.
+    pub expand: Option<AlterIsrItem>,
+}
+
+/// An ISR change the controller accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IsrChange {
+    /// A follower joined.
+    Expand,
+    /// Followers left.
+    Shrink,
+}
+
+/// What the controller's answer to an ISR change did.
+#[derive(Debug, Default)]
+pub struct AnswerOutcome {
+    /// The change the controller accepted, if it did.
+    pub committed: Option<IsrChange>,
+    /// Whether the high watermark moved.
+    pub high_watermark_moved: bool,
+    /// Send this change again (a retriable error).
+    pub resubmit: Option<AlterIsrItem>,
+}
+
 #[derive(Debug)]
 pub(crate) struct PartitionState {
     pub(crate) log: Log,
     pub(crate) config: PartitionConfig,
     pub(crate) producers: ProducerStateMap,
-    pub(crate) role: Role,
-    /// (epoch, start offset) pairs, as in `leader-epoch-checkpoint`.
-    leader_epochs: Vec<(i32, i64)>,
+    /// `None` until the first LeaderAndIsr.
+    role: Option<Role>,
+    epochs: LeaderEpochCache,
     pub(crate) last_flush_ms: i64,
-    /// This broker's id and the in-sync replicas the controller set (empty until known:
-    /// this broker alone).
-    local_id: i32,
-    isr: Vec<i32>,
-    /// As leader: each follower's log end offset, from its last fetch.
-    replica_leos: HashMap<i32, i64>,
     high_watermark: i64,
+    /// The leader the last LeaderAndIsr named (-1 before the first).
+    leader_id: i32,
+    /// Every replica, in assignment order.
+    replicas: Vec<i32>,
+    /// As leader: the ISR (committed or with a change in flight). Empty on a follower.
+    isr: IsrState,
+    /// The partition epoch (state znode version) this broker knows.
+    partition_epoch: i32,
+    /// As leader: the log end when this broker took over at the current epoch.
+    leader_epoch_start_offset: Option<i64>,
+    /// As leader: each follower's fetch state.
+    remotes: BTreeMap<i32, RemoteReplica>,
+    next_proposal: u64,
 }
 
 impl PartitionState {
-    /// Moves the leader's high watermark to the smallest log end offset of the in-sync
-    /// replicas (never backwards). Returns whether it moved.
-    fn update_high_watermark(&mut self) -> bool {
-        let leo = self.log.log_end_offset();
-        let mut hw = leo;
-        for replica in self.isr.iter().filter(|r| **r != self.local_id) {
-            hw = hw.min(self.replica_leos.get(replica).copied().unwrap_or(0));
-        }
-        let hw = hw.max(self.high_watermark).min(leo);
-        let moved = hw != self.high_watermark;
-        self.high_watermark = hw;
-        moved
+    fn leader_epoch(&self) -> i32 {
+        self.role.map_or(-1, Role::leader_epoch)
     }
 
-    fn leader_epoch_if_leader(&self, tp: &TopicPartition) -> Result<i32, ReplicationError> {
+    fn is_leader(&self) -> bool {
+        matches!(self.role, Some(Role::Leader { .. }))
+    }
+
+    /// The current leader epoch if this broker leads, checked against the epoch a request
+    /// names (`-1`: not checked): FENCED_LEADER_EPOCH when older, UNKNOWN_LEADER_EPOCH when
+    /// newer, NOT_LEADER_OR_FOLLOWER on a follower.
+    fn leader_epoch_checked(
+        &self,
+        tp: &TopicPartition,
+        current_leader_epoch: i32,
+    ) -> Result<i32, ReplicationError> {
+        self.check_epoch(tp, current_leader_epoch)?;
         match self.role {
-            Role::Leader { leader_epoch } => Ok(leader_epoch),
-            Role::Follower { .. } => Err(ReplicationError::NotLeader(tp.clone())),
+            Some(Role::Leader { leader_epoch }) => Ok(leader_epoch),
+            _ => Err(ReplicationError::NotLeader(tp.clone())),
         }
+    }
+
+    fn check_epoch(&self, tp: &TopicPartition, requested: i32) -> Result<(), ReplicationError> {
+        if requested < 0 {
+            return Ok(());
+        }
+        let current = self.leader_epoch();
+        if requested < current {
+            return Err(ReplicationError::FencedLeaderEpoch {
+                tp: tp.clone(),
+                requested,
+                current,
+            });
+        }
+        if requested > current {
+            return Err(ReplicationError::UnknownLeaderEpoch {
+                tp: tp.clone(),
+                requested,
+                current,
+            });
+        }
+        Ok(())
+    }
+
+    /// Moves the leader's high watermark as far as the ISR allows (never backwards).
+    /// Returns whether it moved.
+    fn update_high_watermark(&mut self, local_id: i32, now_ms: i64, lag_ms: i64) -> bool {
+        let leo = self.log.log_end_offset();
+        let candidate =
+            isr::high_watermark_candidate(&self.isr, local_id, &self.remotes, leo, now_ms, lag_ms);
+        let hw = candidate.min(leo);
+        if hw > self.high_watermark {
+            self.high_watermark = hw;
+            return true;
+        }
+        false
+    }
+
+    /// Proposes `next` as the ISR state and returns the item to send.
+    fn propose(&mut self, tp: &TopicPartition, next: IsrState) -> AlterIsrItem {
+        let item = AlterIsrItem {
+            tp: tp.clone(),
+            leader_epoch: self.leader_epoch(),
+            new_isr: next.proposed_isr(),
+            partition_epoch: self.partition_epoch,
+            proposal: next.proposal().unwrap_or_default(),
+        };
+        self.isr = next;
+        item
+    }
+
+    fn next_proposal(&mut self) -> u64 {
+        self.next_proposal += 1;
+        self.next_proposal
+    }
+
+    /// Rebuilds the remote replicas for the assignment `replicas`, keeping the fetch state of
+    /// those kept when `keep_known`.
+    fn set_replicas(&mut self, local_id: i32, replicas: &[i32], keep_known: bool) {
+        let old = std::mem::take(&mut self.remotes);
+        for &id in replicas.iter().filter(|&&id| id != local_id) {
+            let remote = match old.get(&id) {
+                Some(known) if keep_known => *known,
+                _ => RemoteReplica::unknown(),
+            };
+            self.remotes.insert(id, remote);
+        }
+        self.replicas = replicas.to_vec();
+    }
+
+    /// After the log lost its tail: the epochs, producers and high watermark follow.
+    fn after_truncation(&mut self, tp: &TopicPartition) -> Result<(), ReplicationError> {
+        let end = self.log.log_end_offset();
+        self.epochs.truncate_from_end(end)?;
+        self.producers = rebuild_producer_state(&self.log)?;
+        if self.high_watermark > end {
+            info!(%tp, high_watermark = self.high_watermark, log_end_offset = end,
+                "truncated below the high watermark");
+        }
+        self.high_watermark = self.high_watermark.min(end);
+        Ok(())
     }
 }
 
@@ -131,15 +283,18 @@ impl PartitionState {
 #[derive(Debug)]
 pub struct Partition {
     tp: TopicPartition,
+    /// This broker's id.
+    local_id: i32,
+    /// `replica.lag.time.max.ms`.
+    lag_time_max_ms: i64,
     state: Mutex<PartitionState>,
-    /// The follower fetcher task, while this broker follows.
-    pub(crate) fetcher: Mutex<Option<tokio::task::AbortHandle>>,
 }
 
 impl Partition {
-    /// Opens (or creates) the log in `dir` and rebuilds the producer state from its batches.
-    /// `recovery_point` is `None` after a clean shutdown (nothing is rescanned);
-    /// `high_watermark` is the checkpointed one (a follower truncates to it).
+    /// Opens (or creates) the log in `dir`, reads its leader-epoch checkpoint and rebuilds
+    /// the producer state from its batches. `recovery_point` is `None` after a clean shutdown
+    /// (nothing is rescanned); `high_watermark` is the checkpointed one. The partition has no
+    /// role until [`Partition::make_leader`] or [`Partition::make_follower`].
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn open(
         tp: TopicPartition,
@@ -148,7 +303,8 @@ impl Partition {
         recovery_point: Option<i64>,
         log_start_offset: i64,
         high_watermark: i64,
-        role: Role,
+        local_id: i32,
+        lag_time_max_ms: i64,
         now_ms: i64,
     ) -> Result<Partition, ReplicationError> {
         let log = match recovery_point {
@@ -156,28 +312,32 @@ impl Partition {
             None => Log::open_clean(dir, config.log.clone(), log_start_offset)?,
         };
         let producers = rebuild_producer_state(&log)?;
-        let leader_epochs = read_leader_epochs(&dir.join(LEADER_EPOCH_CHECKPOINT))?;
-        let partition = Partition {
+        let mut epochs = LeaderEpochCache::open(dir)?;
+        // The log may have lost a torn tail at recovery, or been cut by retention.
+        epochs.truncate_from_end(log.log_end_offset())?;
+        epochs.truncate_from_start(log.log_start_offset())?;
+        let high_watermark = high_watermark.clamp(log.log_start_offset(), log.log_end_offset());
+        Ok(Partition {
             tp,
+            local_id,
+            lag_time_max_ms,
             state: Mutex::new(PartitionState {
                 log,
                 config,
                 producers,
-                // Not a real role: the first set_role below always applies its role.
-                role: Role::Follower {
-                    leader_epoch: i32::MIN,
-                },
-                leader_epochs,
+                role: None,
+                epochs,
                 last_flush_ms: now_ms,
-                local_id: -1,
-                isr: Vec::new(),
-                replica_leos: HashMap::new(),
                 high_watermark,
+                leader_id: -1,
+                replicas: Vec::new(),
+                isr: IsrState::Committed { isr: Vec::new() },
+                partition_epoch: -1,
+                leader_epoch_start_offset: None,
+                remotes: BTreeMap::new(),
+                next_proposal: 0,
             }),
-            fetcher: Mutex::new(None),
-        };
-        partition.set_role(role)?;
-        Ok(partition)
+        })
     }
 
     /// The partition.
@@ -191,44 +351,114 @@ impl Partition {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The current role.
-    pub fn role(&self) -> Role {
+    /// The current role (`None` before the first LeaderAndIsr).
+    pub fn role(&self) -> Option<Role> {
         self.lock().role
     }
 
-    /// Records a new role; a new leader epoch is appended to `leader-epoch-checkpoint` with
-    /// the log end offset as its start. A broker that becomes a follower (or follows a new
-    /// leader) first truncates its log to its high watermark, as Kafka did before KIP-101:
-    /// what lies above may be missing on the new leader, and the fetcher copies back what is
-    /// not.
-    pub(crate) fn set_role(&self, role: Role) -> Result<(), ReplicationError> {
+    /// The current leader epoch (-1 before the first LeaderAndIsr).
+    pub fn leader_epoch(&self) -> i32 {
+        self.lock().leader_epoch()
+    }
+
+    /// The leader the last LeaderAndIsr named (-1 before the first).
+    pub fn leader_id(&self) -> i32 {
+        self.lock().leader_id
+    }
+
+    /// The partition epoch (state znode version) this broker knows.
+    pub fn partition_epoch(&self) -> i32 {
+        self.lock().partition_epoch
+    }
+
+    /// Becomes (or stays) leader at `l.leader_epoch` (Kafka's `makeLeader`): the epoch starts
+    /// at the log end in `leader-epoch-checkpoint`, the ISR is the controller's, and every
+    /// follower's lag clock restarts (in-sync ones count as caught up now). Returns whether
+    /// the high watermark moved.
+    pub(crate) fn make_leader(
+        &self,
+        l: &PartitionLeadership,
+        now_ms: i64,
+    ) -> Result<bool, ReplicationError> {
         let mut state = self.lock();
+        let was_leader = state.is_leader();
         let leo = state.log.log_end_offset();
-        state.high_watermark = state.high_watermark.min(leo);
-        if state.role != role {
-            state.replica_leos.clear();
-            if matches!(role, Role::Follower { .. }) && state.high_watermark < leo {
-                let hw = state.high_watermark;
-                let end = state.log.truncate_to(hw)?;
-                info!(tp = %self.tp, high_watermark = hw, old_end = leo, new_end = end,
-                    "truncated to the high watermark to follow a new leader");
-                state.producers = rebuild_producer_state(&state.log)?;
-                state.leader_epochs.retain(|&(_, start)| start <= end);
-                state.high_watermark = state.high_watermark.min(end);
+        state.epochs.assign(l.leader_epoch, leo)?;
+        info!(target: "state_change", tp = %self.tp, leader_epoch = l.leader_epoch,
+            previous_epoch = state.leader_epoch(), start_offset = leo,
+            high_watermark = state.high_watermark, isr = ?l.isr, "leader starts at a new epoch");
+        state.role = Some(Role::Leader {
+            leader_epoch: l.leader_epoch,
+        });
+        state.leader_id = self.local_id;
+        state.partition_epoch = l.partition_epoch;
+        state.leader_epoch_start_offset = Some(leo);
+        state.isr = IsrState::Committed { isr: l.isr.clone() };
+        state.set_replicas(self.local_id, &l.replicas, was_leader);
+        for (id, remote) in state.remotes.iter_mut() {
+            remote.reset(leo, now_ms, l.isr.contains(id));
+        }
+        Ok(state.update_high_watermark(self.local_id, now_ms, self.lag_time_max_ms))
+    }
+
+    /// Becomes (or stays) a follower of `l.leader` (Kafka's `makeFollower`). Nothing is
+    /// truncated here: the fetcher finds the divergence point with the leader first, unless
+    /// the leader is the same and no epoch was missed.
+    pub(crate) fn make_follower(
+        &self,
+        l: &PartitionLeadership,
+    ) -> Result<FollowerStart, ReplicationError> {
+        let mut state = self.lock();
+        let previous = state.role;
+        let continuous = matches!(previous, Some(Role::Follower { leader_epoch })
+            if state.leader_id == l.leader
+                && (l.leader_epoch == leader_epoch || l.leader_epoch == leader_epoch + 1));
+        info!(target: "state_change", tp = %self.tp, leader = l.leader,
+            leader_epoch = l.leader_epoch, previous_epoch = state.leader_epoch(),
+            log_end_offset = state.log.log_end_offset(), high_watermark = state.high_watermark,
+            "follower starts at a new epoch");
+        state.role = Some(Role::Follower {
+            leader_epoch: l.leader_epoch,
+        });
+        state.leader_id = l.leader;
+        state.partition_epoch = l.partition_epoch;
+        state.leader_epoch_start_offset = None;
+        state.isr = IsrState::Committed { isr: Vec::new() };
+        state.remotes.clear();
+        state.replicas = l.replicas.clone();
+        Ok(if continuous {
+            FollowerStart::Continue
+        } else {
+            FollowerStart::Truncate
+        })
+    }
+
+    /// A LeaderAndIsr at the current leader epoch: a leader adopts its ISR when its partition
+    /// epoch is newer (the controller changed the ISR itself). Never truncates, never touches
+    /// the fetcher. Returns `Some(high watermark moved)` when adopted, `None` when stale.
+    pub(crate) fn adopt_same_epoch(&self, l: &PartitionLeadership, now_ms: i64) -> Option<bool> {
+        let mut state = self.lock();
+        if l.partition_epoch <= state.partition_epoch {
+            return None;
+        }
+        state.partition_epoch = l.partition_epoch;
+        state.replicas = l.replicas.clone();
+        if !state.is_leader() {
+            return Some(false);
+        }
+        info!(tp = %self.tp, isr = ?l.isr, partition_epoch = l.partition_epoch,
+            "took the controller's ISR at the same leader epoch");
+        state.isr = IsrState::Committed { isr: l.isr.clone() };
+        let leo = state.log.log_end_offset();
+        let (local_id, replicas) = (self.local_id, l.replicas.clone());
+        state.set_replicas(local_id, &replicas, true);
+        for id in &l.isr {
+            if let Some(remote) = state.remotes.get_mut(id) {
+                remote.last_caught_up_ms = remote.last_caught_up_ms.max(now_ms);
+                remote.last_fetch_leader_log_end_offset = leo;
             }
         }
-        state.role = role;
-        if matches!(role, Role::Leader { .. }) {
-            state.update_high_watermark();
-        }
-        let epoch = role.leader_epoch();
-        if state.leader_epochs.last().is_none_or(|&(e, _)| e < epoch) {
-            let start = state.log.log_end_offset();
-            state.leader_epochs.push((epoch, start));
-            let path = state.log.dir().join(LEADER_EPOCH_CHECKPOINT);
-            write_leader_epochs(&path, &state.leader_epochs)?;
-        }
-        Ok(())
+        Some(state.update_high_watermark(self.local_id, now_ms, self.lag_time_max_ms))
     }
 
     /// Applies changed topic settings.
@@ -242,12 +472,15 @@ impl Partition {
     }
 
     /// Appends a produce request's record set as the leader, with Kafka's idempotent-producer
-    /// checks; the whole request is refused when any batch is.
+    /// checks; the whole request is refused when any batch is. With `required_acks` -1 the ISR
+    /// must hold at least `min.insync.replicas` (NOT_ENOUGH_REPLICAS, nothing written).
+    /// Returns the result and whether the high watermark moved.
     pub fn append(
         &self,
         records: &mut [u8],
+        required_acks: i16,
         now_ms: i64,
-    ) -> Result<AppendResult, ReplicationError> {
+    ) -> Result<(AppendResult, bool), ReplicationError> {
         // Every record is checked (compressed batches decoded) before the lock is taken;
         // the result is the producer's bytes or, where Kafka rebuilds a batch, a new one.
         let policy = self.lock().config.log.produce_policy(now_ms);
@@ -260,7 +493,18 @@ impl Partition {
             }
         };
         let mut state = self.lock();
-        let leader_epoch = state.leader_epoch_if_leader(&self.tp)?;
+        let leader_epoch = state.leader_epoch_checked(&self.tp, -1)?;
+        if required_acks == -1 {
+            let isr = state.isr.isr().len();
+            let min = state.config.min_insync_replicas;
+            if (isr as i64) < i64::from(min) {
+                return Err(ReplicationError::NotEnoughReplicas {
+                    tp: self.tp.clone(),
+                    isr,
+                    min,
+                });
+            }
+        }
         // Check every batch against the state as it will be after the batches before it.
         let mut staged = state.producers.clone();
         let has_producer = batches.iter().any(|b| b.header.has_producer_id());
@@ -272,13 +516,14 @@ impl Partition {
                         first_offset,
                         last_offset,
                     } => {
-                        return Ok(AppendResult {
+                        let result = AppendResult {
                             base_offset: first_offset,
                             last_offset,
                             log_append_time_ms: -1,
                             log_start_offset: state.log.log_start_offset(),
                             duplicate: true,
-                        });
+                        };
+                        return Ok((result, false));
                     }
                     SequenceCheck::Append => {
                         let last = next + i64::from(batch.header.last_offset_delta);
@@ -294,22 +539,56 @@ impl Partition {
         if has_producer {
             state.producers = staged;
         }
-        state.update_high_watermark();
-        Ok(AppendResult {
+        state.epochs.assign(leader_epoch, info.first_offset)?;
+        let moved = state.update_high_watermark(self.local_id, now_ms, self.lag_time_max_ms);
+        let result = AppendResult {
             base_offset: info.first_offset,
             last_offset: info.last_offset,
             log_append_time_ms: info.log_append_time_ms.unwrap_or(-1),
             log_start_offset: state.log.log_start_offset(),
             duplicate: false,
-        })
+        };
+        Ok((result, moved))
+    }
+
+    /// acks=-1: `Ok(true)` once the high watermark reached `required_offset` with enough
+    /// replicas in the (maximal) ISR, `Ok(false)` while it has not, NOT_ENOUGH_REPLICAS_AFTER_
+    /// APPEND when it did but the ISR shrank below `min.insync.replicas` meanwhile, and
+    /// NOT_LEADER_OR_FOLLOWER when this broker no longer leads (Kafka's
+    /// `checkEnoughReplicasReachOffset`).
+    pub fn check_enough_replicas_reach(
+        &self,
+        required_offset: i64,
+    ) -> Result<bool, ReplicationError> {
+        let state = self.lock();
+        state.leader_epoch_checked(&self.tp, -1)?;
+        if state.high_watermark < required_offset {
+            return Ok(false);
+        }
+        let isr = state.isr.maximal().len();
+        let min = state.config.min_insync_replicas;
+        if (isr as i64) < i64::from(min) {
+            return Err(ReplicationError::NotEnoughReplicasAfterAppend {
+                tp: self.tp.clone(),
+                isr,
+                min,
+            });
+        }
+        Ok(true)
     }
 
     /// Reads whole batches from `offset`, at most `max_bytes` (unless the first batch is
     /// larger), below the high watermark: consumers never see what is not yet replicated to
-    /// every in-sync replica. Only the leader serves reads.
-    pub fn read(&self, offset: i64, max_bytes: usize) -> Result<ReadResult, ReplicationError> {
+    /// every in-sync replica. Only the leader serves reads; `current_leader_epoch` (-1: none)
+    /// is checked against its epoch.
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        current_leader_epoch: i32,
+    ) -> Result<ReadResult, ReplicationError> {
         let state = self.lock();
-        state.leader_epoch_if_leader(&self.tp)?;
+        state.leader_epoch_checked(&self.tp, current_leader_epoch)?;
         let hw = state.high_watermark;
         let records = if offset >= hw {
             check_in_range(&state, offset)?;
@@ -333,9 +612,10 @@ impl Partition {
         &self,
         offset: i64,
         max_bytes: usize,
+        current_leader_epoch: i32,
     ) -> Result<RegionRead, ReplicationError> {
         let state = self.lock();
-        state.leader_epoch_if_leader(&self.tp)?;
+        state.leader_epoch_checked(&self.tp, current_leader_epoch)?;
         let hw = state.high_watermark;
         let region = if offset >= hw {
             check_in_range(&state, offset)?;
@@ -354,48 +634,231 @@ impl Partition {
         })
     }
 
-    /// A follower's fetch (`replica_id` >= 0): records the follower's log end offset (its
-    /// fetch offset), moves the high watermark, and reads up to the log end. Returns the read
-    /// and whether the high watermark moved.
+    /// A consumer read with no room left in the response: the offsets, no records (nothing
+    /// is read from the log). Checked like [`Partition::read`].
+    pub fn read_offsets(&self, current_leader_epoch: i32) -> Result<ReadResult, ReplicationError> {
+        let state = self.lock();
+        state.leader_epoch_checked(&self.tp, current_leader_epoch)?;
+        Ok(ReadResult {
+            records: Vec::new(),
+            high_watermark: state.high_watermark,
+            last_stable_offset: state.high_watermark,
+            log_start_offset: state.log.log_start_offset(),
+        })
+    }
+
+    /// A follower's fetch (`replica_id` >= 0) at `offset`: records the follower's log end and
+    /// caught-up time, may propose adding it to the ISR, moves the high watermark, and reads
+    /// up to the log end.
     pub fn read_for_follower(
         &self,
         replica_id: i32,
         offset: i64,
         max_bytes: usize,
-    ) -> Result<(ReadResult, bool), ReplicationError> {
+        current_leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<FollowerRead, ReplicationError> {
         let mut state = self.lock();
-        state.leader_epoch_if_leader(&self.tp)?;
+        state.leader_epoch_checked(&self.tp, current_leader_epoch)?;
+        if !state.remotes.contains_key(&replica_id) {
+            return Err(ReplicationError::NotReplica {
+                tp: self.tp.clone(),
+                replica_id,
+            });
+        }
         check_in_range(&state, offset)?;
-        state.replica_leos.insert(replica_id, offset);
-        let moved = state.update_high_watermark();
-        let records = if offset == state.log.log_end_offset() {
+        let leo = state.log.log_end_offset();
+        if let Some(remote) = state.remotes.get_mut(&replica_id) {
+            remote.on_fetch(offset, now_ms, leo);
+        }
+        let expand = self.maybe_expand(&mut state, replica_id, offset, now_ms);
+        let moved = state.update_high_watermark(self.local_id, now_ms, self.lag_time_max_ms);
+        let records = if offset == leo {
             Vec::new()
         } else {
             state.log.read(offset, max_bytes)?
         };
         let hw = state.high_watermark;
-        Ok((
-            ReadResult {
+        Ok(FollowerRead {
+            read: ReadResult {
                 records,
                 high_watermark: hw,
                 last_stable_offset: hw,
                 log_start_offset: state.log.log_start_offset(),
             },
-            moved,
-        ))
+            high_watermark_moved: moved,
+            expand,
+        })
     }
 
-    /// As a follower: appends batches fetched from the leader (offsets kept) and records
-    /// their producers, then takes the leader's high watermark (bounded by the local end).
+    fn maybe_expand(
+        &self,
+        state: &mut PartitionState,
+        replica_id: i32,
+        follower_end: i64,
+        now_ms: i64,
+    ) -> Option<AlterIsrItem> {
+        let epoch_start = state.leader_epoch_start_offset?;
+        if state
+            .remotes
+            .get(&replica_id)
+            .is_some_and(|r| now_ms < r.expand_not_before_ms)
+        {
+            return None;
+        }
+        if !isr::can_join_isr(
+            &state.isr,
+            &state.replicas,
+            replica_id,
+            follower_end,
+            state.high_watermark,
+            epoch_start,
+        ) {
+            return None;
+        }
+        info!(tp = %self.tp, replica = replica_id, isr = ?state.isr.isr(), follower_end,
+            high_watermark = state.high_watermark, "expanding the ISR");
+        let proposal = state.next_proposal();
+        let next = IsrState::PendingExpand {
+            isr: state.isr.isr().to_vec(),
+            adding: replica_id,
+            proposal,
+        };
+        Some(state.propose(&self.tp, next))
+    }
+
+    /// The periodic ISR check (Kafka's `maybeShrinkIsr`): proposes removing the followers
+    /// that have not caught up for `replica.lag.time.max.ms`.
+    pub fn maybe_shrink_isr(&self, now_ms: i64) -> Option<AlterIsrItem> {
+        let mut state = self.lock();
+        if !state.is_leader() {
+            return None;
+        }
+        let leo = state.log.log_end_offset();
+        let out = isr::out_of_sync_replicas(
+            &state.isr,
+            self.local_id,
+            &state.remotes,
+            leo,
+            now_ms,
+            self.lag_time_max_ms,
+        );
+        if out.is_empty() {
+            return None;
+        }
+        let lagging: Vec<(i32, i64)> = out
+            .iter()
+            .map(|r| (*r, state.remotes.get(r).map_or(-1, |x| x.log_end_offset)))
+            .collect();
+        info!(tp = %self.tp, isr = ?state.isr.isr(), out_of_sync = ?lagging,
+            high_watermark = state.high_watermark, log_end_offset = leo,
+            lag_time_max_ms = self.lag_time_max_ms, "shrinking the ISR");
+        let proposal = state.next_proposal();
+        let next = IsrState::PendingShrink {
+            isr: state.isr.isr().to_vec(),
+            removing: out,
+            proposal,
+        };
+        Some(state.propose(&self.tp, next))
+    }
+
+    /// The controller's answer to `item` (Kafka's `handleAlterIsrResponse`).
+    pub(crate) fn on_alter_partition_answer(
+        &self,
+        item: &AlterIsrItem,
+        answer: Result<AlterIsrResult, kafka_protocol::error::ResponseError>,
+        now_ms: i64,
+    ) -> AnswerOutcome {
+        use kafka_protocol::error::ResponseError as E;
+        let mut state = self.lock();
+        if state.isr.proposal() != Some(item.proposal) {
+            // A LeaderAndIsr (or another answer) replaced the state meanwhile.
+            return AnswerOutcome::default();
+        }
+        match answer {
+            Err(
+                E::UnknownTopicOrPartition
+                | E::FencedLeaderEpoch
+                | E::InvalidUpdateVersion
+                | E::InvalidRequest,
+            ) => {
+                // Not retriable: stays pending until the next LeaderAndIsr says what is true.
+                AnswerOutcome::default()
+            }
+            Err(E::OperationNotAttempted) => {
+                // A member was not eligible (not live, or shutting down): back to the
+                // committed ISR. A refused expansion is not proposed again for a while, so a
+                // follower of a broker in controlled shutdown does not cause a request per fetch.
+                if let IsrState::PendingExpand { adding, .. } = state.isr {
+                    let pause = (self.lag_time_max_ms / 10).clamp(100, 5_000);
+                    if let Some(remote) = state.remotes.get_mut(&adding) {
+                        remote.expand_not_before_ms = now_ms + pause;
+                    }
+                }
+                let isr = state.isr.isr().to_vec();
+                state.isr = IsrState::Committed { isr };
+                AnswerOutcome::default()
+            }
+            Err(error) => {
+                warn!(tp = %self.tp, ?error, "ISR change failed; sending it again");
+                AnswerOutcome {
+                    resubmit: Some(item.clone()),
+                    ..AnswerOutcome::default()
+                }
+            }
+            Ok(result) => {
+                if result.leader_epoch != state.leader_epoch() {
+                    return AnswerOutcome::default();
+                }
+                if result.partition_epoch < state.partition_epoch {
+                    return AnswerOutcome::default();
+                }
+                let change = match state.isr {
+                    IsrState::PendingExpand { .. } => IsrChange::Expand,
+                    _ => IsrChange::Shrink,
+                };
+                state.isr = IsrState::Committed {
+                    isr: result.isr.clone(),
+                };
+                state.partition_epoch = result.partition_epoch;
+                info!(tp = %self.tp, isr = ?result.isr, partition_epoch = result.partition_epoch,
+                    "ISR updated");
+                AnswerOutcome {
+                    committed: Some(change),
+                    high_watermark_moved: state.update_high_watermark(
+                        self.local_id,
+                        now_ms,
+                        self.lag_time_max_ms,
+                    ),
+                    resubmit: None,
+                }
+            }
+        }
+    }
+
+    /// As a follower: appends batches fetched from the leader at `leader_epoch` (offsets
+    /// kept), records their producers and epochs, then takes the leader's high watermark
+    /// (bounded by the local end; never backwards).
     pub fn append_as_follower(
         &self,
         records: &[u8],
         leader_high_watermark: i64,
+        leader_epoch: i32,
         now_ms: i64,
     ) -> Result<(), ReplicationError> {
         let mut state = self.lock();
-        if matches!(state.role, Role::Leader { .. }) {
-            return Err(ReplicationError::NotFollower(self.tp.clone()));
+        match state.role {
+            Some(Role::Follower { leader_epoch: e }) if e == leader_epoch => {}
+            Some(Role::Follower {
+                leader_epoch: current,
+            }) => {
+                return Err(ReplicationError::FencedLeaderEpoch {
+                    tp: self.tp.clone(),
+                    requested: leader_epoch,
+                    current,
+                })
+            }
+            _ => return Err(ReplicationError::NotFollower(self.tp.clone())),
         }
         if !records.is_empty() {
             state.log.append_replicated(records, now_ms)?;
@@ -404,11 +867,15 @@ impl Partition {
                 state
                     .producers
                     .record(&header, header.base_offset, header.last_offset());
+                state
+                    .epochs
+                    .assign(header.partition_leader_epoch, header.base_offset)?;
                 position += header.size_in_bytes();
             }
         }
         let leo = state.log.log_end_offset();
-        state.high_watermark = leader_high_watermark.min(leo).max(0);
+        let hw = leader_high_watermark.min(leo);
+        state.high_watermark = state.high_watermark.max(hw).min(leo);
         Ok(())
     }
 
@@ -422,28 +889,93 @@ impl Partition {
         self.lock().producers.active()
     }
 
+    /// As a follower: removes everything at or past `offset` (the divergence point).
+    pub fn truncate_to(&self, offset: i64) -> Result<i64, ReplicationError> {
+        let mut state = self.lock();
+        if state.is_leader() {
+            return Err(ReplicationError::NotFollower(self.tp.clone()));
+        }
+        let before = state.log.log_end_offset();
+        if offset >= before {
+            return Ok(before);
+        }
+        let end = state.log.truncate_to(offset)?;
+        state.after_truncation(&self.tp)?;
+        info!(tp = %self.tp, offset, old_end = before, new_end = end, "truncated the log");
+        Ok(end)
+    }
+
+    /// As a follower whose log ends before the leader's starts: empties the log and restarts
+    /// it at `offset`.
+    pub fn truncate_fully_and_start_at(&self, offset: i64) -> Result<(), ReplicationError> {
+        let mut state = self.lock();
+        if state.is_leader() {
+            return Err(ReplicationError::NotFollower(self.tp.clone()));
+        }
+        state.log.truncate_fully_and_start_at(offset)?;
+        state.epochs.clear()?;
+        state.producers = ProducerStateMap::default();
+        state.high_watermark = offset;
+        Ok(())
+    }
+
+    /// The newest epoch in the leader-epoch cache.
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.lock().epochs.latest_epoch()
+    }
+
+    /// The local answer to "where does `epoch` end" (no role check; the follower's side of
+    /// truncation).
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
+        let state = self.lock();
+        state
+            .epochs
+            .end_offset_for(epoch, state.log.log_end_offset())
+    }
+
+    /// OffsetsForLeaderEpoch on the leader: `(epoch, end offset)` for `leader_epoch` (see
+    /// `LeaderEpochCache::end_offset_for`), after checking `current_leader_epoch`.
+    pub fn last_offset_for_leader_epoch(
+        &self,
+        current_leader_epoch: i32,
+        leader_epoch: i32,
+    ) -> Result<(i32, i64), ReplicationError> {
+        let state = self.lock();
+        state.leader_epoch_checked(&self.tp, current_leader_epoch)?;
+        Ok(state
+            .epochs
+            .end_offset_for(leader_epoch, state.log.log_end_offset()))
+    }
+
+    /// The `(epoch, start offset)` entries of the leader-epoch cache.
+    pub fn leader_epoch_entries(&self) -> Vec<(i32, i64)> {
+        self.lock().epochs.entries().to_vec()
+    }
+
     /// The offset the next record gets (a follower fetches from here).
     pub fn log_end_offset(&self) -> i64 {
         self.lock().log.log_end_offset()
     }
 
-    /// Records this broker's id and the in-sync replicas (LeaderAndIsr).
-    pub fn set_isr(&self, local_id: i32, isr: Vec<i32>) -> bool {
-        let mut state = self.lock();
-        state.local_id = local_id;
-        state.isr = isr;
-        matches!(state.role, Role::Leader { .. }) && state.update_high_watermark()
-    }
-
     /// Whether the in-sync replicas are at least `min.insync.replicas` (acks=-1 needs it).
     pub fn enough_replicas(&self) -> bool {
         let state = self.lock();
-        state.isr.len().max(1) as i64 >= i64::from(state.config.min_insync_replicas)
+        state.isr.isr().len() as i64 >= i64::from(state.config.min_insync_replicas)
     }
 
-    /// How many replicas are in sync (1 while the controller has not said).
+    /// The committed ISR (a leader's; empty on a follower).
+    pub fn isr(&self) -> Vec<i32> {
+        self.lock().isr.isr().to_vec()
+    }
+
+    /// The ISR state, with any change in flight.
+    pub fn isr_state(&self) -> IsrState {
+        self.lock().isr.clone()
+    }
+
+    /// How many replicas are in sync.
     pub fn isr_size(&self) -> usize {
-        self.lock().isr.len().max(1)
+        self.lock().isr.isr().len()
     }
 
     /// The high watermark: the end of what every in-sync replica has.
@@ -456,24 +988,33 @@ impl Partition {
         self.lock().log.log_start_offset()
     }
 
-    /// ListOffsets: -2 earliest, -1 latest (the high watermark), else the first record whose
+    /// What the leader knows of follower `replica` (tests and diagnostics).
+    pub fn remote_replica(&self, replica: i32) -> Option<RemoteReplica> {
+        self.lock().remotes.get(&replica).copied()
+    }
+
+    /// ListOffsets: -2 earliest, -1 latest (the high watermark; the log end for a replica,
+    /// `for_replica`, a follower resetting its fetch offset), else the first record whose
     /// timestamp is at or after `timestamp` (the exact record, on every codec: Kafka's
     /// `fetchOffsetByTimestamp`), answered only when it lies below the high watermark.
     /// Returns (timestamp, offset, leader epoch); (-1, -1, None) when no record is that late.
     /// `max_timestamp` asks for the record with the largest timestamp instead (ListOffsets
-    /// v7's MAX_TIMESTAMP, -3).
+    /// v7's MAX_TIMESTAMP, -3). `current_leader_epoch` (-1: none) is checked.
     pub fn offset_for(
         &self,
         timestamp: i64,
         max_timestamp: bool,
+        current_leader_epoch: i32,
+        for_replica: bool,
     ) -> Result<(i64, i64, Option<i32>), ReplicationError> {
         let state = self.lock();
-        let epoch = state.leader_epoch_if_leader(&self.tp)?;
+        let epoch = state.leader_epoch_checked(&self.tp, current_leader_epoch)?;
         let found = if max_timestamp {
             state.log.max_timestamp_record()?
         } else {
             match timestamp {
                 -2 => return Ok((-1, state.log.log_start_offset(), Some(epoch))),
+                -1 if for_replica => return Ok((-1, state.log.log_end_offset(), Some(epoch))),
                 -1 => return Ok((-1, state.high_watermark, Some(epoch))),
                 t => state.log.offset_for_timestamp(t)?,
             }
@@ -490,7 +1031,7 @@ impl Partition {
     /// Returns the new log start offset.
     pub fn delete_records_before(&self, offset: i64) -> Result<i64, ReplicationError> {
         let mut state = self.lock();
-        state.leader_epoch_if_leader(&self.tp)?;
+        state.leader_epoch_checked(&self.tp, -1)?;
         let target = if offset == -1 {
             state.high_watermark
         } else if offset > state.high_watermark {
@@ -504,6 +1045,7 @@ impl Partition {
         };
         let start = state.log.delete_records_before(target)?;
         state.producers.truncate_head(start);
+        state.epochs.truncate_from_start(start)?;
         Ok(start)
     }
 
@@ -514,6 +1056,7 @@ impl Partition {
         if removed > 0 {
             let start = state.log.log_start_offset();
             state.producers.truncate_head(start);
+            state.epochs.truncate_from_start(start)?;
             info!(tp = %self.tp, removed, log_start_offset = start, "retention removed segments");
         }
         Ok(removed)

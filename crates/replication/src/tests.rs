@@ -1,8 +1,10 @@
 use std::time::Duration;
 
+use proptest::prelude::*;
 use records::testing::{decode_values as values, encode_batch, tagged_values};
 
 use super::*;
+use crate::isr::IsrState;
 
 /// A batch of `n` records; with `producer` = (id, epoch, base sequence) an idempotent one.
 fn batch(n: usize, tag: &str, producer: Option<(i64, i16, i32)>) -> Vec<u8> {
@@ -13,69 +15,149 @@ fn tp() -> TopicPartition {
     TopicPartition::new("t".parse().unwrap(), 0)
 }
 
-fn leader(rm: &ReplicaManager, dir: &Path) -> Arc<Partition> {
-    rm.become_replica(
-        &tp(),
-        &dir.join("t-0"),
-        PartitionConfig::default(),
-        Role::Leader { leader_epoch: 1 },
-        0,
+/// `replica.lag.time.max.ms` of the managers built here.
+const LAG: i64 = 10_000;
+
+/// A manager for broker `id` over one log dir.
+fn manager(id: i32, dir: &Path) -> ReplicaManager {
+    ReplicaManager::new(
+        &[dir.to_owned()],
+        ReplicationConfig {
+            broker_id: id,
+            replica_lag_time_max_ms: LAG,
+            ..ReplicationConfig::default()
+        },
     )
     .unwrap()
+}
+
+fn leadership(leader: i32, epoch: i32, isr: &[i32], partition_epoch: i32) -> PartitionLeadership {
+    PartitionLeadership {
+        leader,
+        leader_epoch: epoch,
+        isr: isr.to_vec(),
+        partition_epoch,
+        replicas: vec![1, 2, 3],
+    }
+}
+
+/// Applies a LeaderAndIsr for t-0 at `now` (followers get no fetcher: no leader endpoint).
+fn apply(
+    rm: &ReplicaManager,
+    dir: &Path,
+    l: &PartitionLeadership,
+    now: i64,
+) -> Result<Transition, ReplicationError> {
+    rm.become_leader_or_follower(&tp(), &dir.join("t-0"), config(), l, None, now)
+}
+
+fn config() -> PartitionConfig {
+    PartitionConfig {
+        min_insync_replicas: 1,
+        ..PartitionConfig::default()
+    }
+}
+
+/// Broker 1 leading t-0 alone at epoch 1.
+fn leader(rm: &ReplicaManager, dir: &Path) -> Arc<Partition> {
+    apply(rm, dir, &leadership(1, 1, &[1], 0), 0).unwrap();
+    rm.get(&tp()).unwrap()
+}
+
+/// Broker 1 leading t-0 at epoch 1 with ISR [1, 2, 3] at time 0.
+fn leader_of_three(rm: &ReplicaManager, dir: &Path) -> Arc<Partition> {
+    apply(rm, dir, &leadership(1, 1, &[1, 2, 3], 0), 0).unwrap();
+    rm.get(&tp()).unwrap()
+}
+
+/// The controller accepts every pending ISR change (as the real one would, bumping the
+/// partition epoch).
+fn controller_accepts(rm: &ReplicaManager) {
+    for item in rm.pending_isr_changes() {
+        rm.inner.alter_partition.clear_pending(&item.tp);
+        let answer = AlterIsrResult {
+            leader: 1,
+            leader_epoch: item.leader_epoch,
+            isr: item.new_isr.clone(),
+            partition_epoch: item.partition_epoch + 1,
+        };
+        rm.on_alter_partition_answer(&item, Ok(answer));
+    }
+}
+
+fn read(p: &Partition, offset: i64) -> ReadResult {
+    p.read(offset, 1 << 20, -1).unwrap()
 }
 
 #[test]
 fn append_then_read_moves_the_high_watermark() {
     let dir = tempfile::tempdir().unwrap();
-    let rm = ReplicaManager::new(&[dir.path().to_owned()]).unwrap();
+    let rm = manager(1, dir.path());
     let p = leader(&rm, dir.path());
     assert_eq!(p.high_watermark(), 0);
-    let r = rm.append(&tp(), &mut batch(3, "a", None), 5).unwrap();
+    let r = rm.append(&tp(), &mut batch(3, "a", None), 1, 5).unwrap();
     assert_eq!(r.base_offset, 0);
     assert_eq!(r.log_append_time_ms, -1);
-    let r = rm.append(&tp(), &mut batch(2, "b", None), 5).unwrap();
+    let r = rm.append(&tp(), &mut batch(2, "b", None), 1, 5).unwrap();
     assert_eq!(r.base_offset, 3);
     assert_eq!(p.high_watermark(), 5);
-    let read = p.read(0, 1 << 20).unwrap();
-    assert_eq!(read.high_watermark, 5);
-    assert_eq!(read.last_stable_offset, 5);
-    let got = values(&read.records);
+    let all = read(&p, 0);
+    assert_eq!(all.high_watermark, 5);
+    assert_eq!(all.last_stable_offset, 5);
+    let got = values(&all.records);
     assert_eq!(got.len(), 5);
     assert_eq!(got[3], (3, "b-0".to_owned()));
-    assert!(p.read(5, 100).unwrap().records.is_empty());
-    let err = p.read(6, 100).unwrap_err();
+    assert!(read(&p, 5).records.is_empty());
+    let err = p.read(6, 100, -1).unwrap_err();
     assert_eq!(err.response_error(), ResponseError::OffsetOutOfRange);
-    let epoch = Some(p.role().leader_epoch());
-    assert_eq!(p.offset_for(-2, false).unwrap(), (-1, 0, epoch));
-    assert_eq!(p.offset_for(-1, false).unwrap(), (-1, 5, epoch));
+    let epoch = Some(p.leader_epoch());
+    assert_eq!(p.offset_for(-2, false, -1, false).unwrap(), (-1, 0, epoch));
+    assert_eq!(p.offset_for(-1, false, -1, false).unwrap(), (-1, 5, epoch));
+    assert_eq!(p.offset_for(-1, false, -1, true).unwrap(), (-1, 5, epoch));
     // The exact record: batch "b" starts at offset 3 with timestamps 1000, 1001.
-    assert_eq!(p.offset_for(1_001, false).unwrap(), (1_001, 1, epoch));
-    assert_eq!(p.offset_for(99_999, false).unwrap(), (-1, -1, None));
-    assert_eq!(p.offset_for(0, true).unwrap(), (1_002, 2, epoch));
-    assert_eq!(p.delete_records_before(2).unwrap(), 2);
-    assert_eq!(p.offset_for(-2, false).unwrap(), (-1, 2, epoch));
     assert_eq!(
-        p.read(1, 100).unwrap_err().response_error(),
+        p.offset_for(1_001, false, -1, false).unwrap(),
+        (1_001, 1, epoch)
+    );
+    assert_eq!(
+        p.offset_for(99_999, false, -1, false).unwrap(),
+        (-1, -1, None)
+    );
+    assert_eq!(p.offset_for(0, true, -1, false).unwrap(), (1_002, 2, epoch));
+    assert_eq!(
+        p.offset_for(-1, false, 0, false)
+            .unwrap_err()
+            .response_error(),
+        ResponseError::FencedLeaderEpoch
+    );
+    assert_eq!(p.delete_records_before(2).unwrap(), 2);
+    assert_eq!(p.offset_for(-2, false, -1, false).unwrap(), (-1, 2, epoch));
+    assert_eq!(
+        p.read(1, 100, -1).unwrap_err().response_error(),
         ResponseError::OffsetOutOfRange
+    );
+    assert_eq!(
+        p.leader_epoch_entries(),
+        vec![(1, 2)],
+        "the log start moved the first epoch"
     );
 }
 
 #[test]
 fn errors_map_to_kafka_codes() {
     let dir = tempfile::tempdir().unwrap();
-    let rm = ReplicaManager::new(&[dir.path().to_owned()]).unwrap();
+    let rm = manager(1, dir.path());
     let mut bad = batch(1, "x", None);
     let last = bad.len() - 1;
     bad[last] ^= 0xff;
+    let code = |r: Result<AppendResult, ReplicationError>| r.unwrap_err().response_error();
     assert_eq!(
-        rm.append(&tp(), &mut bad.clone(), 0)
-            .unwrap_err()
-            .response_error(),
+        code(rm.append(&tp(), &mut bad.clone(), 1, 0)),
         ResponseError::UnknownTopicOrPartition
     );
-    leader(&rm, dir.path());
+    let p = leader(&rm, dir.path());
     assert_eq!(
-        rm.append(&tp(), &mut bad, 0).unwrap_err().response_error(),
+        code(rm.append(&tp(), &mut bad, 1, 0)),
         ResponseError::CorruptMessage
     );
     // A v2 batch relabelled magic 1 reads as a magic 1 message whose CRC-32 is wrong;
@@ -83,7 +165,7 @@ fn errors_map_to_kafka_codes() {
     let mut old = batch(1, "x", None);
     old[16] = 1; // magic
     assert_eq!(
-        rm.append(&tp(), &mut old, 0).unwrap_err().response_error(),
+        code(rm.append(&tp(), &mut old, 1, 0)),
         ResponseError::CorruptMessage
     );
     let small = PartitionConfig {
@@ -91,27 +173,27 @@ fn errors_map_to_kafka_codes() {
             max_message_bytes: 10,
             ..Default::default()
         },
-        ..PartitionConfig::default()
+        ..config()
     };
     rm.set_topic_config(&tp().topic, &small);
     assert_eq!(
-        rm.append(&tp(), &mut batch(1, "x", None), 0)
-            .unwrap_err()
-            .response_error(),
+        code(rm.append(&tp(), &mut batch(1, "x", None), 1, 0)),
         ResponseError::MessageTooLarge
     );
-    rm.become_replica(
-        &tp(),
-        &dir.path().join("t-0"),
-        PartitionConfig::default(),
-        Role::Follower { leader_epoch: 2 },
-        0,
-    )
-    .unwrap();
+    rm.set_topic_config(&tp().topic, &config());
+    // Requests naming another leader epoch are fenced (older) or unknown (newer).
     assert_eq!(
-        rm.append(&tp(), &mut batch(1, "x", None), 0)
-            .unwrap_err()
-            .response_error(),
+        p.read(0, 100, 0).unwrap_err().response_error(),
+        ResponseError::FencedLeaderEpoch
+    );
+    assert_eq!(
+        p.read(0, 100, 2).unwrap_err().response_error(),
+        ResponseError::UnknownLeaderEpoch
+    );
+    assert!(p.read(0, 100, 1).is_ok());
+    apply(&rm, dir.path(), &leadership(2, 2, &[2], 1), 0).unwrap();
+    assert_eq!(
+        code(rm.append(&tp(), &mut batch(1, "x", None), 1, 0)),
         ResponseError::NotLeaderOrFollower
     );
 }
@@ -121,25 +203,27 @@ fn idempotent_retries_are_not_appended_twice_even_after_restart() {
     let dir = tempfile::tempdir().unwrap();
     let dirs = [dir.path().to_owned()];
     {
-        let rm = ReplicaManager::new(&dirs).unwrap();
+        let rm = manager(1, dir.path());
         leader(&rm, dir.path());
         let first = batch(2, "a", Some((42, 0, 0)));
         assert_eq!(
-            rm.append(&tp(), &mut first.clone(), 0).unwrap().base_offset,
+            rm.append(&tp(), &mut first.clone(), 1, 0)
+                .unwrap()
+                .base_offset,
             0
         );
         let second = batch(2, "b", Some((42, 0, 2)));
         assert_eq!(
-            rm.append(&tp(), &mut second.clone(), 0)
+            rm.append(&tp(), &mut second.clone(), 1, 0)
                 .unwrap()
                 .base_offset,
             2
         );
-        let dup = rm.append(&tp(), &mut first.clone(), 0).unwrap();
+        let dup = rm.append(&tp(), &mut first.clone(), 1, 0).unwrap();
         assert!(dup.duplicate);
         assert_eq!(dup.base_offset, 0);
         assert_eq!(
-            rm.append(&tp(), &mut batch(1, "gap", Some((42, 0, 9))), 0)
+            rm.append(&tp(), &mut batch(1, "gap", Some((42, 0, 9))), 1, 0)
                 .unwrap_err()
                 .response_error(),
             ResponseError::OutOfOrderSequenceNumber
@@ -147,17 +231,17 @@ fn idempotent_retries_are_not_appended_twice_even_after_restart() {
         rm.shutdown(&dirs).unwrap();
     }
     // A new manager (a restart) rebuilds the producer state from the log.
-    let rm = ReplicaManager::new(&dirs).unwrap();
+    let rm = manager(1, dir.path());
     let p = leader(&rm, dir.path());
     assert_eq!(p.high_watermark(), 4);
     let dup = rm
-        .append(&tp(), &mut batch(2, "b", Some((42, 0, 2))), 0)
+        .append(&tp(), &mut batch(2, "b", Some((42, 0, 2))), 1, 0)
         .unwrap();
     assert!(dup.duplicate);
     assert_eq!(dup.base_offset, 2);
     assert_eq!(p.high_watermark(), 4);
     assert_eq!(
-        rm.append(&tp(), &mut batch(1, "c", Some((42, 0, 4))), 0)
+        rm.append(&tp(), &mut batch(1, "c", Some((42, 0, 4))), 1, 0)
             .unwrap()
             .base_offset,
         4
@@ -171,14 +255,14 @@ fn idempotent_retries_are_not_appended_twice_even_after_restart() {
 #[tokio::test]
 async fn appends_wake_subscribers() {
     let dir = tempfile::tempdir().unwrap();
-    let rm = ReplicaManager::new(&[dir.path().to_owned()]).unwrap();
+    let rm = manager(1, dir.path());
     leader(&rm, dir.path());
     let mut rx = rm.subscribe_appends();
     rx.borrow_and_update();
     let rm2 = rm.clone();
     let writer = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(20)).await;
-        rm2.append(&tp(), &mut batch(1, "x", None), 0).unwrap();
+        rm2.append(&tp(), &mut batch(1, "x", None), 1, 0).unwrap();
     });
     tokio::time::timeout(Duration::from_secs(5), rx.changed())
         .await
@@ -195,13 +279,13 @@ fn clean_shutdown_marker_is_written_and_consumed_by_the_next_start() {
     let dirs = [dir.path().to_owned()];
     let marker = dir.path().join(CLEAN_SHUTDOWN_FILE);
     {
-        let rm = ReplicaManager::new(&dirs).unwrap();
+        let rm = manager(1, dir.path());
         leader(&rm, dir.path());
-        rm.append(&tp(), &mut batch(3, "a", None), 0).unwrap();
+        rm.append(&tp(), &mut batch(3, "a", None), 1, 0).unwrap();
         rm.shutdown(&dirs).unwrap();
     }
     assert!(marker.exists());
-    let rm = ReplicaManager::new(&dirs).unwrap();
+    let rm = manager(1, dir.path());
     assert!(
         !marker.exists(),
         "only the first start after a clean shutdown trusts it"
@@ -219,11 +303,10 @@ fn clean_shutdown_marker_is_written_and_consumed_by_the_next_start() {
 #[test]
 fn a_start_after_a_crash_truncates_a_torn_tail() {
     let dir = tempfile::tempdir().unwrap();
-    let dirs = [dir.path().to_owned()];
     {
-        let rm = ReplicaManager::new(&dirs).unwrap();
+        let rm = manager(1, dir.path());
         leader(&rm, dir.path());
-        rm.append(&tp(), &mut batch(3, "a", None), 0).unwrap();
+        rm.append(&tp(), &mut batch(3, "a", None), 1, 0).unwrap();
         // No shutdown: a crash. Half a batch was written after the last append.
     }
     let segment = dir.path().join("t-0/00000000000000000000.log");
@@ -234,16 +317,16 @@ fn a_start_after_a_crash_truncates_a_torn_tail() {
         .unwrap();
     std::io::Write::write_all(&mut file, &torn[..torn.len() / 2]).unwrap();
     drop(file);
-    let rm = ReplicaManager::new(&dirs).unwrap();
+    let rm = manager(1, dir.path());
     let p = leader(&rm, dir.path());
     assert_eq!(p.high_watermark(), 3);
     assert_eq!(
-        rm.append(&tp(), &mut batch(1, "b", None), 0)
+        rm.append(&tp(), &mut batch(1, "b", None), 1, 0)
             .unwrap()
             .base_offset,
         3
     );
-    let all = p.read(0, 1 << 20).unwrap();
+    let all = read(&p, 0);
     records::validate_record_set(&all.records).unwrap();
     assert_eq!(values(&all.records).len(), 4);
 }
@@ -252,20 +335,21 @@ fn a_start_after_a_crash_truncates_a_torn_tail() {
 fn flush_ms_fsyncs_on_the_scheduled_pass() {
     let dir = tempfile::tempdir().unwrap();
     let dirs = [dir.path().to_owned()];
-    let rm = ReplicaManager::new(&dirs).unwrap();
-    let config = PartitionConfig {
+    let rm = manager(1, dir.path());
+    let flushing = PartitionConfig {
         flush_ms: Some(1_000),
-        ..PartitionConfig::default()
+        ..config()
     };
-    rm.become_replica(
+    rm.become_leader_or_follower(
         &tp(),
         &dir.path().join("t-0"),
-        config,
-        Role::Leader { leader_epoch: 0 },
+        flushing,
+        &leadership(1, 0, &[1], 0),
+        None,
         0,
     )
     .unwrap();
-    rm.append(&tp(), &mut batch(2, "a", None), 0).unwrap();
+    rm.append(&tp(), &mut batch(2, "a", None), 1, 0).unwrap();
     let recovery_point = || {
         rm.checkpoint(&dirs).unwrap();
         std::fs::read_to_string(dir.path().join("recovery-point-offset-checkpoint")).unwrap()
@@ -279,181 +363,559 @@ fn flush_ms_fsyncs_on_the_scheduled_pass() {
 #[test]
 fn the_high_watermark_waits_for_every_in_sync_follower() {
     let dir = tempfile::tempdir().unwrap();
-    let rm = ReplicaManager::new(&[dir.path().to_owned()]).unwrap();
-    let p = leader(&rm, dir.path());
-    p.set_isr(1, vec![1, 2, 3]);
-    rm.append(&tp(), &mut batch(3, "a", None), 0).unwrap();
+    let rm = manager(1, dir.path());
+    let p = leader_of_three(&rm, dir.path());
+    rm.append(&tp(), &mut batch(3, "a", None), 1, 0).unwrap();
     // Nothing is visible to consumers until the followers have it.
     assert_eq!(p.high_watermark(), 0);
-    assert!(p.read(0, 1 << 20).unwrap().records.is_empty());
-    assert_eq!(p.offset_for(-1, false).unwrap().1, 0);
-    let (read, moved) = p.read_for_follower(2, 0, 1 << 20).unwrap();
-    assert!(!moved);
+    assert!(read(&p, 0).records.is_empty());
+    assert_eq!(p.offset_for(-1, false, -1, false).unwrap().1, 0);
+    let r = rm.read_for_follower(&tp(), 2, 0, 1 << 20, 1, 1).unwrap();
     assert_eq!(
-        values(&read.records).len(),
+        values(&r.records).len(),
         3,
         "followers read up to the log end"
     );
-    rm.read_for_follower(&tp(), 2, 3, 1 << 20).unwrap();
+    rm.read_for_follower(&tp(), 2, 3, 1 << 20, 1, 2).unwrap();
     assert_eq!(p.high_watermark(), 0, "broker 3 has nothing yet");
-    let (_, moved) = p.read_for_follower(3, 2, 1 << 20).unwrap();
-    assert!(moved);
+    rm.read_for_follower(&tp(), 3, 2, 1 << 20, 1, 3).unwrap();
     assert_eq!(p.high_watermark(), 2);
     assert_eq!(
-        values(&p.read(0, 1 << 20).unwrap().records).len(),
+        values(&read(&p, 0).records).len(),
         0,
         "whole batches below the HW only"
     );
-    p.read_for_follower(3, 3, 1 << 20).unwrap();
+    rm.read_for_follower(&tp(), 3, 3, 1 << 20, 1, 4).unwrap();
     assert_eq!(p.high_watermark(), 3);
-    assert_eq!(values(&p.read(0, 1 << 20).unwrap().records).len(), 3);
-    // A follower that left the ISR no longer holds the high watermark back.
-    rm.append(&tp(), &mut batch(1, "b", None), 0).unwrap();
-    p.read_for_follower(2, 4, 1 << 20).unwrap();
-    assert_eq!(p.high_watermark(), 3);
-    assert!(p.set_isr(1, vec![1, 2]));
-    assert_eq!(p.high_watermark(), 4);
+    assert_eq!(values(&read(&p, 0).records).len(), 3);
+    // Fetches from a broker that is not a replica are refused.
+    assert_eq!(
+        rm.read_for_follower(&tp(), 7, 3, 1 << 20, 1, 4)
+            .unwrap_err()
+            .response_error(),
+        ResponseError::NotLeaderOrFollower
+    );
+    assert!(rm.pending_isr_changes().is_empty(), "nobody left or joined");
 }
 
 #[test]
-fn a_follower_appends_the_leaders_batches_unchanged() {
+fn a_follower_that_lags_leaves_the_isr_once_the_controller_agrees() {
     let dir = tempfile::tempdir().unwrap();
-    let leader_rm = ReplicaManager::new(&[dir.path().join("a")]).unwrap();
-    let follower_rm = ReplicaManager::new(&[dir.path().join("b")]).unwrap();
-    let l = leader(&leader_rm, &dir.path().join("a"));
-    let f = follower_rm
-        .become_replica(
-            &tp(),
-            &dir.path().join("b/t-0"),
-            PartitionConfig::default(),
-            Role::Follower { leader_epoch: 1 },
-            0,
-        )
-        .unwrap();
+    let rm = manager(1, dir.path());
+    let p = leader_of_three(&rm, dir.path());
+    rm.append(&tp(), &mut batch(4, "a", None), 1, 100).unwrap();
+    // Broker 2 keeps up; broker 3 never fetches: it holds the high watermark at 0.
+    rm.read_for_follower(&tp(), 2, 4, 1 << 20, 1, 200).unwrap();
+    assert_eq!(p.high_watermark(), 0);
+    rm.maybe_shrink_isrs(LAG);
+    assert!(
+        rm.pending_isr_changes().is_empty(),
+        "not lagging for long enough yet"
+    );
+    rm.maybe_shrink_isrs(LAG + 1);
+    let pending = rm.pending_isr_changes();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(
+        (
+            pending[0].new_isr.clone(),
+            pending[0].leader_epoch,
+            pending[0].partition_epoch
+        ),
+        (vec![1, 2], 1, 0)
+    );
+    // The leader keeps the old ISR until the controller accepts the shrink.
+    assert_eq!(p.isr(), vec![1, 2, 3]);
+    assert_eq!(p.high_watermark(), 0);
+    rm.maybe_shrink_isrs(LAG * 5);
+    assert_eq!(
+        rm.pending_isr_changes().len(),
+        1,
+        "one change in flight at a time"
+    );
+    controller_accepts(&rm);
+    assert_eq!(p.isr(), vec![1, 2]);
+    assert_eq!(p.partition_epoch(), 1);
+    assert_eq!(p.high_watermark(), 4, "the high watermark moves at once");
+    assert_eq!(rm.stats().isr_shrinks, 1);
+}
+
+#[test]
+fn a_follower_that_catches_up_rejoins_within_the_current_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let rm = manager(1, dir.path());
+    // Broker 1 wrote 3 records at epoch 1, then became leader again at epoch 2 with ISR [1, 2].
+    apply(&rm, dir.path(), &leadership(1, 1, &[1], 0), 0).unwrap();
+    rm.append(&tp(), &mut batch(3, "a", None), 1, 0).unwrap();
+    apply(&rm, dir.path(), &leadership(1, 2, &[1, 2], 1), 0).unwrap();
+    let p = rm.get(&tp()).unwrap();
+    rm.append(&tp(), &mut batch(2, "b", None), 1, 0).unwrap();
+    rm.read_for_follower(&tp(), 2, 5, 1 << 20, 2, 10).unwrap();
+    assert_eq!(p.high_watermark(), 5);
+    // Broker 3 reaches offset 3: the start of epoch 2, but below the high watermark.
+    rm.read_for_follower(&tp(), 3, 3, 1 << 20, 2, 20).unwrap();
+    assert!(rm.pending_isr_changes().is_empty());
+    rm.read_for_follower(&tp(), 3, 5, 1 << 20, 2, 30).unwrap();
+    let pending = rm.pending_isr_changes();
+    assert_eq!(pending[0].new_isr, vec![1, 2, 3]);
+    assert!(matches!(
+        p.isr_state(),
+        IsrState::PendingExpand { adding: 3, .. }
+    ));
+    // While the expansion is pending, the high watermark already waits for broker 3.
+    rm.append(&tp(), &mut batch(1, "c", None), 1, 40).unwrap();
+    rm.read_for_follower(&tp(), 2, 6, 1 << 20, 2, 50).unwrap();
+    assert_eq!(p.high_watermark(), 5);
+    assert_eq!(
+        p.isr(),
+        vec![1, 2],
+        "committed only when the controller says so"
+    );
+    controller_accepts(&rm);
+    assert_eq!(p.isr(), vec![1, 2, 3]);
+    assert_eq!(rm.stats().isr_expands, 1);
+    rm.read_for_follower(&tp(), 3, 6, 1 << 20, 2, 60).unwrap();
+    assert_eq!(p.high_watermark(), 6);
+}
+
+#[test]
+fn refused_isr_changes_follow_kafkas_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let rm = manager(1, dir.path());
+    let p = leader_of_three(&rm, dir.path());
+    rm.maybe_shrink_isrs(LAG + 1);
+    let item = rm.pending_isr_changes().remove(0);
+    rm.inner.alter_partition.clear_pending(&item.tp);
+    // A retriable error sends the same change again.
+    rm.on_alter_partition_answer(&item, Err(ResponseError::NotController));
+    assert_eq!(rm.pending_isr_changes(), vec![item.clone()]);
+    rm.inner.alter_partition.clear_pending(&item.tp);
+    // OPERATION_NOT_ATTEMPTED (a member not live) goes back to the committed ISR.
+    rm.on_alter_partition_answer(&item, Err(ResponseError::OperationNotAttempted));
+    assert_eq!(p.isr_state(), IsrState::Committed { isr: vec![1, 2, 3] });
+    // INVALID_UPDATE_VERSION stays pending until a LeaderAndIsr says what is true.
+    rm.maybe_shrink_isrs(LAG + 2);
+    let item = rm.pending_isr_changes().remove(0);
+    rm.inner.alter_partition.clear_pending(&item.tp);
+    rm.on_alter_partition_answer(&item, Err(ResponseError::InvalidUpdateVersion));
+    assert!(p.isr_state().is_inflight());
+    assert!(rm.pending_isr_changes().is_empty());
+    assert_eq!(
+        apply(&rm, dir.path(), &leadership(1, 1, &[1, 2], 5), 0).unwrap(),
+        Transition::SameEpoch
+    );
+    assert_eq!(p.isr_state(), IsrState::Committed { isr: vec![1, 2] });
+    // A late answer to a replaced proposal changes nothing.
+    rm.on_alter_partition_answer(
+        &item,
+        Ok(AlterIsrResult {
+            leader: 1,
+            leader_epoch: 1,
+            isr: vec![1],
+            partition_epoch: 9,
+        }),
+    );
+    assert_eq!(p.isr(), vec![1, 2]);
+}
+
+#[test]
+fn leader_and_isr_epochs_decide_what_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let rm = manager(1, dir.path());
+    let p = leader_of_three(&rm, dir.path());
+    rm.append(&tp(), &mut batch(3, "a", None), 1, 0).unwrap();
+    // An older epoch, or the same one with no newer partition epoch: STALE_CONTROLLER_EPOCH.
+    for stale in [leadership(1, 0, &[1], 9), leadership(1, 1, &[1], 0)] {
+        assert_eq!(
+            apply(&rm, dir.path(), &stale, 0)
+                .unwrap_err()
+                .response_error(),
+            ResponseError::StaleControllerEpoch
+        );
+    }
+    assert_eq!(p.isr(), vec![1, 2, 3]);
+    // A new leader: broker 1 follows without truncating anything itself.
+    assert_eq!(
+        apply(&rm, dir.path(), &leadership(2, 2, &[2, 3], 1), 0).unwrap(),
+        Transition::BecameFollower
+    );
+    assert_eq!(p.log_end_offset(), 3);
+    assert_eq!(p.leader_id(), 2);
+    assert!(p.isr().is_empty(), "a follower keeps no ISR");
+    // Same leader, next epoch: the follower continues where it is.
+    assert_eq!(
+        p.make_follower(&leadership(2, 3, &[2, 3], 2)).unwrap(),
+        FollowerStart::Continue
+    );
+    assert_eq!(
+        p.make_follower(&leadership(2, 5, &[2, 3], 3)).unwrap(),
+        FollowerStart::Truncate,
+        "an epoch was missed"
+    );
+    assert_eq!(
+        p.make_follower(&leadership(3, 6, &[3], 4)).unwrap(),
+        FollowerStart::Truncate
+    );
+    // A follower's epoch cache only holds epochs of data it has.
+    assert_eq!(p.leader_epoch_entries(), vec![(1, 0)]);
+}
+
+#[test]
+fn a_follower_appends_the_leaders_batches_unchanged_and_learns_their_epochs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    let leader_rm = manager(1, &a);
+    let follower_rm = manager(2, &b);
+    apply(&leader_rm, &a, &leadership(1, 1, &[1, 2], 0), 0).unwrap();
     leader_rm
-        .append(&tp(), &mut batch(2, "a", Some((9, 0, 0))), 0)
+        .append(&tp(), &mut batch(2, "a", Some((9, 0, 0))), 1, 0)
         .unwrap();
+    apply(&leader_rm, &a, &leadership(1, 2, &[1, 2], 1), 0).unwrap();
     leader_rm
-        .append(&tp(), &mut batch(3, "b", None), 0)
+        .append(&tp(), &mut batch(3, "b", None), 1, 0)
         .unwrap();
-    let read = l
-        .read_for_follower(2, f.log_end_offset(), 1 << 20)
-        .unwrap()
-        .0;
-    f.append_as_follower(&read.records, read.high_watermark, 0)
+    apply(&follower_rm, &b, &leadership(1, 2, &[1, 2], 1), 0).unwrap();
+    let f = follower_rm.get(&tp()).unwrap();
+    let read = leader_rm
+        .read_for_follower(&tp(), 2, f.log_end_offset(), 1 << 20, 2, 0)
+        .unwrap();
+    // Batches fetched at another epoch than the follower's are refused.
+    assert_eq!(
+        f.append_as_follower(&read.records, read.high_watermark, 1, 0)
+            .unwrap_err()
+            .response_error(),
+        ResponseError::FencedLeaderEpoch
+    );
+    f.append_as_follower(&read.records, read.high_watermark, 2, 0)
         .unwrap();
     assert_eq!(f.log_end_offset(), 5);
-    assert_eq!(f.high_watermark(), 5);
-    // Replicated bytes are identical, so the segment files are too.
-    let a = std::fs::read(dir.path().join("a/t-0/00000000000000000000.log")).unwrap();
-    let b = std::fs::read(dir.path().join("b/t-0/00000000000000000000.log")).unwrap();
-    assert_eq!(a, b);
-    // A batch that does not start at the follower's end is refused; leaders refuse it too.
-    assert!(f.append_as_follower(&read.records, 5, 0).is_err());
     assert_eq!(
-        l.append_as_follower(&read.records, 5, 0)
+        f.high_watermark(),
+        0,
+        "the leader's high watermark was 0 when it answered"
+    );
+    f.append_as_follower(&[], 5, 2, 0).unwrap();
+    assert_eq!(f.high_watermark(), 5);
+    f.append_as_follower(&[], 3, 2, 0).unwrap();
+    assert_eq!(
+        f.high_watermark(),
+        5,
+        "a follower's high watermark never moves back either"
+    );
+    // Replicated bytes are identical, so the segment files are too, and so are the epochs.
+    let seg = |d: &Path| std::fs::read(d.join("t-0/00000000000000000000.log")).unwrap();
+    assert_eq!(seg(&a), seg(&b));
+    let l = leader_rm.get(&tp()).unwrap();
+    assert_eq!(l.leader_epoch_entries(), vec![(1, 0), (2, 2)]);
+    assert_eq!(f.leader_epoch_entries(), l.leader_epoch_entries());
+    assert_eq!(
+        std::fs::read_to_string(b.join("t-0/leader-epoch-checkpoint")).unwrap(),
+        "0\n2\n1 0\n2 2\n"
+    );
+    // A batch that does not start at the follower's end is refused; leaders refuse it too.
+    assert!(f.append_as_follower(&read.records, 5, 2, 0).is_err());
+    assert_eq!(
+        l.append_as_follower(&read.records, 5, 2, 0)
             .unwrap_err()
             .response_error(),
         ResponseError::NotLeaderOrFollower
     );
     // The follower's producer state came along: it dedups after a failover.
-    f.set_role(Role::Leader { leader_epoch: 2 }).unwrap();
-    let dup = f.append(&mut batch(2, "a", Some((9, 0, 0))), 0).unwrap();
+    apply(&follower_rm, &b, &leadership(2, 3, &[2], 2), 0).unwrap();
+    let dup = follower_rm
+        .append(&tp(), &mut batch(2, "a", Some((9, 0, 0))), 1, 0)
+        .unwrap();
     assert!(dup.duplicate);
+    assert_eq!(f.leader_epoch_entries(), vec![(1, 0), (2, 2), (3, 5)]);
+}
+
+#[test]
+fn offsets_for_leader_epoch_answers_from_the_leaders_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let rm = manager(1, dir.path());
+    for (epoch, n) in [(1, 3), (4, 2)] {
+        apply(&rm, dir.path(), &leadership(1, epoch, &[1], epoch), 0).unwrap();
+        rm.append(&tp(), &mut batch(n, "x", None), 1, 0).unwrap();
+    }
+    apply(&rm, dir.path(), &leadership(1, 6, &[1], 6), 0).unwrap();
+    let p = rm.get(&tp()).unwrap();
+    assert_eq!(p.leader_epoch_entries(), vec![(1, 0), (4, 3), (6, 5)]);
+    let answer = |epoch| p.last_offset_for_leader_epoch(6, epoch).unwrap();
+    assert_eq!(answer(1), (1, 3));
+    assert_eq!(
+        answer(3),
+        (1, 3),
+        "epoch 3 never wrote: the one below and its end"
+    );
+    assert_eq!(answer(4), (4, 5));
+    assert_eq!(answer(6), (6, 5), "the current epoch ends at the log end");
+    assert_eq!(answer(9), (-1, -1));
+    assert_eq!(
+        p.last_offset_for_leader_epoch(5, 1)
+            .unwrap_err()
+            .response_error(),
+        ResponseError::FencedLeaderEpoch
+    );
+    // Followers do not answer.
+    apply(&rm, dir.path(), &leadership(2, 7, &[2], 7), 0).unwrap();
+    assert_eq!(
+        p.last_offset_for_leader_epoch(-1, 1)
+            .unwrap_err()
+            .response_error(),
+        ResponseError::NotLeaderOrFollower
+    );
+}
+
+/// Two brokers write different epochs past a shared prefix; the old leader, now a follower,
+/// truncates exactly where they diverge (not to its high watermark) and then copies the new
+/// leader's log.
+#[test]
+fn a_follower_truncates_exactly_at_the_divergence_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    let (rm1, rm2) = (manager(1, &a), manager(2, &b));
+    // Epoch 1: broker 1 leads, broker 2 copies 4 records, the high watermark reaches 4.
+    apply(&rm1, &a, &leadership(1, 1, &[1, 2], 0), 0).unwrap();
+    apply(&rm2, &b, &leadership(1, 1, &[1, 2], 0), 0).unwrap();
+    let (p1, p2) = (rm1.get(&tp()).unwrap(), rm2.get(&tp()).unwrap());
+    rm1.append(&tp(), &mut batch(4, "shared", None), 1, 0)
+        .unwrap();
+    let r = rm1.read_for_follower(&tp(), 2, 0, 1 << 20, 1, 0).unwrap();
+    p2.append_as_follower(&r.records, r.high_watermark, 1, 0)
+        .unwrap();
+    rm1.read_for_follower(&tp(), 2, 4, 1 << 20, 1, 0).unwrap();
+    // Broker 1 writes 3 more that nobody copies, and its high watermark is 4.
+    rm1.append(&tp(), &mut batch(3, "lost", None), 1, 0)
+        .unwrap();
+    assert_eq!((p1.high_watermark(), p1.log_end_offset()), (4, 7));
+    // Broker 2 becomes leader at epoch 2 and writes 2 records.
+    apply(&rm2, &b, &leadership(2, 2, &[2], 1), 0).unwrap();
+    rm2.append(&tp(), &mut batch(2, "new", None), 1, 0).unwrap();
+    // Broker 1 follows broker 2: its latest epoch is 1, which ends at 4 on broker 2.
+    assert_eq!(
+        apply(&rm1, &a, &leadership(2, 2, &[2], 1), 0).unwrap(),
+        Transition::BecameFollower
+    );
+    assert_eq!(
+        p1.log_end_offset(),
+        7,
+        "nothing is truncated before asking the leader"
+    );
+    let (epoch, end) = p2
+        .last_offset_for_leader_epoch(2, p1.latest_epoch().unwrap())
+        .unwrap();
+    assert_eq!((epoch, end), (1, 4));
+    let t = truncation::truncation_offset(
+        epoch,
+        end,
+        |e| p1.end_offset_for_epoch(e),
+        p1.log_end_offset(),
+        p1.high_watermark(),
+    );
+    assert_eq!(
+        t,
+        truncation::Truncation {
+            offset: 4,
+            complete: true
+        }
+    );
+    p1.truncate_to(t.offset).unwrap();
+    let r = rm2.read_for_follower(&tp(), 1, 4, 1 << 20, 2, 0).unwrap();
+    p1.append_as_follower(&r.records, r.high_watermark, 2, 0)
+        .unwrap();
+    let all = |p: &Partition| {
+        let state = p.lock();
+        values(&state.log.read(0, 1 << 20).unwrap())
+    };
+    assert_eq!(all(&p1), all(&p2));
+    assert_eq!(p1.leader_epoch_entries(), vec![(1, 0), (2, 4)]);
+    assert_eq!(
+        all(&p1).iter().map(|(_, v)| v.as_str()).collect::<Vec<_>>(),
+        vec!["shared-0", "shared-1", "shared-2", "shared-3", "new-0", "new-1"]
+    );
 }
 
 #[tokio::test]
-async fn acks_all_waits_for_the_high_watermark() {
+async fn acks_all_waits_for_the_isr_and_checks_min_insync_replicas() {
     let dir = tempfile::tempdir().unwrap();
-    let rm = ReplicaManager::new(&[dir.path().to_owned()]).unwrap();
-    let p = leader(&rm, dir.path());
-    p.set_isr(1, vec![1, 2]);
-    let r = rm.append(&tp(), &mut batch(2, "a", None), 0).unwrap();
+    let rm = manager(1, dir.path());
+    let two = PartitionConfig {
+        min_insync_replicas: 2,
+        ..config()
+    };
+    rm.become_leader_or_follower(
+        &tp(),
+        &dir.path().join("t-0"),
+        two,
+        &leadership(1, 1, &[1, 2, 3], 0),
+        None,
+        0,
+    )
+    .unwrap();
+    let r = rm.append(&tp(), &mut batch(2, "a", None), -1, 0).unwrap();
     let soon = tokio::time::Instant::now() + Duration::from_millis(50);
-    assert!(
-        !rm.wait_for_high_watermark(&tp(), r.last_offset + 1, soon)
+    assert_eq!(
+        rm.wait_for_acks(&tp(), r.last_offset + 1, soon)
             .await
+            .unwrap_err()
+            .response_error(),
+        ResponseError::RequestTimedOut
     );
     let rm2 = rm.clone();
-    let follower = tokio::spawn(async move {
+    let followers = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(20)).await;
-        rm2.read_for_follower(&tp(), 2, 2, 1 << 20).unwrap();
+        rm2.read_for_follower(&tp(), 2, 2, 1 << 20, 1, 1).unwrap();
+        rm2.read_for_follower(&tp(), 3, 2, 1 << 20, 1, 1).unwrap();
     });
     let later = tokio::time::Instant::now() + Duration::from_secs(5);
-    assert!(
-        rm.wait_for_high_watermark(&tp(), r.last_offset + 1, later)
-            .await
-    );
-    follower.await.unwrap();
-}
+    rm.wait_for_acks(&tp(), r.last_offset + 1, later)
+        .await
+        .unwrap();
+    followers.await.unwrap();
 
-#[test]
-fn a_demoted_leader_truncates_to_its_high_watermark() {
-    let dir = tempfile::tempdir().unwrap();
-    let dirs = [dir.path().to_owned()];
-    let rm = ReplicaManager::new(&dirs).unwrap();
-    let p = leader(&rm, dir.path());
-    p.set_isr(1, vec![1, 2]);
-    rm.append(&tp(), &mut batch(2, "a", Some((5, 0, 0))), 0)
-        .unwrap();
-    rm.read_for_follower(&tp(), 2, 2, 1 << 20).unwrap();
-    rm.append(&tp(), &mut batch(3, "b", Some((5, 0, 2))), 0)
-        .unwrap();
-    assert_eq!((p.high_watermark(), p.log_end_offset()), (2, 5));
-    rm.checkpoint(&dirs).unwrap();
-    let hw = std::fs::read_to_string(dir.path().join(REPLICATION_OFFSET_CHECKPOINT)).unwrap();
-    assert_eq!(hw, "0\n1\nt 0 2\n");
-    // The controller makes broker 2 the leader: what only this broker had goes.
-    let f = rm
-        .become_replica(
-            &tp(),
-            &dir.path().join("t-0"),
-            PartitionConfig::default(),
-            Role::Follower { leader_epoch: 2 },
-            0,
-        )
-        .unwrap();
-    assert_eq!(f.log_end_offset(), 2);
-    // The producer state was rebuilt: the truncated batch may be written again.
-    f.set_role(Role::Leader { leader_epoch: 3 }).unwrap();
-    let again = f.append(&mut batch(3, "b", Some((5, 0, 2))), 0).unwrap();
-    assert!(!again.duplicate);
-    assert_eq!(again.base_offset, 2);
-}
-
-#[test]
-fn a_follower_restarts_from_its_checkpointed_high_watermark() {
-    let dir = tempfile::tempdir().unwrap();
-    let dirs = [dir.path().to_owned()];
-    let follower = |rm: &ReplicaManager| {
-        rm.become_replica(
-            &tp(),
-            &dir.path().join("t-0"),
-            PartitionConfig::default(),
-            Role::Follower { leader_epoch: 1 },
-            0,
-        )
-        .unwrap()
+    // Broker 3 stops; while an acks=all produce waits, the ISR shrinks to [1]: below
+    // min.insync.replicas=2, the produce gets NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+    let r = rm.append(&tp(), &mut batch(1, "b", None), -1, 2).unwrap();
+    let waiting = {
+        let rm = rm.clone();
+        tokio::spawn(async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+            rm.wait_for_acks(&tp(), r.last_offset + 1, deadline).await
+        })
     };
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    rm.maybe_shrink_isrs(LAG + 10);
+    controller_accepts(&rm);
+    assert_eq!(rm.get(&tp()).unwrap().isr(), vec![1]);
+    assert_eq!(
+        waiting.await.unwrap().unwrap_err().response_error(),
+        ResponseError::NotEnoughReplicasAfterAppend
+    );
+    // Below min.insync.replicas nothing is written with acks=all; acks=1 still works.
+    let end = rm.get(&tp()).unwrap().log_end_offset();
+    assert_eq!(
+        rm.append(&tp(), &mut batch(1, "c", None), -1, 3)
+            .unwrap_err()
+            .response_error(),
+        ResponseError::NotEnoughReplicas
+    );
+    assert_eq!(rm.get(&tp()).unwrap().log_end_offset(), end);
+    rm.append(&tp(), &mut batch(1, "d", None), 1, 3).unwrap();
+    // Broker 2 catches up and rejoins: acks=all works again by itself.
+    let end = rm.get(&tp()).unwrap().log_end_offset();
+    rm.read_for_follower(&tp(), 2, end, 1 << 20, 1, LAG + 20)
+        .unwrap();
+    controller_accepts(&rm);
+    assert_eq!(rm.get(&tp()).unwrap().isr(), vec![1, 2]);
+    let r = rm
+        .append(&tp(), &mut batch(1, "e", None), -1, LAG + 30)
+        .unwrap();
+    rm.read_for_follower(&tp(), 2, r.last_offset + 1, 1 << 20, 1, LAG + 40)
+        .unwrap();
+    let later = tokio::time::Instant::now() + Duration::from_secs(5);
+    rm.wait_for_acks(&tp(), r.last_offset + 1, later)
+        .await
+        .unwrap();
+}
+
+#[test]
+fn a_restarted_follower_keeps_its_log_until_the_leader_is_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let dirs = [dir.path().to_owned()];
     {
+        let rm = manager(2, dir.path());
+        apply(&rm, dir.path(), &leadership(1, 1, &[1, 2], 0), 0).unwrap();
+        let f = rm.get(&tp()).unwrap();
         let source_dir = tempfile::tempdir().unwrap();
-        let source = ReplicaManager::new(&[source_dir.path().to_owned()]).unwrap();
-        let l = leader(&source, source_dir.path());
-        source.append(&tp(), &mut batch(4, "a", None), 0).unwrap();
-        let rm = ReplicaManager::new(&dirs).unwrap();
-        let f = follower(&rm);
-        let read = l.read_for_follower(2, 0, 1 << 20).unwrap().0;
-        // The leader's high watermark was 4 when it answered, but say it was 0: nothing of
-        // what was fetched is known to be committed.
-        f.append_as_follower(&read.records, 0, 0).unwrap();
-        assert_eq!((f.log_end_offset(), f.high_watermark()), (4, 0));
-        f.append_as_follower(&[], 3, 0).unwrap();
+        let source = manager(1, source_dir.path());
+        apply(&source, source_dir.path(), &leadership(1, 1, &[1, 2], 0), 0).unwrap();
+        source
+            .append(&tp(), &mut batch(4, "a", None), 1, 0)
+            .unwrap();
+        let read = source
+            .read_for_follower(&tp(), 2, 0, 1 << 20, 1, 0)
+            .unwrap();
+        f.append_as_follower(&read.records, 2, 1, 0).unwrap();
+        assert_eq!((f.log_end_offset(), f.high_watermark()), (4, 2));
         rm.shutdown(&dirs).unwrap();
     }
-    let rm = ReplicaManager::new(&dirs).unwrap();
-    let f = follower(&rm);
-    // Restarted as a follower: truncated to the checkpointed high watermark (a whole batch
-    // holding offset 3 goes).
-    assert_eq!(f.high_watermark(), 0);
-    assert_eq!(f.log_end_offset(), 0);
+    let rm = manager(2, dir.path());
+    apply(&rm, dir.path(), &leadership(1, 2, &[1, 2], 1), 0).unwrap();
+    let f = rm.get(&tp()).unwrap();
+    // Before KIP-101 this follower would have dropped offsets 2 and 3 here.
+    assert_eq!((f.log_end_offset(), f.high_watermark()), (4, 2));
+    assert_eq!(f.leader_epoch_entries(), vec![(1, 0)]);
+}
+
+/// One step of a random leader history for the high-watermark property.
+#[derive(Debug, Clone)]
+enum Step {
+    Append(usize),
+    /// Follower (2 or 3) fetches at the given fraction of the way to the leader's end.
+    Fetch(i32, f64),
+    /// Time passes; the ISR check runs.
+    Tick(i64),
+    /// The controller answers the pending change (accept or refuse).
+    Answer(bool),
+}
+
+fn steps() -> impl Strategy<Value = Vec<Step>> {
+    proptest::collection::vec(
+        prop_oneof![
+            (1..4usize).prop_map(Step::Append),
+            (2..4i32, 0.0f64..=1.0).prop_map(|(r, f)| Step::Fetch(r, f)),
+            (1..(LAG * 2)).prop_map(Step::Tick),
+            any::<bool>().prop_map(Step::Answer),
+        ],
+        1..60,
+    )
+}
+
+proptest! {
+    /// Whatever follows, the leader's high watermark never moves backwards, never passes its
+    /// log end, and never passes the log end of a member of the (maximal) ISR: what consumers
+    /// see and acks=all confirms is on every in-sync replica.
+    #[test]
+    fn the_high_watermark_is_monotonic_and_covered_by_the_isr(steps in steps()) {
+        let dir = tempfile::tempdir().unwrap();
+        let rm = manager(1, dir.path());
+        let p = leader_of_three(&rm, dir.path());
+        let mut now = 0;
+        let mut ends = BTreeMap::from([(2, -1i64), (3, -1i64)]);
+        let mut last_hw = p.high_watermark();
+        for step in steps {
+            match step {
+                Step::Append(n) => {
+                    rm.append(&tp(), &mut batch(n, "x", None), 1, now).unwrap();
+                }
+                Step::Fetch(replica, fraction) => {
+                    let from = ends[&replica].max(0);
+                    let to = p.log_end_offset();
+                    let offset = from + ((to - from) as f64 * fraction) as i64;
+                    rm.read_for_follower(&tp(), replica, offset, 1 << 20, 1, now).unwrap();
+                    ends.insert(replica, offset);
+                }
+                Step::Tick(ms) => {
+                    now += ms;
+                    rm.maybe_shrink_isrs(now);
+                }
+                Step::Answer(true) => controller_accepts(&rm),
+                Step::Answer(false) => {
+                    for item in rm.pending_isr_changes() {
+                        rm.inner.alter_partition.clear_pending(&item.tp);
+                        rm.on_alter_partition_answer(&item, Err(ResponseError::OperationNotAttempted));
+                    }
+                }
+            }
+            let hw = p.high_watermark();
+            prop_assert!(hw >= last_hw, "moved back from {} to {}", last_hw, hw);
+            prop_assert!(hw <= p.log_end_offset());
+            for member in p.isr_state().maximal() {
+                if member != 1 {
+                    prop_assert!(hw <= ends[&member].max(0),
+                        "hw {} passes member {} at {}", hw, member, ends[&member]);
+                }
+            }
+            last_hw = hw;
+        }
+    }
 }

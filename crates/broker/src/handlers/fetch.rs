@@ -1,20 +1,24 @@
-//! Fetch (v0–v17): whole record batches straight from the segment files, with long polling.
-//! From v13 topics are named by id (an id the metadata cache does not know is
-//! UNKNOWN_TOPIC_ID); v15 moves the follower's id into `replica_state`; v16 adds, for
-//! NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH, the current leader and its endpoint
-//! (KIP-951); v17 adds the follower's directory id (ignored: one directory per partition).
-//! Fetch v0–v3 consumers get message format v0/v1, down-converted per partition (bounded by
-//! what was read for it: at most `partition_max_bytes` plus one batch).
+//! Fetch (v0–v17): whole record batches straight from the segment files, with long polling
+//! and incremental fetch sessions (KIP-227, v7+). From v13 topics are named by id (an id the
+//! metadata cache does not know is UNKNOWN_TOPIC_ID); v15 moves the follower's id into
+//! `replica_state`; v16 adds, for NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH, the current
+//! leader and its endpoint (KIP-951); v17 adds the follower's directory id (ignored: one
+//! directory per partition). Fetch v0–v3 consumers get message format v0/v1, down-converted
+//! per partition (bounded by what was read for it: at most `partition_max_bytes` plus one
+//! batch).
 //!
 //! The answer goes out as soon as `min_bytes` are there, any partition has an error, or
 //! `max_wait_ms` has passed; until then the request waits for the next append (a
 //! notification, not polling) and reads again. `max_bytes` (v3+) bounds the response and
 //! `partition_max_bytes` each partition; as in Kafka, the first batch of the first partition
-//! with data is returned whole even when larger. Incremental fetch sessions (v7+) are never
-//! created: every answer is a full response with session id 0, and a request naming a
-//! session gets FETCH_SESSION_ID_NOT_FOUND, which makes clients fall back to full fetches.
+//! with data is returned whole even when larger. Sessions live in the replica manager's
+//! `FetchSessionCache`: epoch 0 creates one (its id is in the answer), later epochs name only
+//! changed partitions and get only partitions with news, epoch -1 fetches without one;
+//! FETCH_SESSION_ID_NOT_FOUND and INVALID_FETCH_SESSION_EPOCH make the client start over.
 //! Consumers read below the high watermark; followers (`replica_id` >= 0) read up to the log
-//! end, and their fetch offset tells the leader how far they are.
+//! end, and their fetch offset tells the leader how far they are (the ISR and the high
+//! watermark follow). `current_leader_epoch` (v9+) is checked: FENCED_LEADER_EPOCH when older
+//! than the leader's, UNKNOWN_LEADER_EPOCH when newer.
 //!
 //! The request's `max_bytes` is capped by the broker's `fetch.max.bytes` for consumers and
 //! `replica.fetch.response.max.bytes` for followers (Kafka's defaults 55 MiB and 10 MiB), and
@@ -26,15 +30,20 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
+use std::collections::HashMap;
+
 use kafka_protocol::messages::fetch_response::{
     FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
 };
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use model::TopicPartition;
+use replication::fetch_session::{FetchPosition, OpenedFetch, PartitionOutcome, SessionKey};
 use tokio::time::Instant;
+use uuid::Uuid;
 
 use crate::context::BrokerContext;
+use crate::data_plane::now_ms;
 use crate::metadata_cache::Snapshot;
 
 pub(super) async fn handle(
@@ -42,75 +51,151 @@ pub(super) async fn handle(
     request: FetchRequest,
     version: i16,
 ) -> FetchResponse {
-    if request.session_id != 0 {
-        return FetchResponse::default()
-            .with_error_code(ResponseError::FetchSessionIdNotFound.code())
-            .with_session_id(0);
-    }
+    let replica = replica_id(&request, version);
+    let privileged = replica >= 0;
+    // v13+ name topics by id (resolved in the metadata cache), v16+ hint at the leader.
+    let snapshot = (version >= 13).then(|| ctx.metadata_cache.snapshot());
+    // Sessions are keyed by topic name; an id nobody knows gets a key no topic name can have
+    // (read as UNKNOWN_TOPIC_ID). The ids go back into the v13+ response.
+    let mut ids: HashMap<String, Uuid> = HashMap::new();
+    let mut key_of = |name: &TopicName, id: Uuid| -> String {
+        match &snapshot {
+            None => name.0.to_string(),
+            Some(snapshot) => {
+                let key = snapshot
+                    .topics
+                    .iter()
+                    .find(|(_, info)| !info.topic_id.is_nil() && info.topic_id == id)
+                    .map(|(name, _)| name.clone())
+                    .unwrap_or_else(|| format!("{UNKNOWN_ID_PREFIX}{id}"));
+                ids.insert(key.clone(), id);
+                key
+            }
+        }
+    };
+    let requested: Vec<(SessionKey, FetchPosition)> = request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            let topic = key_of(&t.topic, t.topic_id);
+            t.partitions.iter().map(move |p| {
+                (
+                    (topic.clone(), p.partition),
+                    FetchPosition {
+                        fetch_offset: p.fetch_offset,
+                        max_bytes: p.partition_max_bytes,
+                        current_leader_epoch: p.current_leader_epoch,
+                        log_start_offset: p.log_start_offset,
+                    },
+                )
+            })
+        })
+        .collect();
+    let forgotten: Vec<SessionKey> = request
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|t| {
+            let topic = key_of(&t.topic, t.topic_id);
+            t.partitions.iter().map(move |&p| (topic.clone(), p))
+        })
+        .collect();
+    let sessions = ctx.replica_manager.fetch_sessions();
+    let opened = match sessions.open(
+        request.session_id,
+        request.session_epoch,
+        requested,
+        &forgotten,
+        now_ms(),
+    ) {
+        Ok(opened) => opened,
+        Err(error) => {
+            return FetchResponse::default()
+                .with_error_code(error.code())
+                .with_session_id(0);
+        }
+    };
     let max_wait = Duration::from_millis(request.max_wait_ms.max(0) as u64);
     let deadline = Instant::now() + max_wait;
     let max_bytes = response_max_bytes(ctx, &request, version);
     let min_bytes = i64::from(request.min_bytes.max(0)).min(max_bytes);
     let mut appends = ctx.replica_manager.subscribe_appends();
-    let request = Arc::new(request);
+    let opened = Arc::new(opened);
     // A consumer on a connection that can `sendfile` gets its records from the page cache
     // (Fetch v4+: older versions are down-converted in memory).
-    let zero_copy =
-        crate::zero_copy::enabled() && replica_id(&request, version) < 0 && version >= 4;
+    let zero_copy = crate::zero_copy::enabled() && !privileged && version >= 4;
     // The reads touch the segment files: off the async workers.
     let read = || {
         let rm = ctx.replica_manager.clone();
-        let request = Arc::clone(&request);
-        // v13+ name topics by id (resolved in the metadata cache), v16+ hint at the leader.
-        let snapshot = (version >= 13).then(|| ctx.metadata_cache.snapshot());
+        let (opened, snapshot) = (Arc::clone(&opened), snapshot.clone());
         crate::blocking::run(move || {
-            read_all(
-                &rm,
-                snapshot.as_deref(),
-                &request,
+            let fetch = Fetch {
+                replica,
                 max_bytes,
                 version,
                 zero_copy,
-            )
+            };
+            read_all(&rm, snapshot.as_deref(), &opened, &fetch)
         })
     };
-    loop {
+    let mut reads = loop {
         appends.borrow_and_update();
-        let pass = read().await;
-        let enough = pass.bytes >= min_bytes || pass.errors;
+        let reads = read().await;
+        let enough = reads.bytes >= min_bytes || reads.errors;
         if enough || max_wait.is_zero() || Instant::now() >= deadline {
-            return pass.into_response();
+            break reads;
         }
         // Long polling: parked, so a waiting fetch keeps no other request from being read.
         match crate::limits::parked(tokio::time::timeout_at(deadline, appends.changed())).await {
             Ok(Ok(())) => continue,
             // Timed out, or the broker is shutting down: answer with what is there.
-            _ => return read().await.into_response(),
+            _ => break read().await,
+        }
+    };
+    let (session_id, include) = sessions.close(
+        &opened.context,
+        &opened.partitions,
+        &reads.outcomes,
+        privileged,
+        now_ms(),
+    );
+    // The file regions attached for a zero-copy send (only of partitions that go out).
+    for (index, region) in std::mem::take(&mut reads.regions) {
+        if include.get(index).copied().unwrap_or(false) {
+            reads.data[index].records = Some(crate::zero_copy::attach(region));
         }
     }
-}
-
-/// One pass over the requested partitions.
-struct Read {
-    response: FetchResponse,
-    /// Record bytes in the response.
-    bytes: i64,
-    /// Whether a partition has an error.
-    errors: bool,
-    /// (topic index, partition index, records) to send from the files.
-    regions: Vec<(usize, usize, storage::log::FileRegion)>,
-}
-
-impl Read {
-    /// The response to send: the file regions attached for a zero-copy send.
-    fn into_response(mut self) -> FetchResponse {
-        for (t, p, region) in self.regions {
-            self.response.responses[t].partitions[p].records =
-                Some(crate::zero_copy::attach(region));
+    let mut responses: Vec<(String, FetchableTopicResponse)> = Vec::new();
+    for (((topic, _), data), included) in opened
+        .partitions
+        .iter()
+        .map(|(key, _)| key)
+        .zip(reads.data)
+        .zip(include)
+    {
+        if !included {
+            continue;
         }
-        self.response
+        match responses.last_mut() {
+            Some((key, t)) if key == topic => t.partitions.push(data),
+            _ => {
+                let response = FetchableTopicResponse::default().with_partitions(vec![data]);
+                let response = match ids.get(topic) {
+                    // v13+: the topic by id only.
+                    Some(id) => response.with_topic_id(*id),
+                    None => response.with_topic(TopicName(StrBytes::from_string(topic.clone()))),
+                };
+                responses.push((topic.clone(), response));
+            }
+        }
     }
+    FetchResponse::default()
+        .with_session_id(session_id)
+        .with_responses(responses.into_iter().map(|(_, t)| t).collect())
+        .with_node_endpoints(std::mem::take(&mut reads.node_endpoints))
 }
+
+/// Where a session key of a topic id nobody knows starts (a character no topic name has).
+const UNKNOWN_ID_PREFIX: char = '\u{0}';
 
 /// The fetching replica's id (-1 for a consumer): in `replica_state` from v15.
 fn replica_id(request: &FetchRequest, version: i16) -> i32 {
@@ -138,150 +223,28 @@ fn response_max_bytes(ctx: &BrokerContext, request: &FetchRequest, version: i16)
     requested.min(i64::try_from(cap).unwrap_or(i64::MAX))
 }
 
-/// Reads every requested partition once, at most `max_bytes` of records in all (with
-/// `zero_copy`, only where they lie, for consumers that need no conversion).
-fn read_all(
-    rm: &replication::ReplicaManager,
-    snapshot: Option<&Snapshot>,
-    request: &FetchRequest,
+/// One read of every partition of a fetch.
+struct Reads {
+    /// Per partition, in the opened order.
+    data: Vec<PartitionData>,
+    outcomes: Vec<PartitionOutcome>,
+    /// (index in `data`, records) to send from the files (zero copy).
+    regions: Vec<(usize, storage::log::FileRegion)>,
+    /// Record bytes read.
+    bytes: i64,
+    /// Whether any partition has an error.
+    errors: bool,
+    /// v16+: the endpoints of the leaders named in `current_leader`s.
+    node_endpoints: Vec<NodeEndpoint>,
+}
+
+/// What one fetch asks of every read.
+struct Fetch {
+    /// The fetching replica (-1 for a consumer).
+    replica: i32,
     max_bytes: i64,
     version: i16,
     zero_copy: bool,
-) -> Read {
-    let mut remaining = max_bytes;
-    let mut total = 0i64;
-    let mut errors = false;
-    let mut first_with_data = true;
-    let replica = replica_id(request, version);
-    let mut node_endpoints: Vec<NodeEndpoint> = Vec::new();
-    let mut responses = Vec::with_capacity(request.topics.len());
-    let mut regions = Vec::new();
-    for (topic_index, topic) in request.topics.iter().enumerate() {
-        // v13+ name topics by id; an id nobody knows is UNKNOWN_TOPIC_ID.
-        let (name, unknown): (Option<model::TopicName>, ResponseError) = match snapshot {
-            Some(snapshot) => (
-                snapshot
-                    .topics
-                    .iter()
-                    .find(|(_, info)| !info.topic_id.is_nil() && info.topic_id == topic.topic_id)
-                    .and_then(|(name, _)| name.parse().ok()),
-                ResponseError::UnknownTopicId,
-            ),
-            None => (
-                topic.topic.0.parse().ok(),
-                ResponseError::UnknownTopicOrPartition,
-            ),
-        };
-        let mut partitions = Vec::with_capacity(topic.partitions.len());
-        for (partition_index, p) in topic.partitions.iter().enumerate() {
-            let mut out = PartitionData::default()
-                .with_partition_index(p.partition)
-                .with_high_watermark(-1)
-                .with_last_stable_offset(-1)
-                .with_log_start_offset(-1)
-                .with_preferred_read_replica(BrokerId(-1))
-                .with_records(Some(Bytes::new()));
-            let partition = name
-                .as_ref()
-                .map(|n| TopicPartition::new(n.clone(), p.partition))
-                .ok_or(unknown)
-                .and_then(|tp| rm.partition(&tp).map_err(|e| e.response_error()));
-            let limit = i64::from(p.partition_max_bytes.max(0)).min(remaining);
-            let result = partition.and_then(|partition| {
-                let max = limit.max(0) as usize;
-                if replica >= 0 {
-                    // A follower: reads up to the log end and reports its own log end.
-                    rm.read_for_follower(partition.topic_partition(), replica, p.fetch_offset, max)
-                        .map(Got::Bytes)
-                } else if limit <= 0 && !first_with_data {
-                    // No room left in the response: answer the partition's offsets without
-                    // reading a batch that would be dropped.
-                    no_room(&partition).map(Got::Bytes)
-                } else if zero_copy && !needs_conversion(&partition, version) {
-                    partition.read_region(p.fetch_offset, max).map(Got::Region)
-                } else {
-                    partition.read(p.fetch_offset, max).map(Got::Bytes)
-                }
-                .map_err(|e| e.response_error())
-                .and_then(|got| match got {
-                    Got::Bytes(read) if replica < 0 => {
-                        convert_for_version(&partition, read, version, p.fetch_offset)
-                            .map(Got::Bytes)
-                    }
-                    got => Ok(got),
-                })
-            });
-            match result {
-                Ok(got) => {
-                    let (hw, lso, log_start, len) = match &got {
-                        Got::Bytes(r) => (
-                            r.high_watermark,
-                            r.last_stable_offset,
-                            r.log_start_offset,
-                            r.records.len(),
-                        ),
-                        Got::Region(r) => (
-                            r.high_watermark,
-                            r.last_stable_offset,
-                            r.log_start_offset,
-                            r.region.as_ref().map_or(0, |region| region.len),
-                        ),
-                    };
-                    out.high_watermark = hw;
-                    out.last_stable_offset = lso;
-                    out.log_start_offset = log_start;
-                    let len = len as i64;
-                    // Only the first partition with data may exceed the limits.
-                    if len > 0 && (first_with_data || len <= limit) {
-                        first_with_data = false;
-                        remaining -= len;
-                        total += len;
-                        match got {
-                            Got::Bytes(read) => out.records = Some(Bytes::from(read.records)),
-                            Got::Region(read) => {
-                                if let Some(region) = read.region {
-                                    regions.push((topic_index, partition_index, region));
-                                }
-                            }
-                        }
-                    }
-                }
-                Err(error) => {
-                    errors = true;
-                    out.error_code = error.code();
-                    let moved = matches!(
-                        error,
-                        ResponseError::NotLeaderOrFollower | ResponseError::FencedLeaderEpoch
-                    );
-                    if let (true, true, Some(snapshot), Some(name)) =
-                        (version >= 16, moved, snapshot, &name)
-                    {
-                        out.current_leader =
-                            current_leader(snapshot, name, p.partition, &mut node_endpoints);
-                    }
-                }
-            }
-            partitions.push(out);
-        }
-        let response = FetchableTopicResponse::default()
-            .with_topic_id(topic.topic_id)
-            .with_partitions(partitions);
-        responses.push(if version < 13 {
-            response.with_topic(topic.topic.clone())
-        } else {
-            response
-        });
-    }
-    let response = FetchResponse::default()
-        .with_session_id(0)
-        .with_responses(responses)
-        .with_node_endpoints(node_endpoints);
-    Read {
-        response,
-        bytes: total,
-        errors,
-        regions,
-    }
 }
 
 /// A partition's read: its records in memory, or where they lie.
@@ -290,11 +253,148 @@ enum Got {
     Region(replication::RegionRead),
 }
 
-/// Whether a consumer at `version` needs the records changed ([`convert_for_version`]):
-/// then they are read into memory.
-fn needs_conversion(partition: &replication::Partition, version: i16) -> bool {
-    version < 10
-        && (version <= 3 || partition.log_config().compression == Some(records::Compression::Zstd))
+/// Reads every partition of `opened` once, at most `max_bytes` of records in all (with
+/// `zero_copy`, only where they lie, for consumers that need no conversion).
+fn read_all(
+    rm: &replication::ReplicaManager,
+    snapshot: Option<&Snapshot>,
+    opened: &OpenedFetch,
+    fetch: &Fetch,
+) -> Reads {
+    let &Fetch {
+        replica,
+        max_bytes,
+        version,
+        zero_copy,
+    } = fetch;
+    let mut remaining = max_bytes;
+    let mut reads = Reads {
+        data: Vec::with_capacity(opened.partitions.len()),
+        outcomes: Vec::with_capacity(opened.partitions.len()),
+        regions: Vec::new(),
+        bytes: 0,
+        errors: false,
+        node_endpoints: Vec::new(),
+    };
+    let mut first_with_data = true;
+    let now = now_ms();
+    for ((topic, partition_index), position) in &opened.partitions {
+        let mut out = PartitionData::default()
+            .with_partition_index(*partition_index)
+            .with_high_watermark(-1)
+            .with_last_stable_offset(-1)
+            .with_log_start_offset(-1)
+            .with_preferred_read_replica(BrokerId(-1))
+            .with_records(Some(Bytes::new()));
+        let unknown = if topic.starts_with(UNKNOWN_ID_PREFIX) {
+            ResponseError::UnknownTopicId
+        } else {
+            ResponseError::UnknownTopicOrPartition
+        };
+        let name = topic.parse::<model::TopicName>().ok();
+        let partition = name
+            .clone()
+            .map(|n| TopicPartition::new(n, *partition_index))
+            .ok_or(unknown)
+            .and_then(|tp| rm.partition(&tp).map_err(|e| e.response_error()));
+        let limit = i64::from(position.max_bytes.max(0)).min(remaining);
+        let epoch = position.current_leader_epoch;
+        let result = partition.and_then(|partition| {
+            let max = limit.max(0) as usize;
+            if replica >= 0 {
+                // A follower: reads up to the log end and reports its own log end.
+                rm.read_for_follower(
+                    partition.topic_partition(),
+                    replica,
+                    position.fetch_offset,
+                    max,
+                    epoch,
+                    now,
+                )
+                .map(Got::Bytes)
+            } else if limit <= 0 && !first_with_data {
+                // No room left in the response: answer the partition's offsets without
+                // reading a batch that would be dropped.
+                partition.read_offsets(epoch).map(Got::Bytes)
+            } else if zero_copy && !needs_conversion(&partition, version) {
+                partition
+                    .read_region(position.fetch_offset, max, epoch)
+                    .map(Got::Region)
+            } else {
+                partition
+                    .read(position.fetch_offset, max, epoch)
+                    .map(Got::Bytes)
+            }
+            .map_err(|e| e.response_error())
+            .and_then(|got| match got {
+                Got::Bytes(read) if replica < 0 => {
+                    convert_for_version(&partition, read, version, position.fetch_offset)
+                        .map(Got::Bytes)
+                }
+                got => Ok(got),
+            })
+        });
+        let mut has_records = false;
+        match result {
+            Ok(got) => {
+                let (hw, lso, log_start, len) = match &got {
+                    Got::Bytes(r) => (
+                        r.high_watermark,
+                        r.last_stable_offset,
+                        r.log_start_offset,
+                        r.records.len(),
+                    ),
+                    Got::Region(r) => (
+                        r.high_watermark,
+                        r.last_stable_offset,
+                        r.log_start_offset,
+                        r.region.as_ref().map_or(0, |region| region.len),
+                    ),
+                };
+                out.high_watermark = hw;
+                out.last_stable_offset = lso;
+                out.log_start_offset = log_start;
+                let len = len as i64;
+                // Only the first partition with data may exceed the limits.
+                if len > 0 && (first_with_data || len <= limit) {
+                    first_with_data = false;
+                    remaining -= len;
+                    reads.bytes += len;
+                    has_records = true;
+                    match got {
+                        Got::Bytes(read) => out.records = Some(Bytes::from(read.records)),
+                        Got::Region(read) => {
+                            if let Some(region) = read.region {
+                                reads.regions.push((reads.data.len(), region));
+                            }
+                        }
+                    }
+                }
+            }
+            Err(error) => {
+                reads.errors = true;
+                out.error_code = error.code();
+                let moved = matches!(
+                    error,
+                    ResponseError::NotLeaderOrFollower | ResponseError::FencedLeaderEpoch
+                );
+                if let (true, true, Some(snapshot), Some(name)) =
+                    (version >= 16, moved, snapshot, &name)
+                {
+                    out.current_leader =
+                        current_leader(snapshot, name, *partition_index, &mut reads.node_endpoints);
+                }
+            }
+        }
+        reads.outcomes.push(PartitionOutcome {
+            error_code: out.error_code,
+            has_records,
+            high_watermark: out.high_watermark,
+            log_start_offset: out.log_start_offset,
+        });
+        reads.data.push(out);
+    }
+    reads
 }
 
 /// KIP-951: where a partition's leadership is now (metadata cache), adding the leader's
@@ -322,22 +422,11 @@ fn current_leader(
         .with_leader_epoch(epoch)
 }
 
-/// A consumer's partition read when the response has no room left: offsets, no records.
-fn no_room(
-    partition: &replication::Partition,
-) -> Result<replication::ReadResult, replication::ReplicationError> {
-    if !matches!(partition.role(), replication::Role::Leader { .. }) {
-        return Err(replication::ReplicationError::NotLeader(
-            partition.topic_partition().clone(),
-        ));
-    }
-    let high_watermark = partition.high_watermark();
-    Ok(replication::ReadResult {
-        records: Vec::new(),
-        high_watermark,
-        last_stable_offset: high_watermark,
-        log_start_offset: partition.log_start_offset(),
-    })
+/// Whether a consumer at `version` needs the records changed ([`convert_for_version`]):
+/// then they are read into memory.
+fn needs_conversion(partition: &replication::Partition, version: i16) -> bool {
+    version < 10
+        && (version <= 3 || partition.log_config().compression == Some(records::Compression::Zstd))
 }
 
 /// Kafka's `maybeConvertFetchedData` for a consumer: a zstd topic needs Fetch v10; Fetch

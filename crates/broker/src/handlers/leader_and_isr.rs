@@ -1,7 +1,11 @@
 //! LeaderAndIsr: create the partition's directory (with `partition.metadata`) if this broker
 //! has none, open its log with the topic's effective config (broker `log.*` defaults under
-//! `/config/topics/<t>` overrides), record the leader epoch (`leader-epoch-checkpoint`), and
-//! remember whether it leads or follows. Answers an error per partition.
+//! `/config/topics/<t>` overrides), and become leader or follower
+//! (`replication::ReplicaManager::become_leader_or_follower`: the leader epoch goes into
+//! `leader-epoch-checkpoint`, a follower fetches from the leader the request names). A leader
+//! epoch older than the current one, or the same one without a newer partition epoch, is
+//! answered STALE_CONTROLLER_EPOCH and changes nothing, as in Kafka. Answers an error per
+//! partition.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::leader_and_isr_request::LeaderAndIsrPartitionState;
@@ -149,14 +153,6 @@ fn apply(
             leader_epoch: state.leader_epoch,
         }
     };
-    let mut replicas = ctx.replicas();
-    if let Some(current) = replicas.get(&tp) {
-        if state.leader_epoch < leader_epoch(*current) {
-            warn!(%tp, request_epoch = state.leader_epoch, current_epoch = leader_epoch(*current),
-                "ignoring LeaderAndIsr with an older leader epoch");
-            return Err(ResponseError::StaleControllerEpoch);
-        }
-    }
     let topic_id = (!topic_id.is_nil()).then(|| TopicId::from_bytes(*topic_id.as_bytes()));
     let dir = ctx
         .log_manager
@@ -170,49 +166,38 @@ fn apply(
                 _ => ResponseError::KafkaStorageError,
             }
         })?;
-    let log_role = match role {
-        ReplicaRole::Leader { leader_epoch } => replication::Role::Leader { leader_epoch },
-        ReplicaRole::Follower { leader_epoch, .. } => replication::Role::Follower { leader_epoch },
+    let leadership = replication::PartitionLeadership {
+        leader: state.leader.0,
+        leader_epoch: state.leader_epoch,
+        isr: state.isr.iter().map(|r| r.0).collect(),
+        partition_epoch: state.partition_epoch,
+        replicas: state.replicas.iter().map(|r| r.0).collect(),
     };
-    let partition = ctx
+    let endpoint = leaders
+        .iter()
+        .find(|l| l.broker_id == state.leader.0)
+        .cloned();
+    let transition = ctx
         .replica_manager
-        .become_replica(
+        .become_leader_or_follower(
             &tp,
             &dir,
             config.clone(),
-            log_role,
+            &leadership,
+            endpoint,
             crate::data_plane::now_ms(),
         )
         .map_err(|err| {
-            warn!(%tp, error = %err, "cannot open partition log");
-            ResponseError::KafkaStorageError
-        })?;
-    if partition.set_isr(ctx.broker_id, state.isr.iter().map(|r| r.0).collect()) {
-        // A smaller ISR can move the high watermark: wake waiting produces and fetches.
-        ctx.replica_manager.notify_appended();
-    }
-    if let ReplicaRole::Follower { leader, .. } = role {
-        match leaders.iter().find(|l| l.broker_id == leader) {
-            Some(endpoint) => {
-                ctx.replica_manager
-                    .start_fetcher(&tp, ctx.broker_id, endpoint.clone())
+            match &err {
+                replication::ReplicationError::StaleLeaderEpoch { .. } => {
+                    info!(%tp, error = %err, "ignoring LeaderAndIsr")
+                }
+                _ => warn!(%tp, error = %err, "cannot open partition log"),
             }
-            None => warn!(%tp, leader, "LeaderAndIsr names no endpoint for the leader"),
-        }
-    }
-    if replicas.insert(tp.clone(), role) != Some(role) {
-        info!(target: "state_change", %tp, ?role, "became {}", match role {
-            ReplicaRole::Leader { .. } => "leader",
-            ReplicaRole::Follower { .. } => "follower",
-        });
+            err.response_error()
+        })?;
+    if transition != replication::Transition::SameEpoch {
+        ctx.replicas().insert(tp, role);
     }
     Ok(())
-}
-
-fn leader_epoch(role: ReplicaRole) -> i32 {
-    match role {
-        ReplicaRole::Leader { leader_epoch } | ReplicaRole::Follower { leader_epoch, .. } => {
-            leader_epoch
-        }
-    }
 }

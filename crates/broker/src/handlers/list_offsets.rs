@@ -6,8 +6,10 @@
 //! -1, timestamp -1, epoch -1). As Kafka 3.9, any other negative timestamp, or one of these
 //! below the version that introduced it, is UNSUPPORTED_VERSION for that partition (v0 knows
 //! only -1 and -2). v0 answers in `old_style_offsets`; from v4 the leader epoch is returned
-//! too. Latest is the high watermark (equal to the last stable offset: there are no
-//! transactions).
+//! too and the request's `current_leader_epoch` is checked (FENCED_LEADER_EPOCH /
+//! UNKNOWN_LEADER_EPOCH). Latest is the high watermark (equal to the last stable offset: there
+//! are no transactions), or the log end for a replica (`replica_id` >= 0, a follower resetting
+//! its fetch offset).
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_offsets_response::{
@@ -52,6 +54,7 @@ fn list_offsets(
     request: ListOffsetsRequest,
     version: i16,
 ) -> ListOffsetsResponse {
+    let for_replica = request.replica_id.0 >= 0;
     let topics = request
         .topics
         .into_iter()
@@ -76,15 +79,20 @@ fn list_offsets(
                         .and_then(|n| {
                             let tp = TopicPartition::new(n.clone(), p.partition_index);
                             let partition = rm.partition(&tp).map_err(|e| e.response_error())?;
+                            let epoch = p.current_leader_epoch;
                             let found = match p.timestamp {
-                                MAX_TIMESTAMP => partition.offset_for(p.timestamp, true),
-                                // No tiered storage: the local log start is the log start.
-                                EARLIEST_LOCAL_TIMESTAMP => partition.offset_for(-2, false),
-                                // No tiered storage: nothing is tiered (after the leader check).
-                                LATEST_TIERED_TIMESTAMP => {
-                                    partition.offset_for(-1, false).map(|_| (-1, -1, Some(-1)))
+                                MAX_TIMESTAMP => {
+                                    partition.offset_for(p.timestamp, true, epoch, for_replica)
                                 }
-                                t => partition.offset_for(t, false),
+                                // No tiered storage: the local log start is the log start.
+                                EARLIEST_LOCAL_TIMESTAMP => {
+                                    partition.offset_for(-2, false, epoch, for_replica)
+                                }
+                                // No tiered storage: nothing is tiered (after the leader check).
+                                LATEST_TIERED_TIMESTAMP => partition
+                                    .offset_for(-1, false, epoch, for_replica)
+                                    .map(|_| (-1, -1, Some(-1))),
+                                t => partition.offset_for(t, false, epoch, for_replica),
                             };
                             found.map_err(|e| e.response_error())
                         });

@@ -1,6 +1,7 @@
 //! One file per API and one `match` to route (Kafka's `KafkaApis.handle`).
 
 mod alter_configs;
+mod alter_partition;
 pub(crate) mod api_versions;
 mod consumer_group_describe;
 mod consumer_group_heartbeat;
@@ -26,6 +27,7 @@ mod metadata;
 mod offset_commit;
 mod offset_delete;
 mod offset_fetch;
+mod offset_for_leader_epoch;
 mod stop_replica;
 mod sync_group;
 pub(crate) mod unsupported;
@@ -111,6 +113,9 @@ pub(crate) async fn handle(
         RequestKind::LeaderAndIsr(req) => {
             ResponseKind::LeaderAndIsr(leader_and_isr::handle(ctx, rctx, header, req).await)
         }
+        RequestKind::AlterPartition(req) => {
+            ResponseKind::AlterPartition(alter_partition::handle(ctx, req, version).await)
+        }
         RequestKind::UpdateMetadata(req) => {
             ResponseKind::UpdateMetadata(update_metadata::handle(ctx, rctx, header, req).await)
         }
@@ -126,6 +131,9 @@ pub(crate) async fn handle(
         RequestKind::Fetch(req) => ResponseKind::Fetch(fetch::handle(ctx, req, version).await),
         RequestKind::ListOffsets(req) => {
             ResponseKind::ListOffsets(list_offsets::handle(ctx, req, version).await)
+        }
+        RequestKind::OffsetForLeaderEpoch(req) => {
+            ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(ctx, req, version))
         }
         RequestKind::DeleteRecords(req) => {
             ResponseKind::DeleteRecords(delete_records::handle(ctx, req).await)

@@ -10,9 +10,11 @@
 //! are converted up to v2; a batch over `max.message.bytes` gets MESSAGE_TOO_LARGE; acks other than -1, 0, 1 answer
 //! INVALID_REQUIRED_ACKS for every partition. acks=0 requests get no response at all (the
 //! connection skips it). acks=-1 needs `min.insync.replicas` in-sync replicas
-//! (NOT_ENOUGH_REPLICAS before appending) and is answered once the high watermark passes the
-//! appended records, or with REQUEST_TIMED_OUT after the request's `timeout_ms` (Kafka's
-//! `DelayedProduce`).
+//! (NOT_ENOUGH_REPLICAS before appending, nothing written) and is answered once the high
+//! watermark passes the appended records (Kafka's `DelayedProduce`): with
+//! NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below `min.insync.replicas`
+//! meanwhile, NOT_LEADER_OR_FOLLOWER when this broker stopped leading, REQUEST_TIMED_OUT after
+//! the request's `timeout_ms`.
 
 use bytes::BytesMut;
 use kafka_protocol::error::ResponseError;
@@ -134,14 +136,20 @@ pub(super) async fn handle(
         crate::limits::release_held();
     }
     for (topic_index, partition_index, tp, offset) in waits {
-        if !ctx
+        if let Err(err) = ctx
             .replica_manager
-            .wait_for_high_watermark(&tp, offset, deadline)
+            .wait_for_acks(&tp, offset, deadline)
             .await
         {
-            debug!(%tp, offset, "acks=-1 produce timed out waiting for the in-sync replicas");
-            response.responses[topic_index].partition_responses[partition_index].error_code =
-                ResponseError::RequestTimedOut.code();
+            debug!(%tp, offset, error = %err, "acks=-1 produce not confirmed by the in-sync replicas");
+            let out = &mut response.responses[topic_index].partition_responses[partition_index];
+            out.error_code = err.code();
+            if matches!(
+                err,
+                replication::ReplicationError::NotEnoughReplicasAfterAppend { .. }
+            ) {
+                out.error_message = Some(StrBytes::from_string(err.to_string()));
+            }
         }
     }
     if version >= 10 {
@@ -244,20 +252,13 @@ fn append(
     records: Option<bytes::Bytes>,
     now: i64,
 ) -> Result<replication::AppendResult, Refused> {
-    if acks == -1 {
-        if let Some(partition) = rm.get(tp) {
-            if !partition.enough_replicas() {
-                return Err((ResponseError::NotEnoughReplicas, None).into());
-            }
-        }
-    }
     let records = records.unwrap_or_default();
     // The request buffer is shared with the decoder; take it over when we hold the only
     // reference, else copy once (offsets are written into the batches in place).
     let mut buf = records
         .try_into_mut()
         .unwrap_or_else(|shared| BytesMut::from(&shared[..]));
-    rm.append(tp, &mut buf, now).map_err(|err| {
+    rm.append(tp, &mut buf, acks, now).map_err(|err| {
         debug!(%tp, error = %err, "produce refused");
         let error = err.response_error();
         let message = matches!(
@@ -270,6 +271,7 @@ fn append(
                 | ResponseError::MessageTooLarge
                 | ResponseError::OutOfOrderSequenceNumber
                 | ResponseError::InvalidProducerEpoch
+                | ResponseError::NotEnoughReplicas
         )
         .then(|| err.to_string());
         Refused {

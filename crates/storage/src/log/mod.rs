@@ -692,6 +692,23 @@ impl Log {
         Ok(self.log_end_offset())
     }
 
+    /// Removes every segment and restarts the log, empty, at `offset` (Kafka's
+    /// `truncateFullyAndStartAt`): a follower whose log ends below the leader's log start
+    /// offset cannot catch up by appending, so it starts over where the leader's log starts.
+    pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), LogError> {
+        let offset = offset.max(0);
+        for (_, segment) in std::mem::take(&mut self.segments) {
+            segment.delete_files(&self.dir)?;
+        }
+        self.segments
+            .insert(offset, Segment::open(&self.dir, offset)?);
+        self.log_start_offset = offset;
+        self.recovery_point = offset;
+        self.unflushed_messages = 0;
+        info!(dir = %self.dir.display(), offset, "truncated the whole log and restarted it");
+        Ok(())
+    }
+
     fn maybe_roll(
         &mut self,
         incoming_bytes: usize,

@@ -399,3 +399,26 @@ fn retention_never_deletes_from_a_compact_only_log() {
     });
     assert!(log.apply_retention(1_000_000).unwrap() > 0);
 }
+
+#[test]
+fn truncate_fully_and_start_at_restarts_an_empty_log_past_the_old_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), small_segments(), 0, 0).unwrap();
+    for i in 0..6 {
+        log.append(&mut batch(2, &format!("b{i}"), 10), 0, 1)
+            .unwrap();
+    }
+    assert!(log.segment_count() > 1);
+    log.truncate_fully_and_start_at(50).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (50, 50));
+    assert_eq!(log.segment_count(), 1);
+    assert!(log.read(0, 100).is_err(), "the old offsets are gone");
+    // Replicated batches continue at the new start, and a reopen finds the same log.
+    let mut next = batch(3, "leader", 10);
+    let batches = records::validate_record_set(&next).unwrap();
+    records::assign_offsets(&mut next, &batches, 50, 4, None);
+    log.append_replicated(&next, 1).unwrap();
+    drop(log);
+    let log = Log::open(dir.path(), small_segments(), 0, 0).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (50, 53));
+}
