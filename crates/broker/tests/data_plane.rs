@@ -651,3 +651,70 @@ async fn retention_runs_on_its_schedule() {
     drop(conn);
     broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_incremental_session_names_topics_by_id_from_v13() {
+    let (_dir, broker, mut conn) = setup(&[]).await;
+    create_topic(&mut conn, "ids", 2, &[]).await;
+    let metadata = conn
+        .send_version(
+            MetadataRequest::default().with_topics(Some(vec![
+                metadata_request::MetadataRequestTopic::default().with_name(Some(name("ids"))),
+            ])),
+            12,
+        )
+        .await
+        .unwrap();
+    let id = metadata.topics[0].topic_id;
+    assert!(!id.is_nil());
+    // A full fetch (epoch 0) of both partitions, by id, opens a session.
+    let partitions = (0..2)
+        .map(|p| {
+            fetch_request::FetchPartition::default()
+                .with_partition(p)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)
+        })
+        .collect();
+    let full = conn
+        .send_version(
+            fetch_request("ids", 0, 0)
+                .with_session_epoch(0)
+                .with_topics(vec![fetch_request::FetchTopic::default()
+                    .with_topic_id(id)
+                    .with_partitions(partitions)]),
+            13,
+        )
+        .await
+        .unwrap();
+    assert_eq!(full.error_code, NONE);
+    assert_ne!(full.session_id, 0);
+    assert!(full.responses.iter().all(|t| t.topic_id == id));
+    // Records arrive on partition 1; the next incremental fetch names no partition at all,
+    // and the answer carries partition 1 under its topic id.
+    assert_eq!(
+        produce(&mut conn, "ids", 1, batch(2, "i", None), 8)
+            .await
+            .error_code,
+        NONE
+    );
+    let incremental = conn
+        .send_version(
+            fetch_request("ids", 0, 0)
+                .with_session_id(full.session_id)
+                .with_session_epoch(1)
+                .with_topics(vec![]),
+            13,
+        )
+        .await
+        .unwrap();
+    assert_eq!(incremental.error_code, NONE);
+    assert_eq!(incremental.responses.len(), 1, "{incremental:?}");
+    let topic = &incremental.responses[0];
+    assert_eq!(topic.topic_id, id);
+    assert_eq!(topic.partitions.len(), 1);
+    assert_eq!(topic.partitions[0].partition_index, 1);
+    assert_eq!(values(&topic.partitions[0].records).len(), 2);
+    drop(conn);
+    broker.shutdown().await;
+}

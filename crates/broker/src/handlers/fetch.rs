@@ -179,9 +179,17 @@ pub(super) async fn handle(
             Some((key, t)) if key == topic => t.partitions.push(data),
             _ => {
                 let response = FetchableTopicResponse::default().with_partitions(vec![data]);
-                let response = match ids.get(topic) {
-                    // v13+: the topic by id only.
-                    Some(id) => response.with_topic_id(*id),
+                let response = match &snapshot {
+                    // v13+: the topic by id only. An incremental session answers partitions
+                    // this request did not name: their id comes from the metadata cache.
+                    Some(snapshot) => {
+                        response.with_topic_id(ids.get(topic).copied().unwrap_or_else(|| {
+                            snapshot
+                                .topics
+                                .get(topic)
+                                .map_or(Uuid::nil(), |info| info.topic_id)
+                        }))
+                    }
                     None => response.with_topic(TopicName(StrBytes::from_string(topic.clone()))),
                 };
                 responses.push((topic.clone(), response));
