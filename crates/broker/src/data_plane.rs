@@ -32,14 +32,38 @@ const DEFAULT_FLUSH_CHECK_INTERVAL_MS: u64 = 1_000;
 pub(crate) struct ControllerFromMetadata(pub Weak<BrokerContext>);
 
 impl replication::ControllerChannel for ControllerFromMetadata {
+    /// The controller's endpoint on the inter-broker listener (where broker requests are
+    /// accepted), else the one clients use.
     fn controller_addr(&self) -> Option<String> {
-        self.0.upgrade()?.metadata_cache.controller_endpoint()
+        let ctx = self.0.upgrade()?;
+        let cache = ctx.metadata_cache.snapshot();
+        let controller = cache.brokers.get(&cache.controller_id)?;
+        let (host, port) = controller
+            .endpoints
+            .get(ctx.config.inter_broker_listener_name())
+            .cloned()
+            .unwrap_or_else(|| (controller.host.clone(), controller.port));
+        Some(format!("{host}:{port}"))
     }
 
     fn broker_epoch(&self) -> i64 {
         self.0.upgrade().map_or(-1, |ctx| {
             ctx.broker_epoch.load(std::sync::atomic::Ordering::SeqCst)
         })
+    }
+
+    fn proof_tags(&self, broker_epoch: i64) -> BTreeMap<i32, bytes::Bytes> {
+        let Some(ctx) = self.0.upgrade() else {
+            return BTreeMap::new();
+        };
+        let proof = ctx
+            .control_plane
+            .key()
+            .broker_proof(ctx.broker_id, broker_epoch);
+        BTreeMap::from([(
+            security::control_plane::PROOF_TAG,
+            bytes::Bytes::copy_from_slice(&proof),
+        )])
     }
 }
 

@@ -35,6 +35,7 @@ const NONE: i16 = 0;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 const NOT_CONTROLLER: i16 = 41;
+const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
 const INVALID_REQUEST: i16 = 42;
 const STALE_CONTROLLER_EPOCH: i16 = 11;
 const STALE_BROKER_EPOCH: i16 = 77;
@@ -789,15 +790,30 @@ async fn the_isr_shrinks_after_the_lag_time_and_expands_on_catch_up() {
                         .with_partition_epoch(partition_epoch),
                 ])])
     };
+    let (key, _, _) = control_plane_key(&store).await;
+    // Without the broker's proof (a client): refused before the controller sees it.
+    let unsigned = to_controller
+        .send_version(alter(1, a.broker_epoch(), 0, 0, &[1, 2], 0), 0)
+        .await
+        .unwrap();
+    assert_eq!(unsigned.error_code, CLUSTER_AUTHORIZATION_FAILED);
     let other = if a.is_controller() { &b } else { &a };
     let refused = connect(other)
         .await
-        .send_version(alter(1, a.broker_epoch(), 0, 0, &[1, 2], 0), 0)
+        .send_version_tagged(
+            alter(1, a.broker_epoch(), 0, 0, &[1, 2], 0),
+            0,
+            &broker_proof_tags(&key, 1, a.broker_epoch()),
+        )
         .await
         .unwrap();
     assert_eq!(refused.error_code, NOT_CONTROLLER);
     let refused = to_controller
-        .send_version(alter(1, a.broker_epoch() - 1, 0, 0, &[1, 2], 0), 0)
+        .send_version_tagged(
+            alter(1, a.broker_epoch() - 1, 0, 0, &[1, 2], 0),
+            0,
+            &broker_proof_tags(&key, 1, a.broker_epoch() - 1),
+        )
         .await
         .unwrap();
     assert_eq!(refused.error_code, STALE_BROKER_EPOCH);
@@ -809,9 +825,10 @@ async fn the_isr_shrinks_after_the_lag_time_and_expands_on_catch_up() {
         (0, 0, vec![2, 3], 0, INVALID_REQUEST),
     ] {
         let response = to_controller
-            .send_version(
+            .send_version_tagged(
                 alter(1, epoch, partition, leader_epoch, &isr, partition_epoch),
                 1,
+                &broker_proof_tags(&key, 1, epoch),
             )
             .await
             .unwrap();
@@ -821,7 +838,11 @@ async fn the_isr_shrinks_after_the_lag_time_and_expands_on_catch_up() {
     }
     // The current state asked again is answered with it, unchanged.
     let current = to_controller
-        .send_version(alter(1, epoch, 0, 0, &[3, 2, 1], 0), 0)
+        .send_version_tagged(
+            alter(1, epoch, 0, 0, &[3, 2, 1], 0),
+            0,
+            &broker_proof_tags(&key, 1, epoch),
+        )
         .await
         .unwrap();
     let p = &current.topics[0].partitions[0];
@@ -853,7 +874,11 @@ async fn the_isr_shrinks_after_the_lag_time_and_expands_on_catch_up() {
     );
     // A stale partition epoch is now refused.
     let stale = to_controller
-        .send_version(alter(1, epoch, 0, 0, &[1], 0), 0)
+        .send_version_tagged(
+            alter(1, epoch, 0, 0, &[1], 0),
+            0,
+            &broker_proof_tags(&key, 1, epoch),
+        )
         .await
         .unwrap();
     assert_eq!(

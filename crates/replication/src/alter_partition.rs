@@ -35,6 +35,9 @@ pub trait ControllerChannel: Send + Sync + std::fmt::Debug + 'static {
     fn controller_addr(&self) -> Option<String>;
     /// This broker's current epoch (the czxid of its registration).
     fn broker_epoch(&self) -> i64;
+    /// The request header's tagged fields that prove a broker of this cluster sends it, for
+    /// `broker_epoch` (the controller refuses AlterPartition without them).
+    fn proof_tags(&self, broker_epoch: i64) -> BTreeMap<i32, bytes::Bytes>;
 }
 
 /// One proposed ISR change.
@@ -140,7 +143,11 @@ pub(crate) async fn send_loop(
         };
         let broker_epoch = channel.broker_epoch();
         let request = build_request(local_id, broker_epoch, &items);
-        let response = match conn.send_version(request, ALTER_PARTITION_VERSION).await {
+        let tags = channel.proof_tags(broker_epoch);
+        let response = match conn
+            .send_version_tagged(request, ALTER_PARTITION_VERSION, &tags)
+            .await
+        {
             Ok(response) => response,
             Err(err) => {
                 debug!(%addr, error = %err, "AlterPartition failed; reconnecting");

@@ -113,9 +113,9 @@ pub(crate) async fn handle(
         RequestKind::LeaderAndIsr(req) => {
             ResponseKind::LeaderAndIsr(leader_and_isr::handle(ctx, rctx, header, req).await)
         }
-        RequestKind::AlterPartition(req) => {
-            ResponseKind::AlterPartition(alter_partition::handle(ctx, req, version).await)
-        }
+        RequestKind::AlterPartition(req) => ResponseKind::AlterPartition(
+            alter_partition::handle(ctx, rctx, header, req, version).await,
+        ),
         RequestKind::UpdateMetadata(req) => {
             ResponseKind::UpdateMetadata(update_metadata::handle(ctx, rctx, header, req).await)
         }
