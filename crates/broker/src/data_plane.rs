@@ -36,14 +36,8 @@ impl replication::ControllerChannel for ControllerFromMetadata {
     /// accepted), else the one clients use.
     fn controller_addr(&self) -> Option<String> {
         let ctx = self.0.upgrade()?;
-        let cache = ctx.metadata_cache.snapshot();
-        let controller = cache.brokers.get(&cache.controller_id)?;
-        let (host, port) = controller
-            .endpoints
-            .get(ctx.config.inter_broker_listener_name())
-            .cloned()
-            .unwrap_or_else(|| (controller.host.clone(), controller.port));
-        Some(format!("{host}:{port}"))
+        ctx.metadata_cache
+            .controller_endpoint(ctx.config.inter_broker_listener_name())
     }
 
     fn broker_epoch(&self) -> i64 {

@@ -110,11 +110,18 @@ impl MetadataCache {
         Arc::clone(&self.current.read().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// `host:port` of the controller, when UpdateMetadata named one that is live.
-    pub fn controller_endpoint(&self) -> Option<String> {
+    /// `host:port` of the controller on `listener` (else on the one clients use), when
+    /// UpdateMetadata named one that is live.
+    pub fn controller_endpoint(&self, listener: &str) -> Option<String> {
         let cache = self.snapshot();
         let broker = cache.brokers.get(&cache.controller_id)?;
-        Some(format!("{}:{}", broker.host, broker.port))
+        let (host, port) = broker
+            .endpoints
+            .get(listener)
+            .map_or((broker.host.as_str(), broker.port), |(h, p)| {
+                (h.as_str(), *p)
+            });
+        Some(format!("{host}:{port}"))
     }
 
     /// Whether `topic` is known.
@@ -246,7 +253,10 @@ mod tests {
         cache.update(&request(vec![state(0, 1), state(1, 1)]));
         let snap = cache.snapshot();
         assert_eq!(snap.controller_id, 1);
-        assert_eq!(cache.controller_endpoint().as_deref(), Some("h:9092"));
+        assert_eq!(
+            cache.controller_endpoint("PLAINTEXT").as_deref(),
+            Some("h:9092")
+        );
         assert_eq!(
             snap.brokers[&1],
             LiveBroker {
