@@ -6,7 +6,10 @@
 //! crate (`hmac`, `sha2`, `pbkdf2`); this crate only composes them as the RFCs and Kafka do.
 
 pub mod control_plane;
+pub mod jaas;
+pub mod plain;
 pub mod principal;
 pub mod protocol;
+pub mod scram;
 
 pub use protocol::SecurityProtocol;
