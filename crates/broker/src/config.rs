@@ -117,6 +117,10 @@ pub struct RequestLimits {
     /// connections get their records with `sendfile`, as Kafka always does; false copies
     /// them through memory (for comparison).
     pub fetch_zero_copy: bool,
+    /// `quota.window.num` (Kafka's default 11): samples a client's byte rate is measured over.
+    pub quota_window_num: usize,
+    /// `quota.window.size.seconds` (default 1): the length of one sample.
+    pub quota_window_size: Duration,
 }
 
 /// One broker's configuration.
@@ -229,6 +233,8 @@ const KNOWN_KEYS: &[&str] = &[
     "max.connections.per.ip",
     "max.connections.per.ip.overrides",
     "fetch.zero.copy.enable",
+    "quota.window.num",
+    "quota.window.size.seconds",
     "placement.strategy",
     "max.partitions.per.request",
     "create.topic.policy.min.partitions",
@@ -618,6 +624,13 @@ fn parse_limits(
                 .map_or("", String::as_str),
         )?,
         fetch_zero_copy: parse_bool(props, "fetch.zero.copy.enable", true)?,
+        quota_window_num: parse_num(props, "quota.window.num", 11, 1)?,
+        quota_window_size: Duration::from_secs(parse_num(
+            props,
+            "quota.window.size.seconds",
+            1,
+            1,
+        )?),
     })
 }
 

@@ -126,6 +126,8 @@ async fn apply(
             .and_then(|t| t.parse::<TopicName>().ok())
         {
             topics.insert(topic);
+        } else if entity.starts_with("users/") || entity.starts_with("clients/") {
+            ctx.quotas.reload(zk, &entity).await;
         } else {
             debug!(%entity, "a config change for an entity this broker keeps no state for");
         }

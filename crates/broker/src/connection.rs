@@ -9,7 +9,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestKind};
@@ -27,6 +27,7 @@ use crate::context::BrokerContext;
 use crate::handlers;
 use crate::limits::{self, PoolPermit};
 use crate::metrics::{self, ClientSoftware, RequestTimes, TopicScan};
+use crate::quotas;
 use crate::zero_copy;
 
 /// Bytes read ahead while no frame size is known (small pipelined requests arrive in one
@@ -117,14 +118,35 @@ async fn serve_connection<S: Transport>(
         // sendfile needs the socket itself: not on TLS connections.
         let zero_copy =
             fetch_version.is_some() && ctx.config.limits.fetch_zero_copy && stream.tcp().is_some();
-        let (((response, answered), _held), regions) = zero_copy::scope(
-            zero_copy,
-            limits::holding(slot, permit, respond(&ctx, request, &rctx).instrument(span)),
-        )
-        .await;
+        let api_key = request.api_key;
+        let api_version = request.api_version();
+        let ((((response, answered), held), regions), throttle_ms) =
+            quotas::scope(zero_copy::scope(
+                zero_copy,
+                // Boxed: the handlers' state machines are large, and nested in these scopes
+                // they overflowed a worker's stack in debug builds.
+                limits::holding(
+                    slot,
+                    permit,
+                    Box::pin(respond(&ctx, request, &rctx).instrument(span)),
+                ),
+            ))
+            .await;
         let Some(response) = response else {
             break;
         };
+        // Over its quota the client is muted: this connection reads nothing for
+        // `throttle_time_ms`, after the response (KIP-219) or, for older clients, before it.
+        // The request's queue place and pool bytes are given back first.
+        let mute = (throttle_ms > 0).then(|| Duration::from_millis(u64::from(throttle_ms)));
+        let answer_first = quotas::answer_then_mute(api_key, api_version) && !no_response;
+        let mut held = Some(held);
+        if let Some(mute) = mute.filter(|_| !answer_first) {
+            drop(held.take());
+            if !muted(mute, &mut shutdown).await {
+                break;
+            }
+        }
         let send_started = Instant::now();
         if !no_response {
             let written = if regions.is_empty() {
@@ -162,11 +184,26 @@ async fn serve_connection<S: Transport>(
             answered.follower_fetch,
             &times,
         );
-        // `_held` (the request's queue place and pool bytes) is given back here, after the
-        // response went out.
+        if let Some(mute) = mute.filter(|_| answer_first) {
+            drop(held.take());
+            if !muted(mute, &mut shutdown).await {
+                break;
+            }
+        }
+        // The request's queue place and pool bytes (if still held) are given back here,
+        // after the response went out.
+        drop(held);
     }
     ctx.metrics.client_software_closed(&software);
     ctx.metrics.connection_closed();
+}
+
+/// Waits out a quota's mute; false when the broker shuts down meanwhile.
+async fn muted(mute: Duration, shutdown: &mut watch::Receiver<bool>) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(mute) => true,
+        _ = shutdown.wait_for(|stop| *stop) => false,
+    }
 }
 
 /// Reads the next frame: its size first, then, once the pool has room for all of it, its

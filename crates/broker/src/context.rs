@@ -66,6 +66,8 @@ pub(crate) struct BrokerContext {
     pub connection_limits: crate::limits::ConnectionLimits,
     /// Set when the broker starts shutting down: the admin listener stops asking it.
     pub stopped: std::sync::atomic::AtomicBool,
+    /// Client byte-rate quotas (`producer_byte_rate`, `consumer_byte_rate`).
+    pub quotas: crate::quotas::Quotas,
 }
 
 impl BrokerContext {

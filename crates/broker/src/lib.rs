@@ -27,6 +27,7 @@ mod limits;
 mod log_cleaner;
 pub mod metadata_cache;
 mod metrics;
+mod quotas;
 mod server;
 mod socket_server;
 mod stray_logs;

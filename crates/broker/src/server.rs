@@ -192,7 +192,12 @@ impl Broker {
         info!(broker_id, %cluster_id, listeners = ?local_addrs, advertised = ?shown, "broker started");
         let request_limiter = crate::limits::RequestLimiter::new(&config.limits);
         let connection_limits = crate::limits::ConnectionLimits::new(&config.limits);
+        let quotas = crate::quotas::Quotas::new(
+            config.limits.quota_window_size,
+            config.limits.quota_window_num,
+        );
         let ctx = Arc::new(BrokerContext {
+            quotas,
             request_limiter,
             connection_limits,
             config,
@@ -219,6 +224,7 @@ impl Broker {
                 Arc::downgrade(&ctx),
             )));
         Groups::start(&ctx);
+        ctx.quotas.load(&ctx.zk()).await;
         let cleaner = crate::log_cleaner::LogCleaner::start(
             crate::log_cleaner::cleaner_config(&ctx.config.originals),
             ctx.replica_manager.clone(),

@@ -75,6 +75,12 @@ pub fn config_topic(topic: &TopicName) -> String {
     format!("/config/topics/{topic}")
 }
 
+/// `/config/<entity_path>`: an entity's config (`clients/<c>`, `users/<u>`,
+/// `users/<u>/clients/<c>`, names sanitized; `<default>` for the defaults).
+pub fn config_entity(entity_path: &str) -> String {
+    format!("/config/{entity_path}")
+}
+
 /// `/config/<entity type>` for each entity type Kafka 2.8 stores configs for.
 pub fn config_entity_types() -> [&'static str; 4] {
     [

@@ -654,6 +654,53 @@ impl KafkaZkClient {
         }
     }
 
+    /// An entity's config (`/config/<entity_path>`, e.g. `clients/<c>` or
+    /// `users/<u>/clients/<c>`: names sanitized as Kafka's `Sanitizer`), empty when missing.
+    pub async fn get_entity_config(&self, entity_path: &str) -> Result<BTreeMap<String, String>> {
+        let path = paths::config_entity(entity_path);
+        match self.client.get_data(&path, false).await {
+            Ok((data, _)) => {
+                decode(&path, &data, TopicConfigZNode::from_json_bytes).map(|c| c.config)
+            }
+            Err(metastore::Error::NoNode(_)) => Ok(BTreeMap::new()),
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// Creates or overwrites an entity's config (the same JSON as a topic's).
+    pub async fn set_entity_config(
+        &self,
+        entity_path: &str,
+        config: &BTreeMap<String, String>,
+    ) -> Result<()> {
+        let path = paths::config_entity(entity_path);
+        let data = TopicConfigZNode::new(config.clone()).to_json_bytes();
+        match self.client.set_data(&path, &data, None).await {
+            Ok(_) => Ok(()),
+            Err(metastore::Error::NoNode(_)) => {
+                self.client
+                    .create_recursive(&path, &data, CreateMode::Persistent)
+                    .await?;
+                Ok(())
+            }
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// The children of `/config/<entity_path>` (e.g. `users`, `users/<u>/clients`), empty
+    /// when missing.
+    pub async fn get_config_entity_children(&self, entity_path: &str) -> Result<Vec<String>> {
+        match self
+            .client
+            .get_children(&paths::config_entity(entity_path), false)
+            .await
+        {
+            Ok(children) => Ok(children),
+            Err(metastore::Error::NoNode(_)) => Ok(Vec::new()),
+            Err(err) => Err(err.into()),
+        }
+    }
+
     /// The notifications under `/config/changes` (optionally watching for new ones), in
     /// sequence order: (sequence number, child name).
     pub async fn get_config_changes(&self, watch: bool) -> Result<Vec<(u64, String)>> {

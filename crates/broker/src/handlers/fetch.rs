@@ -38,7 +38,9 @@ use kafka_protocol::messages::fetch_response::{
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use model::TopicPartition;
-use replication::fetch_session::{FetchPosition, OpenedFetch, PartitionOutcome, SessionKey};
+use replication::fetch_session::{
+    FetchContext, FetchPosition, OpenedFetch, PartitionOutcome, SessionKey,
+};
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -48,6 +50,8 @@ use crate::metadata_cache::Snapshot;
 
 pub(super) async fn handle(
     ctx: &BrokerContext,
+    rctx: &crate::auth::RequestContext,
+    header: &kafka_protocol::messages::RequestHeader,
     request: FetchRequest,
     version: i16,
 ) -> FetchResponse {
@@ -151,6 +155,21 @@ pub(super) async fn handle(
             _ => break read().await,
         }
     };
+    // A consumer over its `consumer_byte_rate` gets Kafka's throttled answer: no records
+    // (their bytes are not counted), `throttle_time_ms`, the session left as the request
+    // found it (an incremental one keeps its id; a full fetch creates none).
+    if !privileged {
+        let throttle = crate::quotas::throttle_fetch(ctx, rctx, header, reads.bytes);
+        if throttle > 0 {
+            let session_id = match opened.context {
+                FetchContext::Incremental { session_id } => session_id,
+                _ => 0,
+            };
+            return FetchResponse::default()
+                .with_throttle_time_ms(throttle)
+                .with_session_id(session_id);
+        }
+    }
     let (session_id, include) = sessions.close(
         &opened.context,
         &opened.partitions,

@@ -126,9 +126,14 @@ pub(crate) async fn handle(
             controlled_shutdown::handle(ctx, rctx, header, req).await,
         ),
         RequestKind::Produce(req) => {
-            ResponseKind::Produce(produce::handle(ctx, req, version).await)
+            let bytes = crate::quotas::produce_bytes(&req);
+            let mut response = produce::handle(ctx, req, version).await;
+            response.throttle_time_ms = crate::quotas::throttle_produce(ctx, rctx, header, bytes);
+            ResponseKind::Produce(response)
         }
-        RequestKind::Fetch(req) => ResponseKind::Fetch(fetch::handle(ctx, req, version).await),
+        RequestKind::Fetch(req) => {
+            ResponseKind::Fetch(fetch::handle(ctx, rctx, header, req, version).await)
+        }
         RequestKind::ListOffsets(req) => {
             ResponseKind::ListOffsets(list_offsets::handle(ctx, req, version).await)
         }

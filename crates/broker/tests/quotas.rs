@@ -1,0 +1,286 @@
+//! Issue 14: client byte-rate quotas. A `producer_byte_rate` of 5 MB/s on one client id
+//! (`/config/clients/<c>`, applied live through `/config/changes`) holds within ±20 % while a
+//! client without a quota on the same broker keeps producing much faster; the throttled
+//! responses carry `throttle_time_ms`. A `consumer_byte_rate` (`/config/users/<default>`,
+//! every user's own bucket) holds the same way for Fetch.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use broker::MetadataStore;
+use bytes::{Bytes, BytesMut};
+use client::Connection;
+use common::*;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use znodes::zk_client::KafkaZkClient;
+
+const TOPIC: &str = "quota";
+const QUOTA: f64 = 5_000_000.0;
+const BATCH_VALUE: usize = 100_000;
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_owned()))
+}
+
+fn batch() -> Bytes {
+    let record = Record {
+        transactional: false,
+        control: false,
+        partition_leader_epoch: -1,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp: 1_700_000_000_000,
+        key: None,
+        value: Some(Bytes::from(vec![b'q'; BATCH_VALUE])),
+        headers: Default::default(),
+    };
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        [record].iter(),
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .unwrap();
+    buf.freeze()
+}
+
+/// One produce; (error code, throttle_time_ms).
+async fn produce(conn: &mut Connection, partition: i32, records: &Bytes) -> (i16, i32) {
+    let request = ProduceRequest::default()
+        .with_acks(1)
+        .with_timeout_ms(10_000)
+        .with_topic_data(vec![produce_request::TopicProduceData::default()
+            .with_name(name(TOPIC))
+            .with_partition_data(vec![
+                produce_request::PartitionProduceData::default()
+                    .with_index(partition)
+                    .with_records(Some(records.clone())),
+            ])]);
+    let response = conn.send(request).await.unwrap();
+    (
+        response.responses[0].partition_responses[0].error_code,
+        response.throttle_time_ms,
+    )
+}
+
+/// Writes an entity's config and its change notification, as kafka-configs.sh does.
+async fn set_quota(zk: &KafkaZkClient, entity: &str, key: &str, value: &str) {
+    let config = BTreeMap::from([(key.to_owned(), value.to_owned())]);
+    zk.set_entity_config(entity, &config).await.unwrap();
+    zk.create_entity_config_change_notification(entity.to_owned())
+        .await
+        .unwrap();
+}
+
+/// Produces as fast as the broker lets it for `run`, measuring after `warm_up`: bytes/s of
+/// record values, and the largest throttle_time_ms seen.
+async fn greedy_producer(
+    addr: String,
+    client_id: &'static str,
+    partition: i32,
+    warm_up: Duration,
+    run: Duration,
+) -> (f64, i32) {
+    let mut conn = Connection::connect(&addr, client_id).await.unwrap();
+    let records = batch();
+    let started = Instant::now();
+    let mut measured: Option<(Instant, usize)> = None;
+    let mut sent = 0usize;
+    let mut max_throttle = 0;
+    while started.elapsed() < warm_up + run {
+        if measured.is_none() && started.elapsed() >= warm_up {
+            measured = Some((Instant::now(), sent));
+        }
+        let (error, throttle) = produce(&mut conn, partition, &records).await;
+        assert_eq!(error, 0, "{client_id}");
+        max_throttle = max_throttle.max(throttle);
+        sent += BATCH_VALUE;
+    }
+    let (from, before) = measured.unwrap();
+    (
+        (sent - before) as f64 / from.elapsed().as_secs_f64(),
+        max_throttle,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_14_a_client_quota_holds_and_others_keep_their_throughput() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two 1 s samples: the burst a new client may send before it is throttled stays short.
+    let overrides = ["quota.window.num=2", "quota.window.size.seconds=1"];
+    let (broker, store) = start_broker_and_store(dir.path(), &overrides).await;
+    eventually("controller", || broker.is_controller()).await;
+    let addr = broker.local_addr().to_string();
+    let mut admin = Connection::connect(&addr, "admin").await.unwrap();
+    let created = admin
+        .send(
+            CreateTopicsRequest::default()
+                .with_timeout_ms(10_000)
+                .with_topics(vec![CreatableTopic::default()
+                    .with_name(name(TOPIC))
+                    .with_num_partitions(2)
+                    .with_replication_factor(1)]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.topics[0].error_code, 0);
+    for partition in 0..2 {
+        let mut ready = false;
+        for _ in 0..500 {
+            if produce(&mut admin, partition, &batch()).await.0 == 0 {
+                ready = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(ready);
+    }
+    let MetadataStore::Embedded(embedded) = &store else {
+        unreachable!("the tests' broker runs on the embedded store")
+    };
+    let (client, events) = embedded.connect(Default::default());
+    let zk = KafkaZkClient::new(client, events);
+    set_quota(&zk, "clients/throttled", "producer_byte_rate", "5000000").await;
+    // Applied live: the throttled client soon gets throttle_time_ms.
+    let mut conn = Connection::connect(&addr, "throttled").await.unwrap();
+    let started = Instant::now();
+    loop {
+        if produce(&mut conn, 0, &batch()).await.1 > 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "quota never applied"
+        );
+    }
+    drop(conn);
+    // A fresh bucket for the measured run: wait until the samples have expired.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    let warm_up = Duration::from_secs(2);
+    let run = Duration::from_secs(6);
+    let throttled = tokio::spawn(greedy_producer(addr.clone(), "throttled", 0, warm_up, run));
+    let free = tokio::spawn(greedy_producer(addr.clone(), "free", 1, warm_up, run));
+    let (throttled_rate, throttled_max) = throttled.await.unwrap();
+    let (free_rate, free_max) = free.await.unwrap();
+    eprintln!(
+        "throttled client: {:.2} MB/s (max throttle {throttled_max} ms); free client: {:.2} MB/s",
+        throttled_rate / 1e6,
+        free_rate / 1e6
+    );
+    assert!(
+        (QUOTA * 0.8..=QUOTA * 1.2).contains(&throttled_rate),
+        "throttled at {throttled_rate:.0} B/s for a quota of {QUOTA}"
+    );
+    assert!(throttled_max > 0);
+    assert_eq!(free_max, 0, "the client without a quota was throttled");
+    assert!(
+        free_rate > 2.0 * QUOTA,
+        "the client without a quota got only {free_rate:.0} B/s"
+    );
+
+    // Removing the quota lifts it.
+    set_quota(&zk, "clients/throttled", "producer_byte_rate", "").await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (rate, max) = greedy_producer(
+        addr.clone(),
+        "throttled",
+        0,
+        Duration::ZERO,
+        Duration::from_secs(2),
+    )
+    .await;
+    assert_eq!(
+        max, 0,
+        "still throttled at {rate:.0} B/s after the quota was removed"
+    );
+
+    // A consumer quota for every user (`<default>`): fetches of 2 MB/s hold.
+    set_quota(&zk, "users/<default>", "consumer_byte_rate", "2000000").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut consumer = Connection::connect(&addr, "consumer").await.unwrap();
+    let started = Instant::now();
+    let mut offset = 0i64;
+    let mut fetched = 0usize;
+    let mut throttled_responses = 0;
+    let mut measured: Option<(Instant, usize)> = None;
+    while started.elapsed() < Duration::from_secs(6) {
+        if measured.is_none() && started.elapsed() >= Duration::from_secs(2) {
+            measured = Some((Instant::now(), fetched));
+        }
+        let request = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(0)
+            .with_min_bytes(1)
+            // About one 100 kB batch per response: small beside a second's quota.
+            .with_max_bytes(200_000)
+            .with_session_epoch(-1)
+            .with_topics(vec![fetch_request::FetchTopic::default()
+                .with_topic(name(TOPIC))
+                .with_partitions(vec![fetch_request::FetchPartition::default()
+                    .with_partition(1)
+                    .with_fetch_offset(offset)
+                    .with_partition_max_bytes(200_000)])]);
+        let response = consumer.send(request).await.unwrap();
+        if response.throttle_time_ms > 0 {
+            throttled_responses += 1;
+            // A throttled response carries no records.
+            assert!(response.responses.iter().all(|t| t
+                .partitions
+                .iter()
+                .all(|p| p.records.as_ref().is_none_or(Bytes::is_empty))));
+            continue;
+        }
+        let p = &response.responses[0].partitions[0];
+        assert_eq!(p.error_code, 0);
+        let records = p.records.clone().unwrap_or_default();
+        if records.is_empty() {
+            // Read everything: start over.
+            offset = 0;
+            continue;
+        }
+        fetched += records.len();
+        offset = last_offset(&records) + 1;
+    }
+    let (from, before) = measured.unwrap();
+    let fetch_rate = (fetched - before) as f64 / from.elapsed().as_secs_f64();
+    eprintln!(
+        "throttled consumer: {:.2} MB/s, {throttled_responses} throttled responses",
+        fetch_rate / 1e6
+    );
+    assert!(throttled_responses > 0);
+    assert!(
+        (2_000_000.0 * 0.8..=2_000_000.0 * 1.2).contains(&fetch_rate),
+        "consumer at {fetch_rate:.0} B/s for a quota of 2,000,000"
+    );
+    drop((admin, consumer));
+    zk.close().await;
+    broker.shutdown().await;
+}
+
+/// The last offset of the last batch in a record set.
+fn last_offset(records: &[u8]) -> i64 {
+    let mut position = 0;
+    let mut last = -1;
+    while position + 61 <= records.len() {
+        let base = i64::from_be_bytes(records[position..position + 8].try_into().unwrap());
+        let len = i32::from_be_bytes(records[position + 8..position + 12].try_into().unwrap());
+        let delta = i32::from_be_bytes(records[position + 23..position + 27].try_into().unwrap());
+        last = base + i64::from(delta);
+        position += 12 + len as usize;
+    }
+    last
+}
