@@ -179,6 +179,13 @@ pub struct BrokerConfig {
     /// `max.partitions.per.request`: the most partitions one CreateTopics or CreatePartitions
     /// request may add (default 10,000, Kafka's KRaft cap).
     pub max_partitions_per_request: i32,
+    /// `auto.leader.rebalance.enable` (default true): the controller moves leaderships back
+    /// to the preferred replicas by itself.
+    pub auto_leader_rebalance_enable: bool,
+    /// `leader.imbalance.per.broker.percentage` (default 10).
+    pub leader_imbalance_per_broker_percentage: u32,
+    /// `leader.imbalance.check.interval.seconds` (default 300).
+    pub leader_imbalance_check_interval: Duration,
     /// `create.topic.policy.*`.
     pub create_topic_policy: CreateTopicPolicyConfig,
     /// `admin.listener` (HTTP); `None` when set to `none` or empty.
@@ -453,6 +460,19 @@ impl BrokerConfig {
                 controller::DEFAULT_MAX_PARTITIONS_PER_REQUEST,
                 1,
             )?,
+            auto_leader_rebalance_enable: parse_bool(&props, "auto.leader.rebalance.enable", true)?,
+            leader_imbalance_per_broker_percentage: parse_num(
+                &props,
+                "leader.imbalance.per.broker.percentage",
+                10,
+                0,
+            )?,
+            leader_imbalance_check_interval: Duration::from_secs(parse_num(
+                &props,
+                "leader.imbalance.check.interval.seconds",
+                300,
+                1,
+            )?),
             create_topic_policy: CreateTopicPolicyConfig {
                 min_partitions: parse_opt_num(&props, "create.topic.policy.min.partitions", 1)?,
                 min_replication_factor: parse_opt_num(
@@ -553,6 +573,9 @@ impl BrokerConfig {
             delete_topic_enable: self.delete_topic_enable,
             placement_strategy: self.placement_strategy,
             max_partitions_per_request: self.max_partitions_per_request,
+            auto_leader_rebalance_enable: self.auto_leader_rebalance_enable,
+            leader_imbalance_per_broker_percentage: self.leader_imbalance_per_broker_percentage,
+            leader_imbalance_check_interval: self.leader_imbalance_check_interval,
             create_topic_policy: controller::CreateTopicPolicy {
                 min_partitions: self.create_topic_policy.min_partitions,
                 min_replication_factor: self.create_topic_policy.min_replication_factor,

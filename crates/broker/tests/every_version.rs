@@ -974,6 +974,28 @@ async fn exercise(wire: &mut Wire, fx: &mut Fixture, api: ApiKey, version: i16) 
                 "CreatePartitions v{version}"
             );
         }
+        ApiKey::ElectLeaders => {
+            // One broker: its replica is the preferred one and leads already.
+            let request = ElectLeadersRequest::default()
+                .with_election_type(0)
+                .with_timeout_ms(10_000)
+                .with_topic_partitions(Some(vec![
+                    elect_leaders_request::TopicPartitions::default()
+                        .with_topic(topic_name(TOPIC))
+                        .with_partitions(vec![0, 9]),
+                ]));
+            let response = wire.call(request, version).await;
+            assert_eq!(response.error_code, NONE, "ElectLeaders v{version}");
+            let results = &response.replica_election_results[0].partition_result;
+            let code = |p: i32| {
+                results
+                    .iter()
+                    .find(|r| r.partition_id == p)
+                    .map(|r| r.error_code)
+            };
+            assert_eq!(code(0), Some(84), "ELECTION_NOT_NEEDED, v{version}");
+            assert_eq!(code(9), Some(UNKNOWN_TOPIC_OR_PARTITION), "v{version}");
+        }
         ApiKey::DeleteGroups => {
             let group = format!("dg-v{version}");
             commit(wire, &group, 1, 8).await;

@@ -6,6 +6,7 @@ mod assign;
 #[cfg(feature = "bench")]
 mod bench;
 mod consumer_groups;
+mod leader_election;
 mod log_dirs;
 mod meta;
 mod server;
@@ -38,6 +39,8 @@ enum Command {
     ConsumerGroups(consumer_groups::ConsumerGroupsArgs),
     /// Query log directory usage on the given brokers (kafka-log-dirs.sh).
     LogDirs(log_dirs::LogDirsArgs),
+    /// Elect preferred or unclean leaders (kafka-leader-election.sh).
+    LeaderElection(leader_election::LeaderElectionArgs),
     /// Run one broker (Kafka's kafka-server-start.sh).
     Server(server::ServerArgs),
     /// Run N brokers in one process sharing one embedded metadata store.
@@ -55,6 +58,7 @@ fn main() -> ExitCode {
         Command::Meta(args) => meta::run(args),
         Command::ConsumerGroups(args) => consumer_groups::run(args),
         Command::LogDirs(args) => log_dirs::run(args),
+        Command::LeaderElection(args) => leader_election::run(args),
         Command::Server(args) => server::run_server(args),
         Command::DevCluster(args) => server::run_dev_cluster(args),
         #[cfg(feature = "bench")]

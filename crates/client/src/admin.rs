@@ -12,14 +12,15 @@ use kafka_protocol::messages::create_topics_request::{
 };
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::elect_leaders_request::TopicPartitions as ElectLeadersTopicPartitions;
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
     BrokerId, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
-    DescribeConfigsRequest, IncrementalAlterConfigsRequest, MetadataRequest, MetadataResponse,
-    TopicName,
+    DescribeConfigsRequest, ElectLeadersRequest, IncrementalAlterConfigsRequest, MetadataRequest,
+    MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -704,6 +705,100 @@ impl AdminClient {
                 addr,
                 message: "IncrementalAlterConfigs response has no result".to_string(),
             }),
+        }
+    }
+
+    /// ElectLeaders on the controller (`election_type` 0 PREFERRED, 1 UNCLEAN) for these
+    /// partitions (`None`: every partition). Per partition: `Ok` when a leader was elected,
+    /// else the broker's error (ELECTION_NOT_NEEDED among them). A controller that moved
+    /// (NOT_CONTROLLER) is looked up again and asked again.
+    pub async fn elect_leaders(
+        &mut self,
+        election_type: i8,
+        partitions: Option<&[(String, i32)]>,
+    ) -> Result<ItemResults<()>, ClientError> {
+        let timeout_ms = self.timeout_ms();
+        let mut attempt = 0;
+        loop {
+            let last_attempt = attempt >= self.options.controller_retries;
+            let Some(addr) = self.controller_addr() else {
+                if last_attempt {
+                    return Err(ClientError::server(
+                        NOT_CONTROLLER,
+                        Some("No controller is known to the cluster's brokers; retries exhausted."),
+                    ));
+                }
+                attempt += 1;
+                tokio::time::sleep(self.options.retry_backoff).await;
+                self.refresh().await?;
+                continue;
+            };
+            let topic_partitions = partitions.map(|named| {
+                let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+                for (topic, partition) in named {
+                    by_topic.entry(topic).or_default().push(*partition);
+                }
+                by_topic
+                    .into_iter()
+                    .map(|(topic, partitions)| {
+                        ElectLeadersTopicPartitions::default()
+                            .with_topic(topic_name(topic))
+                            .with_partitions(partitions)
+                    })
+                    .collect()
+            });
+            let request = ElectLeadersRequest::default()
+                .with_election_type(election_type)
+                .with_topic_partitions(topic_partitions)
+                .with_timeout_ms(timeout_ms);
+            let sent = match self.connection(&addr).await {
+                Ok(connection) => connection.send(request).await,
+                Err(err) => Err(err),
+            };
+            let response = match self.forget_if_broken(&addr, sent) {
+                Ok(response) => response,
+                Err(err) if !last_attempt => {
+                    tracing::debug!(%addr, %err, attempt, "controller unreachable, refreshing metadata");
+                    attempt += 1;
+                    tokio::time::sleep(self.options.retry_backoff).await;
+                    self.refresh().await?;
+                    continue;
+                }
+                Err(err) => return Err(err),
+            };
+            let results: ItemResults<()> = response
+                .replica_election_results
+                .iter()
+                .flat_map(|t| {
+                    t.partition_result.iter().map(|r| {
+                        let name = format!("{}-{}", t.topic.0, r.partition_id);
+                        let outcome = if r.error_code == 0 {
+                            Ok(())
+                        } else {
+                            Err(ClientError::server(
+                                r.error_code,
+                                r.error_message.as_deref(),
+                            ))
+                        };
+                        (name, outcome)
+                    })
+                })
+                .collect();
+            let moved = response.error_code == NOT_CONTROLLER
+                || (!results.is_empty()
+                    && results
+                        .iter()
+                        .all(|(_, r)| matches!(r, Err(e) if e.code() == Some(NOT_CONTROLLER))));
+            if moved && !last_attempt {
+                attempt += 1;
+                tokio::time::sleep(self.options.retry_backoff).await;
+                self.refresh().await?;
+                continue;
+            }
+            if response.error_code != 0 {
+                return Err(ClientError::server(response.error_code, None));
+            }
+            return Ok(results);
         }
     }
 

@@ -117,6 +117,9 @@ pub fn error_message(code: i16) -> &'static str {
         42 => "This most likely occurs because of a request being malformed by the client library or the message was sent to an incompatible broker. See the broker logs for more details.",
         44 => "The request parameters do not satisfy the configured policy.",
         73 => "Topic deletion is disabled.",
+        80 => "The preferred leader was not available.",
+        83 => "Eligible topic partition leaders are not available.",
+        84 => "Leader election not needed for topic partition.",
         100 => "This server does not host this topic ID.",
         _ => "An error the client does not know (see the broker's logs).",
     }

@@ -3,7 +3,7 @@
 use kafka_protocol::messages::{
     AlterPartitionRequest, AlterPartitionResponse, ControlledShutdownResponse,
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
-    DeleteTopicsRequest, DeleteTopicsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse, ElectLeadersRequest,
 };
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -86,6 +86,18 @@ pub enum ControllerEvent {
         /// Per partition that was to be deleted: its error code (0 = deleted).
         deleted: Vec<(TopicPartition, i16)>,
     },
+    // ---- Replica leader elections (replica_election.rs) ----
+    /// An ElectLeaders request.
+    ElectLeaders {
+        /// The request.
+        request: ElectLeadersRequest,
+        /// Where the answer goes: the response and the leader each elected partition got.
+        reply: oneshot::Sender<crate::replica_election::ElectLeadersAnswer>,
+    },
+    /// `/admin/preferred_replica_election` was created, changed or deleted.
+    PreferredReplicaElection,
+    /// The periodic leader-imbalance check (`auto.leader.rebalance.enable`).
+    AutoLeaderRebalance,
     /// The session ended: resign for good.
     SessionExpired,
     /// Resign and stop the loop.
@@ -95,7 +107,7 @@ pub enum ControllerEvent {
 impl ControllerEvent {
     /// Every name [`ControllerEvent::state_name`] returns, so `/metrics` can serve each
     /// state's timer from the start (Kafka registers its `ControllerStats` timers at startup).
-    pub const STATE_NAMES: [&'static str; 10] = [
+    pub const STATE_NAMES: [&'static str; 12] = [
         "ControllerChange",
         "BrokerChange",
         "TopicChange",
@@ -106,6 +118,8 @@ impl ControllerEvent {
         "ControlledShutdown",
         "IsrChange",
         "ControllerShutdown",
+        "ManualLeaderBalance",
+        "AutoLeaderBalance",
     ];
 
     /// The controller state Kafka times this event under (`ControllerState`, the names of
@@ -130,6 +144,10 @@ impl ControllerEvent {
             // Kafka 2.8 times AlterIsr under ControllerState.IsrChange.
             ControllerEvent::AlterPartition { .. } => "IsrChange",
             ControllerEvent::Shutdown(_) => "ControllerShutdown",
+            ControllerEvent::ElectLeaders { .. } | ControllerEvent::PreferredReplicaElection => {
+                "ManualLeaderBalance"
+            }
+            ControllerEvent::AutoLeaderRebalance => "AutoLeaderBalance",
         }
     }
 }

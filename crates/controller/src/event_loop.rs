@@ -36,6 +36,7 @@ use crate::effect::Effect;
 use crate::election::{self, ElectionOutcome};
 use crate::event::ControllerEvent;
 use crate::partition_state_machine::{self, PartitionState};
+use crate::replica_election::{self, ElectLeadersAnswer, ElectionType, Trigger};
 use crate::{alter_partition, lifecycle, topic_deletion, ControllerConfig};
 
 /// The topic config key (and broker default) that allows electing an out-of-sync replica.
@@ -263,6 +264,29 @@ impl EventLoop {
                 let _ = reply.send(response);
                 result
             }
+            ControllerEvent::ElectLeaders { request, reply } => {
+                if !self.active {
+                    let response =
+                        replica_election::refused(&request, ResponseError::NotController);
+                    let _ = reply.send(ElectLeadersAnswer {
+                        response,
+                        elected: BTreeMap::new(),
+                    });
+                    return Flow::Continue;
+                }
+                let (answer, result) = self.on_elect_leaders(&request).await;
+                let _ = reply.send(answer);
+                result
+            }
+            ControllerEvent::PreferredReplicaElection if self.active => {
+                self.on_preferred_replica_election_znode().await
+            }
+            ControllerEvent::AutoLeaderRebalance if self.active => {
+                self.on_auto_leader_rebalance().await
+            }
+            ControllerEvent::PreferredReplicaElection | ControllerEvent::AutoLeaderRebalance => {
+                Ok(())
+            }
             ControllerEvent::SessionExpired => {
                 info!(
                     broker_id = self.config.broker_id,
@@ -391,7 +415,184 @@ impl EventLoop {
         );
         self.refresh_unclean_election_topics().await?;
         let effects = lifecycle::on_controller_failover(&mut self.ctx);
-        self.execute_electing(effects).await.map(drop)
+        self.execute_electing(effects).await?;
+        // A preferred election written while no controller ran (Kafka resumes it here).
+        self.on_preferred_replica_election_znode().await
+    }
+
+    // ---- Replica leader elections (replica_election.rs) ----
+
+    /// Runs the elections `replica_election::plan` decides, writes them, and answers each
+    /// partition from its write; a write that lost a race to another writer is planned again
+    /// from the state read back, at most [`ELECTION_RETRIES`] times.
+    async fn run_replica_election(
+        &mut self,
+        partitions: BTreeSet<TopicPartition>,
+        election_type: ElectionType,
+        trigger: Trigger,
+    ) -> Result<BTreeMap<TopicPartition, replica_election::Outcome>, ZkClientError> {
+        let mut outcomes = BTreeMap::new();
+        let mut todo = partitions;
+        for attempt in 0..=ELECTION_RETRIES {
+            if todo.is_empty() {
+                break;
+            }
+            let plan = replica_election::plan(&mut self.ctx, &todo, election_type, trigger);
+            outcomes.extend(plan.decided);
+            let executed = self.execute(plan.effects).await?;
+            let mut retry = BTreeSet::new();
+            for tp in plan.electing {
+                match executed.partitions.get(&tp) {
+                    Some(PartitionWrite::Written { .. }) => {
+                        let leader = self.ctx.leadership.get(&tp).map_or(-1, |l| l.leader);
+                        outcomes.insert(tp, Ok(leader));
+                    }
+                    _ if attempt < ELECTION_RETRIES => {
+                        retry.insert(tp);
+                    }
+                    _ => {
+                        outcomes.insert(
+                            tp,
+                            Err((
+                                ResponseError::UnknownServerError,
+                                "The partition state changed under the election several times; try again.".to_owned(),
+                            )),
+                        );
+                    }
+                }
+            }
+            todo = retry;
+        }
+        let elected = outcomes.values().filter(|o| o.is_ok()).count();
+        info!(
+            election = election_type.name(),
+            ?trigger,
+            partitions = outcomes.len(),
+            elected,
+            "replica leader election done"
+        );
+        Ok(outcomes)
+    }
+
+    /// ElectLeaders: an unknown election type is refused whole (INVALID_REQUEST); a null
+    /// partition list means every partition.
+    async fn on_elect_leaders(
+        &mut self,
+        request: &kafka_protocol::messages::ElectLeadersRequest,
+    ) -> (ElectLeadersAnswer, Result<(), ZkClientError>) {
+        let Some(election_type) = ElectionType::from_wire(request.election_type) else {
+            let response = replica_election::refused(request, ResponseError::InvalidRequest);
+            return (
+                ElectLeadersAnswer {
+                    response,
+                    elected: BTreeMap::new(),
+                },
+                Ok(()),
+            );
+        };
+        let (partitions, unparsable) = replica_election::requested_partitions(&self.ctx, request);
+        let result = self
+            .run_replica_election(partitions, election_type, Trigger::AdminClient)
+            .await;
+        let (outcomes, result) = match result {
+            Ok(outcomes) => (outcomes, Ok(())),
+            Err(err) => {
+                let response = replica_election::refused(request, ResponseError::NotController);
+                return (
+                    ElectLeadersAnswer {
+                        response,
+                        elected: BTreeMap::new(),
+                    },
+                    Err(err),
+                );
+            }
+        };
+        let mut entries = replica_election::outcome_entries(&outcomes);
+        for (topic, partition) in unparsable {
+            entries.insert(
+                (topic, partition),
+                (
+                    ResponseError::UnknownTopicOrPartition.code(),
+                    Some("The partition does not exist.".to_owned()),
+                ),
+            );
+        }
+        let elected = outcomes
+            .iter()
+            .filter_map(|(tp, o)| {
+                o.as_ref()
+                    .ok()
+                    .map(|&leader| ((tp.topic.as_str().to_owned(), tp.partition), leader))
+            })
+            .collect();
+        (
+            ElectLeadersAnswer {
+                response: replica_election::response(&entries, None),
+                elected,
+            },
+            result,
+        )
+    }
+
+    /// `/admin/preferred_replica_election` (re-watched): runs a PREFERRED election of the
+    /// partitions it names, then deletes it, as Kafka's controller does. A znode that is not
+    /// Kafka's JSON is deleted too, with the reason in the log (it would block every later
+    /// election by znode).
+    async fn on_preferred_replica_election_znode(&mut self) -> Result<(), ZkClientError> {
+        let entries = match self.zk.get_preferred_replica_election().await {
+            Ok(Some(entries)) => entries,
+            Ok(None) => return Ok(()),
+            Err(ZkClientError::Decode { path, reason }) => {
+                error!(%path, %reason, "cannot read the preferred replica election request; deleting it (write {{\"version\":1,\"partitions\":[{{\"topic\":..,\"partition\":..}}]}})");
+                return self
+                    .zk
+                    .delete_preferred_replica_election(self.ctx.epoch_zk_version)
+                    .await;
+            }
+            Err(err) => return Err(err),
+        };
+        let mut partitions = BTreeSet::new();
+        for entry in entries {
+            match entry.topic.parse::<TopicName>() {
+                Ok(topic) => {
+                    partitions.insert(TopicPartition::new(topic, entry.partition));
+                }
+                Err(_) => {
+                    warn!(topic = %entry.topic, partition = entry.partition, "skipping preferred replica election: not a legal topic name")
+                }
+            }
+        }
+        info!(
+            partitions = partitions.len(),
+            "preferred replica election requested through /admin/preferred_replica_election"
+        );
+        let outcomes = self
+            .run_replica_election(partitions, ElectionType::Preferred, Trigger::Zk)
+            .await?;
+        for (tp, outcome) in &outcomes {
+            if let Err((error, message)) = outcome {
+                if *error != ResponseError::ElectionNotNeeded {
+                    warn!(%tp, error = %error, %message, "preferred replica election failed");
+                }
+            }
+        }
+        self.zk
+            .delete_preferred_replica_election(self.ctx.epoch_zk_version)
+            .await
+    }
+
+    /// The leader-imbalance check (Kafka 2.8's `checkAndTriggerAutoLeaderRebalance`).
+    async fn on_auto_leader_rebalance(&mut self) -> Result<(), ZkClientError> {
+        let partitions = replica_election::imbalanced_partitions(
+            &self.ctx,
+            self.config.leader_imbalance_per_broker_percentage,
+        );
+        if partitions.is_empty() {
+            return Ok(());
+        }
+        self.run_replica_election(partitions, ElectionType::Preferred, Trigger::Auto)
+            .await
+            .map(drop)
     }
 
     /// [`EventLoop::execute`], then elects again the partitions whose state write failed

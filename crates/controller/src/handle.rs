@@ -8,6 +8,7 @@ use kafka_protocol::messages::{
     AlterPartitionRequest, AlterPartitionResponse, ControlledShutdownRequest,
     ControlledShutdownResponse, CreatePartitionsRequest, CreatePartitionsResponse,
     CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    ElectLeadersRequest,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::debug;
@@ -17,6 +18,7 @@ use znodes::zk_client::{KafkaWatch, KafkaZkClient};
 
 use crate::event::ControllerEvent;
 use crate::event_loop::EventLoop;
+use crate::replica_election::{self, ElectLeadersAnswer};
 use crate::{admin, alter_partition};
 use crate::{ControllerConfig, CONTROLLER_QUEUE_CAPACITY};
 
@@ -40,6 +42,12 @@ pub async fn start(zk: KafkaZkClient, config: ControllerConfig) -> ControllerHan
     ));
     // The queue is empty: this cannot fail.
     let _ = events.try_send(ControllerEvent::Startup);
+    if config.auto_leader_rebalance_enable {
+        tokio::spawn(auto_leader_rebalance_ticks(
+            config.leader_imbalance_check_interval,
+            events.clone(),
+        ));
+    }
     let event_loop = EventLoop::new(zk, config, events.clone(), Arc::clone(&active));
     tokio::spawn(event_loop.run(queue));
     ControllerHandle { events, active }
@@ -156,6 +164,27 @@ impl ControllerHandle {
         self.ask(event, response).await.unwrap_or(fallback)
     }
 
+    /// Handles ElectLeaders (NOT_CONTROLLER unless active): runs the elections and answers
+    /// per partition, with the leaders elected.
+    pub async fn elect_leaders(&self, request: ElectLeadersRequest) -> ElectLeadersAnswer {
+        let fallback = || ElectLeadersAnswer {
+            response: replica_election::refused(&request, ResponseError::NotController),
+            elected: Default::default(),
+        };
+        if !self.is_active() {
+            return fallback();
+        }
+        let (reply, response) = oneshot::channel();
+        let event = ControllerEvent::ElectLeaders {
+            request: request.clone(),
+            reply,
+        };
+        match self.ask(event, response).await {
+            Some(answer) => answer,
+            None => fallback(),
+        }
+    }
+
     /// Resigns (if active) and stops the event loop.
     pub async fn shutdown(&self) {
         let (done, wait) = oneshot::channel();
@@ -188,11 +217,30 @@ async fn forward_watches(
             KafkaWatch::Topics => ControllerEvent::TopicChange,
             KafkaWatch::Topic(topic) => ControllerEvent::PartitionModifications(topic),
             KafkaWatch::DeleteTopics => ControllerEvent::TopicDeletion,
+            KafkaWatch::PreferredReplicaElection => ControllerEvent::PreferredReplicaElection,
             KafkaWatch::ConfigChanges | KafkaWatch::Other(_) => continue,
         };
         debug!(?event, "watch fired");
         if events.send(event).await.is_err() {
             return;
+        }
+    }
+}
+
+/// Queues the leader-imbalance check every `interval`
+/// (`leader.imbalance.check.interval.seconds`) until the loop stops; the event does nothing
+/// on a broker that is not the controller.
+async fn auto_leader_rebalance_ticks(
+    interval: std::time::Duration,
+    events: mpsc::Sender<ControllerEvent>,
+) {
+    let interval = interval.max(std::time::Duration::from_millis(100));
+    loop {
+        tokio::time::sleep(interval).await;
+        // A full queue skips this check: the next one comes an interval later.
+        match events.try_send(ControllerEvent::AutoLeaderRebalance) {
+            Ok(()) | Err(mpsc::error::TrySendError::Full(_)) => {}
+            Err(mpsc::error::TrySendError::Closed(_)) => return,
         }
     }
 }

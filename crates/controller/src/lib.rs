@@ -22,6 +22,7 @@ pub mod event;
 pub mod event_loop;
 pub mod lifecycle;
 pub mod partition_state_machine;
+pub mod replica_election;
 pub mod replica_state_machine;
 pub mod request_queue;
 pub mod topic_deletion;
@@ -143,6 +144,14 @@ pub struct ControllerConfig {
     pub control_plane_listener: String,
     /// Told how long each event took.
     pub on_event: EventObserver,
+    /// Whether the controller moves leaderships back to the preferred replicas by itself
+    /// (`auto.leader.rebalance.enable`).
+    pub auto_leader_rebalance_enable: bool,
+    /// The share of a broker's preferred partitions that may be led elsewhere before the
+    /// check moves them back, in percent (`leader.imbalance.per.broker.percentage`).
+    pub leader_imbalance_per_broker_percentage: u32,
+    /// How often the check runs (`leader.imbalance.check.interval.seconds`).
+    pub leader_imbalance_check_interval: Duration,
 }
 
 /// The default of [`ControllerConfig::max_partitions_per_request`].
@@ -165,6 +174,9 @@ impl Default for ControllerConfig {
             inter_broker_listener: "PLAINTEXT".to_owned(),
             control_plane_listener: "PLAINTEXT".to_owned(),
             on_event: EventObserver::default(),
+            auto_leader_rebalance_enable: true,
+            leader_imbalance_per_broker_percentage: 10,
+            leader_imbalance_check_interval: Duration::from_secs(300),
         }
     }
 }

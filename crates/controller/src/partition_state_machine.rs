@@ -56,6 +56,14 @@ pub enum ElectionStrategy {
     /// The leader is in controlled shutdown: the first in-sync replica in assignment order
     /// that is not shutting down; the shutting-down brokers leave the ISR.
     ControlledShutdown,
+    /// Kafka's `PreferredReplicaPartitionLeaderElectionStrategy` (ElectLeaders PREFERRED, the
+    /// automatic rebalance): the first assigned replica, when it is online and in the ISR;
+    /// the ISR stays as it is.
+    Preferred,
+    /// ElectLeaders UNCLEAN (Kafka's `OfflinePartitionLeaderElectionStrategy(allowUnclean =
+    /// true)`): as [`ElectionStrategy::Offline`], but an out-of-sync replica may lead whatever
+    /// the topic's `unclean.leader.election.enable` says.
+    OfflineAllowUnclean,
 }
 
 /// A leader election's outcome for one partition.
@@ -81,7 +89,7 @@ pub fn elect(
 ) -> Option<Elected> {
     let replicas = ctx.replicas(tp);
     match strategy {
-        ElectionStrategy::Offline => {
+        ElectionStrategy::Offline | ElectionStrategy::OfflineAllowUnclean => {
             let online: Vec<_> = replicas
                 .iter()
                 .copied()
@@ -101,7 +109,9 @@ pub fn elect(
                     recipients: online,
                 });
             }
-            if !ctx.unclean_election_topics.contains(&tp.topic) {
+            if strategy == ElectionStrategy::Offline
+                && !ctx.unclean_election_topics.contains(&tp.topic)
+            {
                 return None;
             }
             let &leader = online.first()?;
@@ -131,6 +141,23 @@ pub fn elect(
             Some(Elected {
                 leader,
                 isr,
+                unclean: false,
+                recipients,
+            })
+        }
+        ElectionStrategy::Preferred => {
+            let &leader = replicas.first()?;
+            if !ctx.is_replica_online(leader) || !current.isr.contains(&leader) {
+                return None;
+            }
+            let recipients = replicas
+                .iter()
+                .copied()
+                .filter(|&b| ctx.is_replica_online(b))
+                .collect();
+            Some(Elected {
+                leader,
+                isr: current.isr.clone(),
                 unclean: false,
                 recipients,
             })
@@ -253,8 +280,10 @@ fn elect_leader(
         error!(target: "state_change", %tp, ?from, "cannot elect a leader: the partition has no leadership state");
         return;
     };
-    if strategy == ElectionStrategy::Offline
-        && ctx.is_replica_online(current.leader)
+    if matches!(
+        strategy,
+        ElectionStrategy::Offline | ElectionStrategy::OfflineAllowUnclean
+    ) && ctx.is_replica_online(current.leader)
         && current.isr.contains(&current.leader)
     {
         set_state(ctx, tp, from, PartitionState::Online);
@@ -266,7 +295,10 @@ fn elect_leader(
             controller_epoch = ctx.epoch, %tp, ?strategy, replicas = ?ctx.replicas(tp), isr = ?current.isr,
             "no replica may lead the partition; it keeps its state until a replica returns"
         );
-        if strategy == ElectionStrategy::Offline {
+        if matches!(
+            strategy,
+            ElectionStrategy::Offline | ElectionStrategy::OfflineAllowUnclean
+        ) {
             set_state(ctx, tp, from, PartitionState::Offline);
         }
         return;

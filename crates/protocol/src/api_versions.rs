@@ -74,6 +74,7 @@ pub const SUPPORTED_APIS: &[ApiVersionRange] = &[
     row(ApiKey::DescribeLogDirs, 0, 4),
     row(ApiKey::CreatePartitions, 0, 3),
     row(ApiKey::DeleteGroups, 0, 2),
+    row(ApiKey::ElectLeaders, 0, 2),
     row(ApiKey::IncrementalAlterConfigs, 0, 1),
     row(ApiKey::OffsetDelete, 0, 0),
     row(ApiKey::AlterPartition, 0, 1),

@@ -85,6 +85,8 @@ pub enum KafkaWatch {
     DeleteTopics,
     /// The children of `/config/changes` changed.
     ConfigChanges,
+    /// `/admin/preferred_replica_election` was created, changed or deleted.
+    PreferredReplicaElection,
     /// Anything else, with its path.
     Other(String),
 }
@@ -103,6 +105,8 @@ impl KafkaWatch {
             KafkaWatch::DeleteTopics
         } else if path == paths::config_changes() {
             KafkaWatch::ConfigChanges
+        } else if path == paths::preferred_replica_election() {
+            KafkaWatch::PreferredReplicaElection
         } else if let Some(topic) = topic_of_assignment_path(path) {
             KafkaWatch::Topic(topic.to_owned())
         } else {
@@ -573,6 +577,44 @@ impl KafkaZkClient {
             Some(OpResult::SetData(stat)) => stat.version,
             _ => expected_version + 1,
         })
+    }
+
+    /// The partitions `/admin/preferred_replica_election` names, watching the path either
+    /// way (an existence watch when it is missing, so its creation fires). `Ok(None)` when
+    /// it is missing; [`ZkClientError::Decode`] when it is not Kafka's JSON.
+    pub async fn get_preferred_replica_election(
+        &self,
+    ) -> Result<Option<Vec<crate::json::ElectionEntry>>> {
+        let path = paths::preferred_replica_election();
+        if self.client.exists(path, true).await?.is_none() {
+            return Ok(None);
+        }
+        match self.client.get_data(path, true).await {
+            Ok((data, _)) => decode(
+                path,
+                &data,
+                crate::json::PreferredReplicaElection::from_json_bytes,
+            )
+            .map(|e| Some(e.partitions)),
+            Err(metastore::Error::NoNode(_)) => {
+                self.client.exists(path, true).await?;
+                Ok(None)
+            }
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// Deletes `/admin/preferred_replica_election` once its elections ran, fenced (a missing
+    /// node is fine).
+    pub async fn delete_preferred_replica_election(&self, epoch_zk_version: i32) -> Result<()> {
+        let op = Op::Delete {
+            path: paths::preferred_replica_election().to_owned(),
+            version: None,
+        };
+        match self.fenced_multi(Some(epoch_zk_version), vec![op]).await {
+            Ok(_) | Err(ZkClientError::Store(metastore::Error::NoNode(_))) => Ok(()),
+            Err(err) => Err(err),
+        }
     }
 
     /// The names under `/admin/delete_topics` (not necessarily legal topic names).

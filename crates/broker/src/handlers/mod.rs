@@ -16,6 +16,7 @@ mod describe_configs;
 mod describe_groups;
 mod describe_log_dirs;
 mod describe_producers;
+mod elect_leaders;
 mod find_coordinator;
 mod heartbeat;
 mod incremental_alter_configs;
@@ -90,6 +91,9 @@ pub(crate) async fn handle(
         }
         RequestKind::DeleteTopics(req) => {
             ResponseKind::DeleteTopics(delete_topics::handle(ctx, req, version).await)
+        }
+        RequestKind::ElectLeaders(req) => {
+            ResponseKind::ElectLeaders(elect_leaders::handle(ctx, req, version).await)
         }
         RequestKind::DescribeConfigs(req) => {
             ResponseKind::DescribeConfigs(describe_configs::handle(ctx, req, version).await)

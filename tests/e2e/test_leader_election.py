@@ -1,0 +1,131 @@
+"""Preferred and unclean leader elections (issue 11) on a real 3-broker cluster on a real
+ZooKeeper: `gregor leader-election` (kafka-leader-election.sh), the legacy
+`/admin/preferred_replica_election` znode written with kazoo, and the controller's own
+leader-imbalance check (`auto.leader.rebalance.enable`). Leaders are read back through
+Metadata (librdkafka's admin client)."""
+
+import json
+import time
+
+from conftest import gregor_cli, wait_until
+from test_replication_faults import cluster  # noqa: F401 (fixture)
+
+# Preferred leader first: every broker prefers one partition.
+ASSIGNMENT = [[1, 2, 3], [2, 3, 1], [3, 1, 2]]
+
+
+def metadata_leaders(c, topic):
+    md = c.admin().list_topics(topic, timeout=30).topics[topic]
+    return {p: md.partitions[p].leader for p in md.partitions}
+
+
+def preferred(assignment):
+    return {p: replicas[0] for p, replicas in enumerate(assignment)}
+
+
+def restart(c, broker, topic, partitions):
+    """SIGTERM (its leaderships move away), start again, wait until it is back in every ISR."""
+    c.brokers[broker].terminate()
+    wait_until(
+        lambda: all(c.leader(topic, p) != broker for p in range(partitions)),
+        timeout=30,
+        what=f"leaders move off broker {broker}",
+    )
+    c.brokers[broker].start()
+    c.wait_isr(topic, partitions, 3, timeout=60)
+
+
+def leader_election(c, *args):
+    return gregor_cli("leader-election", "--bootstrap-server", c.bootstrap, *args)
+
+
+def test_preferred_election_by_command_and_by_znode_and_unclean_election(cluster, tmp_path):  # noqa: F811
+    c = cluster(overrides=("auto.leader.rebalance.enable=false",))
+    topic = "pref"
+    c.create_topic(topic, assignment=ASSIGNMENT)
+    c.wait_isr(topic, 3, 3)
+    assert metadata_leaders(c, topic) == preferred(ASSIGNMENT)
+
+    # A restart moves broker 1's leadership away; nothing moves it back by itself here.
+    restart(c, 1, topic, 3)
+    moved = metadata_leaders(c, topic)
+    assert moved[0] != 1, moved
+    time.sleep(1)
+    assert c.leader(topic, 0) != 1
+
+    run = leader_election(c, "--election-type", "PREFERRED", "--all-topic-partitions")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"Successfully completed leader election (PREFERRED) for partitions {topic}-0" in run.stdout, run.stdout
+    assert "Valid replica already elected for partitions" in run.stdout, run.stdout
+    assert metadata_leaders(c, topic) == preferred(ASSIGNMENT)
+
+    # Nothing left to do: every named partition says so, exit 0.
+    spec = tmp_path / "election.json"
+    spec.write_text(json.dumps({"partitions": [{"topic": topic, "partition": p} for p in range(3)]}))
+    run = leader_election(c, "--election-type", "preferred", "--path-to-json-file", str(spec))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.strip() == f"Valid replica already elected for partitions {topic}-0, {topic}-1, {topic}-2"
+
+    # Unknown partition: Kafka's failure line and exit code 1.
+    run = leader_election(c, "--election-type", "PREFERRED", "--topic", topic, "--partition", "9")
+    assert run.returncode == 1
+    assert (
+        f"Error completing leader election (PREFERRED) for partition: {topic}-9: "
+        "org.apache.kafka.common.errors.UnknownTopicOrPartitionException"
+    ) in run.stdout, run.stdout
+
+    # The legacy znode, written by hand: the controller runs it and deletes it.
+    restart(c, 2, topic, 3)
+    assert c.leader(topic, 1) != 2
+    c.zk.create(
+        "/admin/preferred_replica_election",
+        json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 1}]}).encode(),
+    )
+    wait_until(lambda: c.leader(topic, 1) == 2, timeout=20, what="the znode's election runs")
+    wait_until(
+        lambda: c.zk.exists("/admin/preferred_replica_election") is None,
+        timeout=20,
+        what="the controller deletes /admin/preferred_replica_election",
+    )
+    wait_until(lambda: metadata_leaders(c, topic) == preferred(ASSIGNMENT), timeout=10, what="Metadata shows it")
+
+    # UNCLEAN: the only in-sync replica dies; the out-of-sync one may lead only when asked.
+    dirty = "dirty"
+    c.create_topic(dirty, assignment=[[2, 3]])
+    c.wait_isr(dirty, 1, 2)
+    c.brokers[3].kill()
+    wait_until(lambda: c.isr(dirty, 0) == [2], timeout=30, what="broker 3 leaves the ISR")
+    c.brokers[2].kill()
+    wait_until(lambda: c.leader(dirty, 0) == -1, timeout=30, what="the partition loses its leader")
+    c.brokers[3].start()
+    wait_until(lambda: 3 in c.registered(), timeout=30, what="broker 3 registers again")
+    time.sleep(1)
+    assert c.leader(dirty, 0) == -1, "unclean.leader.election.enable is false: no leader by itself"
+
+    run = leader_election(c, "--election-type", "PREFERRED", "--topic", dirty, "--partition", "0")
+    assert run.returncode == 1, run.stdout
+    assert "PreferredLeaderNotAvailableException" in run.stdout, run.stdout
+
+    run = leader_election(c, "--election-type", "UNCLEAN", "--topic", dirty, "--partition", "0")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.strip() == f"Successfully completed leader election (UNCLEAN) for partitions {dirty}-0"
+    assert c.leader(dirty, 0) == 3
+    assert c.isr(dirty, 0) == [3]
+    run = leader_election(c, "--election-type", "UNCLEAN", "--topic", dirty, "--partition", "0")
+    assert run.stdout.strip() == f"Valid replica already elected for partitions {dirty}-0"
+
+
+def test_automatic_rebalance_restores_preferred_leaders(cluster):  # noqa: F811
+    c = cluster(overrides=("leader.imbalance.check.interval.seconds=2",))
+    topic = "auto"
+    c.create_topic(topic, assignment=ASSIGNMENT)
+    c.wait_isr(topic, 3, 3)
+    restart(c, 3, topic, 3)
+    wait_until(
+        lambda: metadata_leaders(c, topic) == preferred(ASSIGNMENT),
+        timeout=20,
+        interval=0.5,
+        what="the leader-imbalance check moves broker 3's leadership back",
+    )
+    controller = c.brokers[c.controller()].log_text()
+    assert "leader imbalance above leader.imbalance.per.broker.percentage" in controller
