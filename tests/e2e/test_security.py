@@ -155,7 +155,7 @@ def test_kafka_python_over_ssl(ssl_broker, certs):
     # A client that verifies against another CA is refused.
     bad = dict(conf, ssl_cafile=certs["other_ca"])
     with pytest.raises(Exception):
-        KafkaAdminClient(request_timeout_ms=3000, api_version_auto_timeout_ms=3000, **bad)
+        KafkaAdminClient(request_timeout_ms=3000, bootstrap_timeout_ms=3000, **bad)
 
 
 def test_mutual_tls_principal_and_refusal(tmp_path, certs):

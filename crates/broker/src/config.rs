@@ -259,6 +259,11 @@ const KNOWN_KEYS: &[&str] = &[
     "log.cleaner.io.max.bytes.per.second",
     "log.cleaner.dedupe.buffer.size",
     "log.cleaner.backoff.ms",
+    "sasl.enabled.mechanisms",
+    "sasl.jaas.config",
+    "sasl.mechanism.inter.broker.protocol",
+    "connections.max.reauth.ms",
+    "connection.failed.authentication.delay.ms",
     "ssl.keystore.type",
     "ssl.keystore.location",
     "ssl.keystore.certificate.chain",
@@ -339,20 +344,19 @@ impl BrokerConfig {
             &listeners,
             advertised_listeners.as_deref(),
         )?;
-        // SSL listeners serve clients; the broker's own connections (controller requests,
-        // replica fetchers, controlled shutdown) speak PLAINTEXT only so far, and SASL is
-        // not built yet.
+        // SSL, SASL_PLAINTEXT and SASL_SSL listeners serve clients; the broker's own
+        // connections (controller requests, replica fetchers, controlled shutdown) speak
+        // PLAINTEXT only so far.
         for l in &listeners {
             let inter_broker = l.name == inter_broker_listener
                 || control_plane_listener.as_deref() == Some(l.name.as_str());
             let refusal = match l.protocol {
                 SecurityProtocol::Plaintext => None,
-                SecurityProtocol::Ssl if !inter_broker => None,
-                SecurityProtocol::Ssl => Some(format!(
-                    "listener {} is the inter-broker or control-plane listener; brokers connect to each other over PLAINTEXT only so far, so give it a PLAINTEXT listener",
+                _ if !inter_broker => None,
+                other => Some(format!(
+                    "listener {} ({other}) is the inter-broker or control-plane listener; brokers connect to each other over PLAINTEXT only so far, so give it a PLAINTEXT listener",
                     l.name
                 )),
-                other => Some(format!("security protocol {other} is not supported yet")),
             };
             if let Some(reason) = refusal {
                 return Err(invalid("listeners", &l.name, &reason));
@@ -1275,7 +1279,7 @@ mod tests {
             (vec!["inter.broker.listener.name=PLAINTEXT", "security.inter.broker.protocol=PLAINTEXT"], "only one of"),
             (vec!["control.plane.listener.name=PLAINTEXT"], "different value from the inter broker listener"),
             (vec!["advertised.listeners=SSL://h:1"], "subset"),
-            (vec!["listeners=PLAINTEXT://:1,SASL_SSL://:2"], "not supported yet"),
+            (vec!["listeners=SASL_PLAINTEXT://:2", "security.inter.broker.protocol=SASL_PLAINTEXT"], "brokers connect to each other over PLAINTEXT only"),
             (vec!["listeners=SSL://:2", "security.inter.broker.protocol=SSL"], "brokers connect to each other over PLAINTEXT only"),
         ] {
             let err = load("", &overrides).unwrap_err().to_string();

@@ -22,6 +22,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tracing::{debug, info_span, warn, Instrument};
 
+use crate::auth::sasl_session::{Admit, SaslSession};
 use crate::auth::RequestContext;
 use crate::context::BrokerContext;
 use crate::handlers;
@@ -54,20 +55,25 @@ impl Transport for tokio_rustls::server::TlsStream<TcpStream> {
 
 /// Serves one connection until the peer closes it, it sends something unreadable, or the
 /// broker shuts down (checked between requests).
+///
+/// On a SASL listener `sasl` holds the connection's authentication: nothing but ApiVersions
+/// and the SASL exchange reaches the handlers until the client authenticated.
 pub(crate) async fn serve<S: Transport>(
     ctx: Arc<BrokerContext>,
     stream: S,
     rctx: RequestContext,
+    sasl: Option<SaslSession>,
     shutdown: watch::Receiver<bool>,
 ) {
     let metrics = Arc::clone(&ctx.metrics);
-    metrics::connection_scope(metrics, serve_connection(ctx, stream, rctx, shutdown)).await
+    metrics::connection_scope(metrics, serve_connection(ctx, stream, rctx, sasl, shutdown)).await
 }
 
 async fn serve_connection<S: Transport>(
     ctx: Arc<BrokerContext>,
     mut stream: S,
-    rctx: RequestContext,
+    mut rctx: RequestContext,
+    mut sasl: Option<SaslSession>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let peer = rctx.peer;
@@ -87,13 +93,32 @@ async fn serve_connection<S: Transport>(
             slot = ctx.request_limiter.request_slot() => slot,
             _ = shutdown.wait_for(|stop| *stop) => break,
         };
-        let request = match decode_request(frame) {
-            Ok(request) => request,
-            Err(err) => {
-                warn!(%peer, error = %err, "closing connection: cannot decode request");
-                ctx.metrics.request_error();
-                break;
-            }
+        let request = match &mut sasl {
+            Some(session) => match session.admit(&ctx, &mut rctx, frame).await {
+                Admit::Serve(request) => request,
+                Admit::Reply { frame, close } => {
+                    let written = write_all_flush(&mut stream, &frame).await;
+                    if written.is_err() || close {
+                        drop((slot, permit));
+                        session.delay_close().await;
+                        break;
+                    }
+                    continue;
+                }
+                Admit::Close => {
+                    drop((slot, permit));
+                    session.delay_close().await;
+                    break;
+                }
+            },
+            None => match decode_request(frame) {
+                Ok(request) => request,
+                Err(err) => {
+                    warn!(%peer, error = %err, "closing connection: cannot decode request");
+                    ctx.metrics.request_error();
+                    break;
+                }
+            },
         };
         if let RequestBody::Supported(RequestKind::ApiVersions(api_versions)) = &request.body {
             if let Some(named) =

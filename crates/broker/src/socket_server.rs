@@ -10,6 +10,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
+use crate::auth::sasl_session::SaslSession;
 use crate::auth::{tls, ListenerSecurity, RequestContext};
 use crate::connection;
 use crate::context::BrokerContext;
@@ -52,11 +53,12 @@ pub(crate) async fn serve(
                 let security = Arc::clone(&security);
                 connections.spawn(async move {
                     let rctx = RequestContext::anonymous(Arc::clone(&security.name), peer);
+                    let sasl = security.sasl.clone().map(SaslSession::new);
                     match &security.tls {
-                        None => connection::serve(ctx, stream, rctx, shutdown).await,
+                        None => connection::serve(ctx, stream, rctx, sasl, shutdown).await,
                         Some(tls) => {
                             if let Some((stream, rctx)) = tls::accept(tls, stream, rctx).await {
-                                connection::serve(ctx, stream, rctx, shutdown).await;
+                                connection::serve(ctx, stream, rctx, sasl, shutdown).await;
                             }
                         }
                     }

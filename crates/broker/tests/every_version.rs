@@ -840,6 +840,19 @@ async fn exercise(wire: &mut Wire, fx: &mut Fixture, api: ApiKey, version: i16) 
                 "AlterPartition v{version}"
             );
         }
+        ApiKey::SaslHandshake => {
+            // A PLAINTEXT listener has no SASL: ILLEGAL_SASL_STATE, as Kafka's KafkaApis.
+            let request =
+                SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN"));
+            let response = wire.call(request, version).await;
+            assert_eq!(response.error_code, 34, "SaslHandshake v{version}");
+        }
+        ApiKey::SaslAuthenticate => {
+            let request = SaslAuthenticateRequest::default()
+                .with_auth_bytes(bytes::Bytes::from_static(b"\0u\0p"));
+            let response = wire.call(request, version).await;
+            assert_eq!(response.error_code, 34, "SaslAuthenticate v{version}");
+        }
         ApiKey::DescribeAcls => {
             let request = DescribeAclsRequest::default()
                 .with_resource_type_filter(1)

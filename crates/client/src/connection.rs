@@ -41,6 +41,29 @@ pub struct ConnectionOptions {
     pub request_timeout: Duration,
     /// The largest response frame accepted; a bigger one closes the connection.
     pub max_response_bytes: usize,
+    /// SASL credentials for SASL_PLAINTEXT listeners (`None`: no authentication).
+    pub sasl: Option<SaslCredentials>,
+}
+
+/// A SASL login: `sasl.mechanism` with `username` and `password` (what Kafka clients read
+/// from `sasl.jaas.config`'s PlainLoginModule or ScramLoginModule line).
+#[derive(Clone, PartialEq, Eq)]
+pub struct SaslCredentials {
+    /// `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`.
+    pub mechanism: String,
+    /// The user name.
+    pub username: String,
+    /// The password.
+    pub password: String,
+}
+
+impl std::fmt::Debug for SaslCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaslCredentials")
+            .field("mechanism", &self.mechanism)
+            .field("username", &self.username)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for ConnectionOptions {
@@ -50,6 +73,7 @@ impl Default for ConnectionOptions {
             connect_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(30),
             max_response_bytes: 100 * 1024 * 1024,
+            sasl: None,
         }
     }
 }
@@ -130,6 +154,9 @@ impl Connection {
             broker_versions: HashMap::new(),
         };
         connection.handshake().await?;
+        if let Some(sasl) = connection.options.sasl.clone() {
+            connection.authenticate(&sasl).await?;
+        }
         Ok(connection)
     }
 
@@ -244,6 +271,76 @@ impl Connection {
             .map(|v| (v.api_key, (v.min_version, v.max_version)))
             .collect();
         Ok(())
+    }
+
+    /// SaslHandshake v1 and SaslAuthenticate, as Kafka's `SaslClientAuthenticator` runs them.
+    async fn authenticate(&mut self, sasl: &SaslCredentials) -> Result<(), ClientError> {
+        use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
+        use security::scram::{ScramClient, ScramMechanism};
+
+        let handshake = self
+            .send_version(
+                SaslHandshakeRequest::default()
+                    .with_mechanism(StrBytes::from_string(sasl.mechanism.clone())),
+                1,
+            )
+            .await?;
+        if handshake.error_code != 0 {
+            let offered: Vec<&str> = handshake.mechanisms.iter().map(|m| &**m).collect();
+            return Err(ClientError::server(
+                handshake.error_code,
+                Some(&format!(
+                    "Client SASL mechanism '{}' not enabled in the server, enabled mechanisms are {offered:?}",
+                    sasl.mechanism
+                )),
+            ));
+        }
+        let version = self.negotiated_version::<SaslAuthenticateRequest>()?;
+        let exchange =
+            |token: Vec<u8>| SaslAuthenticateRequest::default().with_auth_bytes(token.into());
+        let check = |response: &kafka_protocol::messages::SaslAuthenticateResponse| {
+            if response.error_code != 0 {
+                Err(ClientError::server(
+                    response.error_code,
+                    response.error_message.as_deref(),
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        match ScramMechanism::from_name(&sasl.mechanism) {
+            None if sasl.mechanism == "PLAIN" => {
+                let token = security::plain::client_message(&sasl.username, &sasl.password);
+                let response = self.send_version(exchange(token), version).await?;
+                check(&response)
+            }
+            None => Err(ClientError::Config(format!(
+                "sasl.mechanism={} is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)",
+                sasl.mechanism
+            ))),
+            Some(mechanism) => {
+                let nonce = uuid::Uuid::new_v4().simple().to_string();
+                let (mut client, first) =
+                    ScramClient::start(mechanism, &sasl.username, &sasl.password, &nonce);
+                let response = self.send_version(exchange(first), version).await?;
+                check(&response)?;
+                let protocol = |e: security::scram::ScramError| ClientError::Protocol {
+                    addr: self.addr.clone(),
+                    message: e.to_string(),
+                };
+                let last = client
+                    .server_first(&response.auth_bytes)
+                    .map_err(protocol)?;
+                let response = self.send_version(exchange(last), version).await?;
+                check(&response)?;
+                client
+                    .server_final(&response.auth_bytes)
+                    .map_err(|e| ClientError::Protocol {
+                        addr: self.addr.clone(),
+                        message: e.to_string(),
+                    })
+            }
+        }
     }
 
     /// One ApiVersions exchange. A broker that does not know the requested version answers in

@@ -19,5 +19,5 @@ pub use admin::{
     TopicMetadata,
 };
 pub use command_config::{parse_command_config, CommandConfig};
-pub use connection::{Connection, ConnectionOptions};
+pub use connection::{Connection, ConnectionOptions, SaslCredentials};
 pub use error::{error_message, ClientError};

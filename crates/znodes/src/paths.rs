@@ -91,6 +91,53 @@ pub fn config_entity_types() -> [&'static str; 4] {
     ]
 }
 
+/// `users/<sanitized user>`: a user's entity path under `/config` (its SCRAM credentials and
+/// quotas).
+pub fn user_entity_path(user: &str) -> String {
+    format!("users/{}", sanitize_entity_name(user))
+}
+
+/// A user or client name as Kafka's `Sanitizer.sanitize` writes it in a znode path: URL
+/// encoded (UTF-8), a space as `%20`, `*` as `%2A`, `~` left as is.
+pub fn sanitize_entity_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for byte in name.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'.' | b'-' | b'_' | b'~' => {
+                out.push(byte as char)
+            }
+            other => out.push_str(&format!("%{other:02X}")),
+        }
+    }
+    out
+}
+
+/// The inverse of [`sanitize_entity_name`] (Kafka's `Sanitizer.desanitize`); `None` for text
+/// that is not URL encoded UTF-8.
+pub fn desanitize_entity_name(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => {
+                let hex = text.get(i + 1..i + 3)?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            other => {
+                out.push(other);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 /// `/config/changes`: sequential config change notifications.
 pub fn config_changes() -> &'static str {
     "/config/changes"
@@ -217,6 +264,27 @@ pub fn persistent_paths() -> Vec<&'static str> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn entity_names_sanitize_as_kafka() {
+        assert_eq!(sanitize_entity_name("alice"), "alice");
+        assert_eq!(
+            sanitize_entity_name("CN=a b,O=x*~"),
+            "CN%3Da%20b%2CO%3Dx%2A~"
+        );
+        assert_eq!(sanitize_entity_name("é"), "%C3%A9");
+        for name in ["alice", "CN=a b,O=x*~", "é", "%"] {
+            assert_eq!(
+                desanitize_entity_name(&sanitize_entity_name(name)).as_deref(),
+                Some(name)
+            );
+        }
+        assert_eq!(desanitize_entity_name("a%2"), None);
+        assert_eq!(
+            config_entity(&user_entity_path("a b")),
+            "/config/users/a%20b"
+        );
+    }
     use super::*;
 
     fn t(name: &str) -> TopicName {

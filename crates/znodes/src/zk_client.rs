@@ -743,6 +743,20 @@ impl KafkaZkClient {
         }
     }
 
+    /// Writes an entity's config as [`KafkaZkClient::set_entity_config`], then tells every
+    /// broker (a `/config/changes` notification naming `entity_path`), as Kafka's
+    /// `AdminZkClient.changeConfigs` does.
+    pub async fn set_entity_config_and_notify(
+        &self,
+        entity_path: &str,
+        config: &BTreeMap<String, String>,
+    ) -> Result<()> {
+        self.set_entity_config(entity_path, config).await?;
+        self.create_entity_config_change_notification(entity_path.to_owned())
+            .await?;
+        Ok(())
+    }
+
     /// The notifications under `/config/changes` (optionally watching for new ones), in
     /// sequence order: (sequence number, child name).
     pub async fn get_config_changes(&self, watch: bool) -> Result<Vec<(u64, String)>> {

@@ -5,6 +5,8 @@
 //! only ask questions of the context.
 
 pub(crate) mod control_plane;
+pub(crate) mod sasl;
+pub(crate) mod sasl_session;
 pub(crate) mod tls;
 
 use std::collections::BTreeMap;
@@ -27,6 +29,8 @@ pub(crate) struct ListenerSecurity {
     pub protocol: SecurityProtocol,
     /// The TLS side of SSL and SASL_SSL listeners.
     pub tls: Option<Arc<tls::TlsServer>>,
+    /// The SASL side of SASL_PLAINTEXT and SASL_SSL listeners.
+    pub sasl: Option<Arc<sasl::SaslConfig>>,
 }
 
 impl ListenerSecurity {
@@ -43,10 +47,17 @@ impl ListenerSecurity {
         } else {
             None
         };
+        let sasl = match listener.protocol {
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => Some(Arc::new(
+                sasl::SaslConfig::from_config(props, &listener.name)?,
+            )),
+            SecurityProtocol::Plaintext | SecurityProtocol::Ssl => None,
+        };
         Ok(ListenerSecurity {
             name: Arc::from(listener.name.as_str()),
             protocol: listener.protocol,
             tls,
+            sasl,
         })
     }
 }

@@ -29,6 +29,7 @@ mod offset_commit;
 mod offset_delete;
 mod offset_fetch;
 mod offset_for_leader_epoch;
+mod sasl;
 mod stop_replica;
 mod sync_group;
 pub(crate) mod unsupported;
@@ -114,6 +115,8 @@ pub(crate) async fn handle(
             ResponseKind::DescribeProducers(describe_producers::handle(ctx, &req))
         }
         RequestKind::DescribeAcls(req) => ResponseKind::DescribeAcls(describe_acls::handle(req)),
+        RequestKind::SaslHandshake(_) => ResponseKind::SaslHandshake(sasl::handshake()),
+        RequestKind::SaslAuthenticate(_) => ResponseKind::SaslAuthenticate(sasl::authenticate()),
         RequestKind::LeaderAndIsr(req) => {
             ResponseKind::LeaderAndIsr(leader_and_isr::handle(ctx, rctx, header, req).await)
         }
