@@ -1,10 +1,12 @@
-"""Preferred and unclean leader elections (issue 11) on a real 3-broker cluster on a real
-ZooKeeper: `gregor leader-election` (kafka-leader-election.sh), the legacy
+"""Preferred and unclean leader elections and replication throttles (issue 11) on a real
+3-broker cluster on a real ZooKeeper: `gregor leader-election` (kafka-leader-election.sh), the legacy
 `/admin/preferred_replica_election` znode written with kazoo, and the controller's own
-leader-imbalance check (`auto.leader.rebalance.enable`). Leaders are read back through
-Metadata (librdkafka's admin client)."""
+leader-imbalance check (`auto.leader.rebalance.enable`); and the follower throttle
+(`follower.replication.throttled.rate`) measured on a catching-up follower's log. Leaders are
+read back through Metadata (librdkafka's admin client)."""
 
 import json
+import os
 import time
 
 from conftest import gregor_cli, wait_until
@@ -129,3 +131,73 @@ def test_automatic_rebalance_restores_preferred_leaders(cluster):  # noqa: F811
     )
     controller = c.brokers[c.controller()].log_text()
     assert "leader imbalance above leader.imbalance.per.broker.percentage" in controller
+
+
+def partition_log_bytes(broker, topic, partition):
+    """Bytes of the .log segments of topic-partition in broker's data directory."""
+    total = 0
+    for root, _, files in os.walk(broker.data_dir):
+        if os.path.basename(root) == f"{topic}-{partition}":
+            total += sum(os.path.getsize(os.path.join(root, f)) for f in files if f.endswith(".log"))
+    return total
+
+
+def set_broker_config(c, broker_id, config):
+    """What `kafka-configs.sh --zookeeper ... --entity-type brokers --alter` writes."""
+    path = f"/config/brokers/{broker_id}"
+    data = json.dumps({"version": 1, "config": config}).encode()
+    if c.zk.exists(path):
+        c.zk.set(path, data)
+    else:
+        c.zk.create(path, data, makepath=True)
+    c.zk.create(
+        "/config/changes/config_change_",
+        json.dumps({"version": 2, "entity_path": f"brokers/{broker_id}"}).encode(),
+        sequence=True,
+        makepath=True,
+    )
+
+
+def test_follower_throttle_holds_the_catch_up_rate(cluster):  # noqa: F811
+    """A follower catching up 30 MB under follower.replication.throttled.rate=10000000 (and
+    the topic's follower.replication.throttled.replicas naming it) copies at about 10 MB/s;
+    removing the rate lets it finish at full speed."""
+    from confluent_kafka import Producer
+
+    c = cluster(overrides=("auto.leader.rebalance.enable=false",))
+    topic, rate = "slow", 10_000_000
+    c.create_topic(topic, assignment=[[1, 2]], config={"follower.replication.throttled.replicas": "0:2"})
+    c.wait_isr(topic, 1, 2)
+    c.brokers[2].kill()
+    wait_until(lambda: c.isr(topic, 0) == [1], timeout=30, what="broker 2 leaves the ISR")
+    producer = Producer({"bootstrap.servers": c.bootstrap, "acks": "1", "linger.ms": 20,
+                         "batch.size": 1_000_000, "message.max.bytes": 2_000_000})
+    payload = os.urandom(100_000)
+    for _ in range(300):
+        producer.produce(topic, payload, partition=0)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    total = partition_log_bytes(c.brokers[1], topic, 0)
+    assert total >= 30_000_000, total
+
+    set_broker_config(c, 2, {"follower.replication.throttled.rate": str(rate)})
+    c.brokers[2].start()
+    samples = []
+    deadline = time.time() + 40
+    while time.time() < deadline:
+        samples.append((time.time(), partition_log_bytes(c.brokers[2], topic, 0)))
+        if samples[-1][1] >= 20_000_000:
+            break
+        time.sleep(0.2)
+    # The rate from the first 2 MB to 20 MB (past the start-up of the fetcher).
+    start = next(s for s in samples if s[1] >= 2_000_000)
+    end = samples[-1]
+    assert end[1] >= 20_000_000, samples[-5:]
+    measured = (end[1] - start[1]) / max(end[0] - start[0], 0.2)
+    print(f"throttled catch-up: {measured / 1e6:.2f} MB/s over {end[0] - start[0]:.1f} s (quota {rate / 1e6:.0f} MB/s)")
+    assert 0.8 * rate <= measured <= 1.2 * rate, f"{measured / 1e6:.2f} MB/s"
+    assert "replication throttle changed" in c.brokers[2].log_text()
+
+    # Live through /config/changes: without the rate it finishes at once.
+    set_broker_config(c, 2, {})
+    c.wait_isr(topic, 1, 2, timeout=30)

@@ -107,6 +107,7 @@ async fn apply(
 ) -> Option<u64> {
     let mut newest = seen;
     let mut topics = BTreeSet::new();
+    let mut broker_config = false;
     for (seq, child) in changes.iter().filter(|(seq, _)| Some(*seq) > seen) {
         newest = Some(*seq);
         let entity = match zk.get_config_change(child).await {
@@ -128,9 +129,14 @@ async fn apply(
             topics.insert(topic);
         } else if entity.starts_with("users/") || entity.starts_with("clients/") {
             ctx.quotas.reload(zk, &entity).await;
+        } else if entity == "brokers/<default>" || entity == format!("brokers/{}", ctx.broker_id) {
+            broker_config = true;
         } else {
             debug!(%entity, "a config change for an entity this broker keeps no state for");
         }
+    }
+    if broker_config {
+        crate::data_plane::load_replication_rates(ctx).await;
     }
     let hosted: BTreeSet<TopicName> = ctx
         .replica_manager

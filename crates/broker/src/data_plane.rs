@@ -127,7 +127,69 @@ pub(crate) async fn topic_partition_config(
             BTreeMap::new()
         }
     };
+    set_throttled_replicas(ctx, topic, &overrides);
     partition_config(ctx, &overrides)
+}
+
+/// The topic's `leader.replication.throttled.replicas` / `follower.replication.throttled.replicas`
+/// as they apply to this broker (a malformed value throttles nothing and is logged).
+pub(crate) fn set_throttled_replicas(
+    ctx: &BrokerContext,
+    topic: &TopicName,
+    overrides: &BTreeMap<String, String>,
+) {
+    let parse = |key: &str| {
+        let value = overrides.get(key)?;
+        match replication::quota::parse_throttled_replicas(value, ctx.broker_id) {
+            Ok(parsed) => parsed,
+            Err(reason) => {
+                warn!(%topic, key, %value, %reason, "ignoring a malformed throttled replica list");
+                None
+            }
+        }
+    };
+    let leader = parse("leader.replication.throttled.replicas");
+    let follower = parse("follower.replication.throttled.replicas");
+    ctx.replica_manager
+        .throttles()
+        .set_topic(topic.as_str(), leader, follower);
+}
+
+/// The broker dynamic configs `leader.replication.throttled.rate` and
+/// `follower.replication.throttled.rate` (bytes/s) from `/config/brokers/<id>`, else
+/// `/config/brokers/<default>` (Kafka's precedence); unset means unlimited. Read at start and
+/// on every `brokers/...` config change notification.
+pub(crate) async fn load_replication_rates(ctx: &BrokerContext) {
+    let zk = ctx.zk();
+    let mut merged = BTreeMap::new();
+    for entity in [
+        "brokers/<default>".to_owned(),
+        format!("brokers/{}", ctx.broker_id),
+    ] {
+        match zk.get_entity_config(&entity).await {
+            Ok(config) => merged.extend(config),
+            Err(err) => warn!(%entity, error = %err, "cannot read the broker's dynamic config"),
+        }
+    }
+    let throttles = ctx.replica_manager.throttles();
+    for (key, quota) in [
+        ("leader.replication.throttled.rate", &throttles.leader),
+        ("follower.replication.throttled.rate", &throttles.follower),
+    ] {
+        let rate = match merged.get(key).map(|v| v.trim().parse::<f64>()) {
+            None => None,
+            Some(Ok(rate)) if rate > 0.0 && rate < 9.2e18 => Some(rate),
+            Some(Ok(_)) => None,
+            Some(Err(_)) => {
+                warn!(key, value = %merged[key], "ignoring a replication throttle that is not a number of bytes per second");
+                None
+            }
+        };
+        if quota.rate() != rate {
+            tracing::info!(key, rate = ?rate, "replication throttle changed");
+        }
+        quota.set_rate(rate);
+    }
 }
 
 fn interval(ctx: &BrokerContext, key: &str, default_ms: u64) -> Duration {

@@ -225,6 +225,7 @@ impl Broker {
             )));
         Groups::start(&ctx);
         ctx.quotas.load(&ctx.zk()).await;
+        crate::data_plane::load_replication_rates(&ctx).await;
         let cleaner = crate::log_cleaner::LogCleaner::start(
             crate::log_cleaner::cleaner_config(&ctx.config.originals),
             ctx.replica_manager.clone(),

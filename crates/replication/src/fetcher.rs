@@ -17,7 +17,7 @@
 //! of the fetcher and resets the session. The log work of each round (appends, truncations)
 //! runs on the blocking pool, never on an async worker.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -50,6 +50,9 @@ const OFFSET_FOR_LEADER_EPOCH_VERSION: i16 = 3;
 const LIST_OFFSETS_VERSION: i16 = 5;
 /// Repeated append failures back off up to this many times `replica.fetch.backoff.ms`.
 const MAX_BACKOFF_FACTOR: u32 = 32;
+/// How long a fetcher whose every partition is held by the follower throttle waits before
+/// looking at the quota again.
+const THROTTLE_PAUSE: Duration = Duration::from_millis(20);
 
 /// Where the leader of a followed partition listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,6 +97,9 @@ struct PartitionFetchState {
     delayed_until: Option<Instant>,
     failures: u32,
     fenced: bool,
+    /// Whether the last answer left this replica at the leader's high watermark (Kafka's
+    /// `isReplicaInSync` of the fetch state): only a replica that is not is throttled.
+    caught_up: bool,
 }
 
 impl PartitionFetchState {
@@ -184,6 +190,7 @@ impl FetcherManager {
             delayed_until: None,
             failures: 0,
             fenced: false,
+            caught_up: false,
         };
         // A broker that moved to another address gets a new fetcher; its partitions go along.
         let moved = match fetchers.get(&key) {
@@ -590,7 +597,30 @@ async fn fetch(
     let config = rm.config();
     let mut wanted: BTreeMap<SessionKey, FetchPosition> = BTreeMap::new();
     let mut sent: HashMap<SessionKey, (TopicPartition, i32, i64)> = HashMap::new();
+    // The follower throttle (KIP-73): while the quota is used up, throttled partitions that
+    // are not caught up wait.
+    let throttles = rm.throttles();
+    let exceeded = throttles.follower.rate().is_some() && throttles.follower.is_exceeded();
+    let held: BTreeSet<TopicPartition> = if exceeded {
+        let states = shared.lock();
+        partitions
+            .iter()
+            .filter(|(tp, _, _)| {
+                throttles.is_follower_throttled(tp) && !states.get(tp).is_some_and(|s| s.caught_up)
+            })
+            .map(|(tp, _, _)| tp.clone())
+            .collect()
+    } else {
+        BTreeSet::new()
+    };
+    if !held.is_empty() && held.len() == partitions.len() {
+        tokio::time::sleep(THROTTLE_PAUSE).await;
+        return Round::Ok;
+    }
     for (tp, partition, epoch) in partitions {
+        if held.contains(tp) {
+            continue;
+        }
         let key = (tp.topic.as_str().to_owned(), tp.partition);
         let position = FetchPosition {
             fetch_offset: partition.log_end_offset(),
@@ -632,6 +662,10 @@ async fn fetch(
                     let Some((tp, epoch, fetch_offset)) = sent.get(&key) else {
                         continue;
                     };
+                    if rm.throttles().is_follower_throttled(tp) {
+                        let bytes = data.records.as_ref().map_or(0, |r| r.len());
+                        rm.throttles().follower.record(bytes);
+                    }
                     with_state(&shared, tp, *epoch, |state| {
                         if state.phase != FetchPhase::Fetching
                             || state.partition.log_end_offset() != *fetch_offset
@@ -641,6 +675,8 @@ async fn fetch(
                         if on_fetched(&rm, tp, state, &data, *epoch, now, backoff) {
                             out_of_range.push((tp.clone(), *epoch));
                         }
+                        state.caught_up = data.error_code == 0
+                            && state.partition.log_end_offset() >= data.high_watermark;
                     });
                 }
             }

@@ -48,6 +48,7 @@ pub mod isr;
 pub mod leader_epoch;
 mod partition;
 pub mod producer_state;
+pub mod quota;
 pub mod truncation;
 
 use std::collections::{BTreeMap, HashMap};
@@ -331,6 +332,8 @@ struct Inner {
     isr_shrinks: AtomicU64,
     isr_expands: AtomicU64,
     failed_appends: AtomicU64,
+    /// `*.replication.throttled.rate` and the topics' throttled replicas.
+    throttles: quota::ReplicationThrottles,
 }
 
 impl ReplicaManager {
@@ -382,6 +385,7 @@ impl ReplicaManager {
                 isr_shrinks: AtomicU64::new(0),
                 isr_expands: AtomicU64::new(0),
                 failed_appends: AtomicU64::new(0),
+                throttles: quota::ReplicationThrottles::default(),
             }),
         })
     }
@@ -415,6 +419,12 @@ impl ReplicaManager {
     /// The settings.
     pub fn config(&self) -> &ReplicationConfig {
         &self.inner.config
+    }
+
+    /// The replication throttles (rates and throttled replicas), set by the broker from its
+    /// dynamic config and the topic configs.
+    pub fn throttles(&self) -> &quota::ReplicationThrottles {
+        &self.inner.throttles
     }
 
     /// The leader's fetch session cache.
@@ -604,13 +614,34 @@ impl ReplicaManager {
         current_leader_epoch: i32,
         now_ms: i64,
     ) -> Result<ReadResult, ReplicationError> {
-        let read = self.partition(tp)?.read_for_follower(
-            replica_id,
-            offset,
-            max_bytes,
-            current_leader_epoch,
-            now_ms,
-        )?;
+        let partition = self.partition(tp)?;
+        // The leader throttle (KIP-73): a replica outside the ISR catching up on a throttled
+        // partition gets no records while the leader quota is used up.
+        let throttles = &self.inner.throttles;
+        let throttled = throttles.leader.rate().is_some()
+            && throttles.is_leader_throttled(tp)
+            && !partition.isr().contains(&replica_id);
+        let read = if throttled && throttles.leader.is_exceeded() {
+            partition.read_for_follower_with(
+                replica_id,
+                offset,
+                max_bytes,
+                current_leader_epoch,
+                now_ms,
+                false,
+            )?
+        } else {
+            partition.read_for_follower(
+                replica_id,
+                offset,
+                max_bytes,
+                current_leader_epoch,
+                now_ms,
+            )?
+        };
+        if throttled {
+            throttles.leader.record(read.read.records.len());
+        }
         if let Some(item) = read.expand {
             self.inner.alter_partition.submit(item);
         }

@@ -658,6 +658,27 @@ impl Partition {
         current_leader_epoch: i32,
         now_ms: i64,
     ) -> Result<FollowerRead, ReplicationError> {
+        self.read_for_follower_with(
+            replica_id,
+            offset,
+            max_bytes,
+            current_leader_epoch,
+            now_ms,
+            true,
+        )
+    }
+
+    /// [`Partition::read_for_follower`]; without records when `records` is false (a
+    /// throttled follower: its position still counts).
+    pub fn read_for_follower_with(
+        &self,
+        replica_id: i32,
+        offset: i64,
+        max_bytes: usize,
+        current_leader_epoch: i32,
+        now_ms: i64,
+        records: bool,
+    ) -> Result<FollowerRead, ReplicationError> {
         let mut state = self.lock();
         state.leader_epoch_checked(&self.tp, current_leader_epoch)?;
         if !state.remotes.contains_key(&replica_id) {
@@ -673,7 +694,7 @@ impl Partition {
         }
         let expand = self.maybe_expand(&mut state, replica_id, offset, now_ms);
         let moved = state.update_high_watermark(self.local_id, now_ms, self.lag_time_max_ms);
-        let records = if offset == leo {
+        let records = if offset == leo || !records {
             Vec::new()
         } else {
             state.log.read(offset, max_bytes)?

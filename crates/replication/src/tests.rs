@@ -919,3 +919,38 @@ proptest! {
         }
     }
 }
+
+/// The leader throttle (KIP-73): a follower outside the ISR of a throttled partition gets no
+/// records while the leader quota is used up (its position still counts), one in the ISR
+/// always gets them, and an unthrottled partition is never held.
+#[test]
+fn the_leader_throttle_holds_only_out_of_sync_followers_of_throttled_partitions() {
+    use crate::quota::ThrottledPartitions;
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a");
+    let rm1 = manager(1, &a);
+    // Broker 2 is a replica outside the ISR.
+    apply(&rm1, &a, &leadership(1, 1, &[1], 0), 0).unwrap();
+    rm1.append(&tp(), &mut batch(4, "x", None), 1, 0).unwrap();
+    let throttles = rm1.throttles();
+    throttles.leader.set_rate(Some(1_000.0));
+    // Not in the topic's list yet: served in full, nothing counted.
+    let r = rm1.read_for_follower(&tp(), 2, 0, 1 << 20, 1, 0).unwrap();
+    assert!(!r.records.is_empty());
+    assert!(!throttles.leader.is_exceeded());
+    throttles.set_topic(tp().topic.as_str(), Some(ThrottledPartitions::All), None);
+    // The first read goes out and uses the quota up; the next gets nothing.
+    let r = rm1.read_for_follower(&tp(), 2, 0, 1 << 20, 1, 0).unwrap();
+    assert!(!r.records.is_empty());
+    assert!(throttles.leader.is_exceeded());
+    let held = rm1.read_for_follower(&tp(), 2, 0, 1 << 20, 1, 0).unwrap();
+    assert!(held.records.is_empty());
+    assert_eq!(held.high_watermark, r.high_watermark);
+    // Without a rate nothing is held.
+    throttles.leader.set_rate(None);
+    assert!(!rm1
+        .read_for_follower(&tp(), 2, 0, 1 << 20, 1, 0)
+        .unwrap()
+        .records
+        .is_empty());
+}
