@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every Gregor test on a fresh Debian machine with Rust: installs what the tests need
-# (ZooKeeper, kcat, the Python Kafka clients), checks formatting and lints, starts a throwaway
-# ZooKeeper server, runs the Rust test suites, then the real-client end-to-end tests.
+# (ZooKeeper, kcat, the Python Kafka clients, librdkafka's own test-runner), checks formatting
+# and lints, starts a throwaway ZooKeeper server, runs the Rust test suites, then the
+# real-client end-to-end tests.
 #
 # Usage: scripts/test.sh            everything
 #        SKIP_INSTALL=1 scripts/test.sh   skip the package installs (they are idempotent anyway)
@@ -24,6 +25,12 @@ if [ "${SKIP_INSTALL:-0}" != 1 ]; then
   command -v python3 >/dev/null || missing+=(python3 python3-venv)
   # test_security.py makes its own CA and certificates with openssl.
   command -v openssl >/dev/null || missing+=(openssl)
+  # scripts/librdkafka.sh builds librdkafka's own test-runner (tests/e2e/test_librdkafka_suite.py).
+  command -v curl >/dev/null || missing+=(curl)
+  command -v make >/dev/null || missing+=(make)
+  command -v g++ >/dev/null || missing+=(g++)
+  [ -f /usr/include/zlib.h ] || missing+=(zlib1g-dev)
+  [ -f /usr/include/zstd.h ] || missing+=(libzstd-dev)
   if [ ${#missing[@]} -gt 0 ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
@@ -34,6 +41,9 @@ if [ "${SKIP_INSTALL:-0}" != 1 ]; then
   [ -x .venv/bin/python ] || python3 -m venv .venv
   .venv/bin/pip install -q --disable-pip-version-check -r tests/e2e/requirements.txt
 fi
+
+step "librdkafka's regression-test runner (built once per machine, then cached)"
+scripts/librdkafka.sh build
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
