@@ -1009,6 +1009,38 @@ async fn exercise(wire: &mut Wire, fx: &mut Fixture, api: ApiKey, version: i16) 
             assert_eq!(code(0), Some(84), "ELECTION_NOT_NEEDED, v{version}");
             assert_eq!(code(9), Some(UNKNOWN_TOPIC_OR_PARTITION), "v{version}");
         }
+        ApiKey::AlterPartitionReassignments => {
+            // Onto the replicas it has: nothing moves, the reassignment completes at once.
+            let request = AlterPartitionReassignmentsRequest::default()
+                .with_timeout_ms(10_000)
+                .with_topics(vec![
+                    alter_partition_reassignments_request::ReassignableTopic::default()
+                        .with_name(topic_name(TOPIC))
+                        .with_partitions(vec![
+                            alter_partition_reassignments_request::ReassignablePartition::default()
+                                .with_partition_index(0)
+                                .with_replicas(Some(vec![BrokerId(fx.broker_id)])),
+                        ]),
+                ]);
+            let response = wire.call(request, version).await;
+            assert_eq!(
+                response.error_code, NONE,
+                "AlterPartitionReassignments v{version}"
+            );
+            assert_eq!(
+                response.responses[0].partitions[0].error_code, NONE,
+                "AlterPartitionReassignments v{version}"
+            );
+        }
+        ApiKey::ListPartitionReassignments => {
+            let request = ListPartitionReassignmentsRequest::default().with_timeout_ms(10_000);
+            let response = wire.call(request, version).await;
+            assert_eq!(
+                response.error_code, NONE,
+                "ListPartitionReassignments v{version}"
+            );
+            assert!(response.topics.is_empty(), "nothing is being moved");
+        }
         ApiKey::DeleteGroups => {
             let group = format!("dg-v{version}");
             commit(wire, &group, 1, 8).await;

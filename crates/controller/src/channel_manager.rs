@@ -797,6 +797,12 @@ pub fn leader_and_isr_request(
                     .with_isr(wire_ids(&leadership.isr))
                     .with_partition_epoch(leadership.zk_version)
                     .with_replicas(wire_ids(ctx.replicas(&tp)))
+                    .with_adding_replicas(wire_ids(
+                        ctx.reassignments.get(&tp).map_or(&[][..], |r| &r.adding),
+                    ))
+                    .with_removing_replicas(wire_ids(
+                        ctx.reassignments.get(&tp).map_or(&[][..], |r| &r.removing),
+                    ))
                     .with_is_new(is_new),
             );
         }

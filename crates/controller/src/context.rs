@@ -61,6 +61,17 @@ pub struct LeaderIsrAndControllerEpoch {
     pub zk_version: i32,
 }
 
+/// The replicas an ongoing reassignment of one partition adds and removes (Kafka's
+/// `ReplicaAssignment.addingReplicas` / `removingReplicas`); the partition's replica set in
+/// [`ControllerContext::assignments`] is then the target followed by the original replicas.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reassigning {
+    /// Replicas in the target that are not in the original set.
+    pub adding: Vec<BrokerId>,
+    /// Original replicas that are not in the target.
+    pub removing: Vec<BrokerId>,
+}
+
 /// One replica: a partition on a broker.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PartitionAndReplica {
@@ -87,6 +98,14 @@ pub struct ControllerContext {
     pub assignments: BTreeMap<TopicName, BTreeMap<i32, Vec<BrokerId>>>,
     /// Topics whose assignment znode names adding or removing replicas.
     pub topics_being_reassigned: BTreeSet<TopicName>,
+    /// Partitions being reassigned (Kafka's `partitionsBeingReassigned`), with what their
+    /// reassignment adds and removes. Kept in step with `topics_being_reassigned` by
+    /// [`ControllerContext::set_reassigning`].
+    pub reassignments: BTreeMap<TopicPartition, Reassigning>,
+    /// Every broker this controller has seen registered, and every broker an assignment
+    /// names: a reassignment may target one of them while it is down (it waits for it), but
+    /// not a broker id the cluster has never had.
+    pub known_brokers: BTreeSet<BrokerId>,
     /// Leadership of every partition that has a state znode.
     pub leadership: BTreeMap<TopicPartition, LeaderIsrAndControllerEpoch>,
     /// The partition state machine's states.
@@ -233,6 +252,24 @@ impl ControllerContext {
             .any(|r| self.replica_state(r) == state)
     }
 
+    /// Records (or, with `None` or nothing to add or remove, ends) the reassignment of `tp`,
+    /// and whether its topic has a partition being reassigned.
+    pub fn set_reassigning(&mut self, tp: &TopicPartition, reassigning: Option<Reassigning>) {
+        match reassigning {
+            Some(r) if !r.adding.is_empty() || !r.removing.is_empty() => {
+                self.reassignments.insert(tp.clone(), r);
+            }
+            _ => {
+                self.reassignments.remove(tp);
+            }
+        }
+        if self.reassignments.keys().any(|p| p.topic == tp.topic) {
+            self.topics_being_reassigned.insert(tp.topic.clone());
+        } else {
+            self.topics_being_reassigned.remove(&tp.topic);
+        }
+    }
+
     /// Records a topic's assignment (replacing what was known).
     pub fn set_topic_assignment(
         &mut self,
@@ -240,6 +277,8 @@ impl ControllerContext {
         assignment: BTreeMap<i32, Vec<BrokerId>>,
     ) {
         self.all_topics.insert(topic.clone());
+        self.known_brokers
+            .extend(assignment.values().flatten().copied());
         self.assignments.insert(topic, assignment);
     }
 
@@ -249,6 +288,7 @@ impl ControllerContext {
         self.topic_ids.remove(topic);
         self.assignments.remove(topic);
         self.topics_being_reassigned.remove(topic);
+        self.reassignments.retain(|tp, _| &tp.topic != topic);
         self.leadership.retain(|tp, _| &tp.topic != topic);
         self.partition_states.retain(|tp, _| &tp.topic != topic);
         self.replica_states.retain(|r, _| &r.tp.topic != topic);

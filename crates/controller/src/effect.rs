@@ -61,4 +61,16 @@ pub enum Effect {
     DeleteTopicZnodes(TopicName),
     /// Run the topic-deleted hook (dropping group offsets of the topic).
     TopicDeleted(TopicName),
+    /// Write `/brokers/topics/<t>` from the context (replicas, `adding_replicas`,
+    /// `removing_replicas`), fenced on the epoch: a reassignment started, changed or ended.
+    /// Written once per event however often it is named, after the partition states.
+    WriteTopicAssignment(TopicName),
+    /// Remove `tp` from `/admin/reassign_partitions` (only when its target there is
+    /// `replicas`, if given); the znode is deleted when no partition is left, as Kafka does.
+    RemoveFromZkReassignment {
+        /// The partition.
+        tp: TopicPartition,
+        /// The target it must have there to be removed (`None`: any).
+        replicas: Option<Vec<BrokerId>>,
+    },
 }

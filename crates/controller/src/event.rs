@@ -1,9 +1,11 @@
 //! `ControllerEvent`: everything the event loop processes, one at a time, in order.
 
 use kafka_protocol::messages::{
-    AlterPartitionRequest, AlterPartitionResponse, ControlledShutdownResponse,
-    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
-    DeleteTopicsRequest, DeleteTopicsResponse, ElectLeadersRequest,
+    AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, AlterPartitionRequest,
+    AlterPartitionResponse, ControlledShutdownResponse, CreatePartitionsRequest,
+    CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
+    DeleteTopicsResponse, ElectLeadersRequest, ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
 };
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -98,6 +100,24 @@ pub enum ControllerEvent {
     PreferredReplicaElection,
     /// The periodic leader-imbalance check (`auto.leader.rebalance.enable`).
     AutoLeaderRebalance,
+    // ---- Reassignment (crate::reassignment) ----
+    /// An AlterPartitionReassignments request.
+    AlterPartitionReassignments {
+        /// The request.
+        request: AlterPartitionReassignmentsRequest,
+        /// Where the response goes.
+        reply: oneshot::Sender<AlterPartitionReassignmentsResponse>,
+    },
+    /// A ListPartitionReassignments request.
+    ListPartitionReassignments {
+        /// The request.
+        request: ListPartitionReassignmentsRequest,
+        /// Where the response goes.
+        reply: oneshot::Sender<ListPartitionReassignmentsResponse>,
+    },
+    /// `/admin/reassign_partitions` was created or changed.
+    ZkPartitionReassignment,
+    // ---- end of reassignment ----
     /// The session ended: resign for good.
     SessionExpired,
     /// Resign and stop the loop.
@@ -107,7 +127,7 @@ pub enum ControllerEvent {
 impl ControllerEvent {
     /// Every name [`ControllerEvent::state_name`] returns, so `/metrics` can serve each
     /// state's timer from the start (Kafka registers its `ControllerStats` timers at startup).
-    pub const STATE_NAMES: [&'static str; 12] = [
+    pub const STATE_NAMES: [&'static str; 14] = [
         "ControllerChange",
         "BrokerChange",
         "TopicChange",
@@ -120,6 +140,8 @@ impl ControllerEvent {
         "ControllerShutdown",
         "ManualLeaderBalance",
         "AutoLeaderBalance",
+        "AlterPartitionReassignment",
+        "ListPartitionReassignment",
     ];
 
     /// The controller state Kafka times this event under (`ControllerState`, the names of
@@ -148,6 +170,10 @@ impl ControllerEvent {
                 "ManualLeaderBalance"
             }
             ControllerEvent::AutoLeaderRebalance => "AutoLeaderBalance",
+            // Kafka 2.8 runs both the API and the znode under AlterPartitionReassignment.
+            ControllerEvent::AlterPartitionReassignments { .. }
+            | ControllerEvent::ZkPartitionReassignment => "AlterPartitionReassignment",
+            ControllerEvent::ListPartitionReassignments { .. } => "ListPartitionReassignment",
         }
     }
 }

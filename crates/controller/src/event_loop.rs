@@ -24,7 +24,7 @@ use tokio::time::Instant;
 use tracing::{error, info, warn};
 
 use model::{BrokerId, TopicId, TopicName, TopicPartition};
-use znodes::json::{PartitionStateZNode, TopicAssignment};
+use znodes::json::{PartitionStateZNode, ReassignPartitions};
 use znodes::zk_client::{KafkaZkClient, RegisteredBroker, ZkClientError};
 
 use crate::admin::{self, Await, AwaitCondition};
@@ -37,7 +37,7 @@ use crate::election::{self, ElectionOutcome};
 use crate::event::ControllerEvent;
 use crate::partition_state_machine::{self, PartitionState};
 use crate::replica_election::{self, ElectLeadersAnswer, ElectionType, Trigger};
-use crate::{alter_partition, lifecycle, topic_deletion, ControllerConfig};
+use crate::{alter_partition, lifecycle, reassignment, topic_deletion, ControllerConfig};
 
 /// The topic config key (and broker default) that allows electing an out-of-sync replica.
 const UNCLEAN_LEADER_ELECTION_ENABLE: &str = "unclean.leader.election.enable";
@@ -287,6 +287,31 @@ impl EventLoop {
             ControllerEvent::PreferredReplicaElection | ControllerEvent::AutoLeaderRebalance => {
                 Ok(())
             }
+            // ---- Reassignment ----
+            ControllerEvent::AlterPartitionReassignments { request, reply } => {
+                if !self.active {
+                    let _ = reply.send(reassignment::alter_refused(
+                        ResponseError::NotController,
+                        "This broker is not the active controller.",
+                    ));
+                    return Flow::Continue;
+                }
+                self.on_alter_partition_reassignments(request, reply).await
+            }
+            ControllerEvent::ListPartitionReassignments { request, reply } => {
+                let response = if self.active {
+                    reassignment::list(&self.ctx, &request)
+                } else {
+                    reassignment::list_refused(ResponseError::NotController)
+                };
+                let _ = reply.send(response);
+                Ok(())
+            }
+            ControllerEvent::ZkPartitionReassignment if self.active => {
+                self.on_zk_partition_reassignment().await
+            }
+            ControllerEvent::ZkPartitionReassignment => Ok(()),
+            // ---- end of reassignment ----
             ControllerEvent::SessionExpired => {
                 info!(
                     broker_id = self.config.broker_id,
@@ -414,7 +439,18 @@ impl EventLoop {
             "controller failover complete"
         );
         self.refresh_unclean_election_topics().await?;
-        let effects = lifecycle::on_controller_failover(&mut self.ctx);
+        let mut effects = lifecycle::on_controller_failover(&mut self.ctx);
+        // Kafka's initializePartitionReassignments: /admin/reassign_partitions first (it
+        // supplants what the assignments record), then the reassignments in progress.
+        let started = match self.read_zk_reassignment().await? {
+            Some(entries) => {
+                let outcome = reassignment::on_zk_reassignment(&mut self.ctx, &entries);
+                effects.extend(outcome.effects);
+                outcome.started
+            }
+            None => BTreeSet::new(),
+        };
+        effects.extend(reassignment::resume_all(&mut self.ctx, &started));
         self.execute_electing(effects).await?;
         // A preferred election written while no controller ran (Kafka resumes it here).
         self.on_preferred_replica_election_znode().await
@@ -595,6 +631,142 @@ impl EventLoop {
             .map(drop)
     }
 
+    // ---- Reassignment ----
+
+    /// AlterPartitionReassignments (see [`reassignment`]): validate and start in pure code,
+    /// write, answer from what the writes did.
+    async fn on_alter_partition_reassignments(
+        &mut self,
+        request: kafka_protocol::messages::AlterPartitionReassignmentsRequest,
+        reply: oneshot::Sender<kafka_protocol::messages::AlterPartitionReassignmentsResponse>,
+    ) -> Result<(), ZkClientError> {
+        let mut plan = reassignment::alter(&mut self.ctx, &request);
+        let effects = std::mem::take(&mut plan.effects);
+        match self.execute_electing(effects).await {
+            Ok(executed) => {
+                let _ = reply.send(reassignment::alter_response(plan, &executed.failed_topics));
+                Ok(())
+            }
+            Err(err) => {
+                let error = match err {
+                    ZkClientError::ControllerMoved { .. } => ResponseError::NotController,
+                    _ => ResponseError::UnknownServerError,
+                };
+                let _ = reply.send(reassignment::alter_refused(
+                    error,
+                    "The controller could not write the reassignment; see its log.",
+                ));
+                Err(err)
+            }
+        }
+    }
+
+    /// `/admin/reassign_partitions` was created or changed: start what it asks that is not
+    /// already going to the same target (the controller's own removals change it too).
+    async fn on_zk_partition_reassignment(&mut self) -> Result<(), ZkClientError> {
+        let Some(entries) = self.read_zk_reassignment().await? else {
+            return Ok(());
+        };
+        let entries: Vec<_> = entries
+            .into_iter()
+            .filter(|(topic, partition, replicas)| {
+                let Ok(topic) = topic.parse::<TopicName>() else {
+                    return true;
+                };
+                let tp = TopicPartition::new(topic, *partition);
+                !(self.ctx.reassignments.contains_key(&tp)
+                    && reassignment::ReplicaAssignment::of(&self.ctx, &tp).target() == *replicas)
+            })
+            .collect();
+        if entries.is_empty() {
+            return Ok(());
+        }
+        info!(
+            partitions = entries.len(),
+            "reassignment requested through /admin/reassign_partitions"
+        );
+        let outcome = reassignment::on_zk_reassignment(&mut self.ctx, &entries);
+        self.execute_electing(outcome.effects).await.map(drop)
+    }
+
+    /// Reads `/admin/reassign_partitions`, watching it (its creation when it is missing).
+    /// A znode that is not Kafka's JSON is logged and deleted, so that the next request
+    /// written there is seen.
+    async fn read_zk_reassignment(
+        &mut self,
+    ) -> Result<Option<Vec<(String, i32, Vec<BrokerId>)>>, ZkClientError> {
+        match self.zk.get_partition_reassignment(true).await {
+            Ok(Some((znode, _))) => Ok(Some(
+                znode
+                    .partitions
+                    .into_iter()
+                    .map(|e| (e.topic, e.partition, e.replicas))
+                    .collect(),
+            )),
+            Ok(None) => Ok(None),
+            Err(ZkClientError::Decode { path, reason }) => {
+                error!(%path, %reason, "ignoring a partition reassignment that is not valid JSON; deleting it");
+                self.zk
+                    .delete_partition_reassignment(self.ctx.epoch_zk_version)
+                    .await?;
+                self.zk.get_partition_reassignment(true).await.map(drop)?;
+                Ok(None)
+            }
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Removes finished (or superseded) partitions from `/admin/reassign_partitions`, and
+    /// deletes it when none is left (Kafka's `maybeRemoveFromZkReassignment`).
+    async fn remove_from_zk_reassignment(
+        &mut self,
+        removals: &[(TopicPartition, Option<Vec<BrokerId>>)],
+    ) -> Result<(), ZkClientError> {
+        let current = match self.zk.get_partition_reassignment(false).await {
+            Ok(Some((znode, _))) => znode,
+            Ok(None) | Err(ZkClientError::Decode { .. }) => return Ok(()),
+            Err(err) => return Err(err),
+        };
+        let before = current.partitions.len();
+        let remaining: Vec<_> = current
+            .partitions
+            .into_iter()
+            .filter(|e| {
+                !removals.iter().any(|(tp, replicas)| {
+                    tp.topic.as_str() == e.topic
+                        && tp.partition == e.partition
+                        && replicas.as_ref().is_none_or(|r| *r == e.replicas)
+                })
+            })
+            .collect();
+        if remaining.len() == before {
+            return Ok(());
+        }
+        let epoch_zk_version = self.ctx.epoch_zk_version;
+        if remaining.is_empty() {
+            info!("no more partitions need to be reassigned; deleting /admin/reassign_partitions");
+            self.zk
+                .delete_partition_reassignment(epoch_zk_version)
+                .await
+        } else {
+            info!(
+                removed = before - remaining.len(),
+                remaining = remaining.len(),
+                "removing partitions from /admin/reassign_partitions"
+            );
+            self.zk
+                .set_partition_reassignment(
+                    &ReassignPartitions {
+                        version: 1,
+                        partitions: remaining,
+                    },
+                    epoch_zk_version,
+                )
+                .await
+        }
+    }
+    // ---- end of reassignment ----
+
     /// [`EventLoop::execute`], then elects again the partitions whose state write failed
     /// (another writer moved the znode; the context now holds what the store has) and whose
     /// leader is not online, from the state read back, at most [`ELECTION_RETRIES`] times:
@@ -634,6 +806,7 @@ impl EventLoop {
             );
             let again = self.execute(effects).await?;
             executed.partitions.extend(again.partitions);
+            executed.failed_topics.extend(again.failed_topics);
         }
         Ok(executed)
     }
@@ -658,6 +831,18 @@ impl EventLoop {
             Ok(executed) => {
                 let response = alter_partition::response(plan, &mut self.ctx, &executed.failed());
                 let _ = reply.send(response);
+                // An ISR that grew may complete a reassignment (Kafka does this after
+                // answering AlterPartition).
+                let written: Vec<_> = executed
+                    .partitions
+                    .iter()
+                    .filter(|(_, w)| **w != PartitionWrite::Failed)
+                    .map(|(tp, _)| tp.clone())
+                    .collect();
+                let effects = reassignment::maybe_complete(&mut self.ctx, &written);
+                if !effects.is_empty() {
+                    self.execute_electing(effects).await?;
+                }
                 Ok(())
             }
             Err(err) => {
@@ -860,6 +1045,7 @@ impl EventLoop {
         let mut effects = Vec::new();
         if !new.is_empty() {
             effects.extend(lifecycle::on_broker_startup(&mut self.ctx, &new));
+            effects.extend(reassignment::on_broker_startup(&mut self.ctx, &new));
         }
         if !bounced.is_empty() {
             effects.extend(lifecycle::on_broker_failure(&mut self.ctx, &bounced));
@@ -867,6 +1053,7 @@ impl EventLoop {
                 self.add_live_broker(*id, &brokers[id]);
             }
             effects.extend(lifecycle::on_broker_startup(&mut self.ctx, &bounced));
+            effects.extend(reassignment::on_broker_startup(&mut self.ctx, &bounced));
         }
         if !dead.is_empty() {
             effects.extend(lifecycle::on_broker_failure(&mut self.ctx, &dead));
@@ -931,6 +1118,44 @@ impl EventLoop {
             .filter(|(p, _)| !known.contains_key(p))
             .map(|(p, r)| (*p, r.clone()))
             .collect();
+        // Kafka 2.4+ moves replicas only through AlterPartitionReassignments or
+        // /admin/reassign_partitions: an edit of existing partitions' replicas is put back.
+        let edits = reassignment::hand_edits(&self.ctx, &topic, &current.assignment);
+        if !edits.is_empty() {
+            for (p, theirs) in &edits {
+                warn!(
+                    %topic, partition = p, written = ?theirs, restored = ?known.get(p),
+                    "the replica list of an existing partition was changed in /brokers/topics/<t> \
+                     by hand; restoring the controller's assignment. Move replicas with \
+                     AlterPartitionReassignments (gregor reassign-partitions) or \
+                     /admin/reassign_partitions instead"
+                );
+            }
+            if let Some(mut restored) = reassignment::topic_znode(&self.ctx, &topic) {
+                restored.topic_id = current.assignment.topic_id.or(restored.topic_id);
+                if !self.ctx.is_topic_queued_for_deletion(&topic) {
+                    restored.partitions.extend(added.clone());
+                }
+                match self
+                    .zk
+                    .set_topic_assignment(
+                        &topic,
+                        &restored,
+                        Some(current.zk_version),
+                        Some(self.ctx.epoch_zk_version),
+                    )
+                    .await
+                {
+                    Ok(()) => {}
+                    Err(err @ ZkClientError::ControllerMoved { .. }) => return Err(err),
+                    // Changed again meanwhile: the watch brings it back here.
+                    Err(err) => warn!(%topic, error = %err, "could not restore the assignment"),
+                }
+                if self.ctx.is_topic_queued_for_deletion(&topic) {
+                    return Ok(());
+                }
+            }
+        }
         if added.is_empty() {
             return Ok(());
         }
@@ -952,7 +1177,6 @@ impl EventLoop {
         let mut merged = known;
         merged.extend(added.iter().map(|(p, r)| (*p, r.clone())));
         self.ctx.set_topic_assignment(topic.clone(), merged);
-        update_reassignment_flag(&mut self.ctx, &topic, &current.assignment);
         let partitions: Vec<_> = added
             .keys()
             .map(|&p| TopicPartition::new(topic.clone(), p))
@@ -1009,6 +1233,17 @@ impl EventLoop {
         broker: BrokerId,
         deleted: Vec<(TopicPartition, i16)>,
     ) -> Result<(), ZkClientError> {
+        // Replicas a reassignment removed were deleted without waiting (as in Kafka): only
+        // the answers for topics being deleted move the deletion on.
+        let (deleted, moved): (Vec<_>, Vec<_>) = deleted
+            .into_iter()
+            .partition(|(tp, _)| self.ctx.is_topic_queued_for_deletion(&tp.topic));
+        for (tp, code) in moved {
+            if code != 0 {
+                warn!(broker, %tp, error_code = code,
+                    "a replica removed by a reassignment could not be deleted; the broker removes it as a stray log when it restarts");
+            }
+        }
         let (ok, failed): (Vec<_>, Vec<_>) = deleted.into_iter().partition(|(_, code)| *code == 0);
         let ok: Vec<_> = ok
             .into_iter()
@@ -1082,6 +1317,7 @@ impl EventLoop {
             endpoints,
         };
         self.channels.add_broker(&live);
+        self.ctx.known_brokers.insert(id);
         self.ctx.live_brokers.insert(id, live);
     }
 
@@ -1141,7 +1377,22 @@ impl EventLoop {
         }
         self.ctx
             .set_topic_assignment(topic.clone(), assignment.partitions.clone());
-        update_reassignment_flag(&mut self.ctx, topic, &assignment);
+        for &p in assignment.partitions.keys() {
+            let reassigning = crate::context::Reassigning {
+                adding: assignment
+                    .adding_replicas
+                    .get(&p)
+                    .cloned()
+                    .unwrap_or_default(),
+                removing: assignment
+                    .removing_replicas
+                    .get(&p)
+                    .cloned()
+                    .unwrap_or_default(),
+            };
+            self.ctx
+                .set_reassigning(&TopicPartition::new(topic.clone(), p), Some(reassigning));
+        }
         Ok(())
     }
 
@@ -1183,6 +1434,44 @@ impl EventLoop {
             self.write_round(round, &mut executed).await?;
         }
         let failed = executed.failed();
+        // Reassignment: each topic's assignment once, from the context, after the states;
+        // then /admin/reassign_partitions.
+        let mut topic_writes = BTreeSet::new();
+        let mut zk_removals = Vec::new();
+        others.retain(|effect| match effect {
+            Effect::WriteTopicAssignment(topic) => {
+                topic_writes.insert(topic.clone());
+                false
+            }
+            Effect::RemoveFromZkReassignment { tp, replicas } => {
+                zk_removals.push((tp.clone(), replicas.clone()));
+                false
+            }
+            _ => true,
+        });
+        for topic in topic_writes {
+            let Some(znode) = reassignment::topic_znode(&self.ctx, &topic) else {
+                continue;
+            };
+            match self
+                .zk
+                .set_topic_assignment(&topic, &znode, None, Some(self.ctx.epoch_zk_version))
+                .await
+            {
+                Ok(()) => {
+                    info!(%topic, being_reassigned = znode.adding_replicas.len().max(znode.removing_replicas.len()),
+                    "topic assignment written")
+                }
+                Err(err @ ZkClientError::ControllerMoved { .. }) => return Err(err),
+                Err(err) => {
+                    error!(%topic, error = %err, "could not write the topic's assignment");
+                    executed.failed_topics.insert(topic);
+                }
+            }
+        }
+        if !zk_removals.is_empty() {
+            self.remove_from_zk_reassignment(&zk_removals).await?;
+        }
         let mut batch = RequestBatch::default();
         for effect in others {
             match effect {
@@ -1224,6 +1513,7 @@ impl EventLoop {
                     }
                 }
                 Effect::TopicDeleted(topic) => self.config.on_topic_deleted.run(&topic),
+                Effect::WriteTopicAssignment(_) | Effect::RemoveFromZkReassignment { .. } => {}
             }
         }
         self.channels
@@ -1431,6 +1721,8 @@ impl EventLoop {
 pub(crate) struct Executed {
     /// Per partition: its last write of the event.
     pub partitions: BTreeMap<TopicPartition, PartitionWrite>,
+    /// Topics whose assignment znode could not be written.
+    pub failed_topics: BTreeSet<TopicName>,
 }
 
 impl Executed {
@@ -1487,20 +1779,6 @@ fn leadership_from(state: PartitionStateZNode, zk_version: i32) -> LeaderIsrAndC
         isr: state.isr,
         controller_epoch: state.controller_epoch,
         zk_version,
-    }
-}
-
-fn update_reassignment_flag(
-    ctx: &mut ControllerContext,
-    topic: &TopicName,
-    assignment: &TopicAssignment,
-) {
-    if assignment.adding_replicas.values().any(|r| !r.is_empty())
-        || assignment.removing_replicas.values().any(|r| !r.is_empty())
-    {
-        ctx.topics_being_reassigned.insert(topic.clone());
-    } else {
-        ctx.topics_being_reassigned.remove(topic);
     }
 }
 

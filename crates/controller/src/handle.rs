@@ -5,10 +5,11 @@ use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{
-    AlterPartitionRequest, AlterPartitionResponse, ControlledShutdownRequest,
-    ControlledShutdownResponse, CreatePartitionsRequest, CreatePartitionsResponse,
-    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
-    ElectLeadersRequest,
+    AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, AlterPartitionRequest,
+    AlterPartitionResponse, ControlledShutdownRequest, ControlledShutdownResponse,
+    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse, ElectLeadersRequest,
+    ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::debug;
@@ -19,7 +20,7 @@ use znodes::zk_client::{KafkaWatch, KafkaZkClient};
 use crate::event::ControllerEvent;
 use crate::event_loop::EventLoop;
 use crate::replica_election::{self, ElectLeadersAnswer};
-use crate::{admin, alter_partition};
+use crate::{admin, alter_partition, reassignment};
 use crate::{ControllerConfig, CONTROLLER_QUEUE_CAPACITY};
 
 /// A running controller (active or standby). Cheap to clone.
@@ -185,6 +186,38 @@ impl ControllerHandle {
         }
     }
 
+    /// Handles AlterPartitionReassignments (NOT_CONTROLLER unless active): answers once each
+    /// reassignment is started (or refused), not when it completes.
+    pub async fn alter_partition_reassignments(
+        &self,
+        request: AlterPartitionReassignmentsRequest,
+    ) -> AlterPartitionReassignmentsResponse {
+        let fallback = reassignment::alter_refused(
+            ResponseError::NotController,
+            "This broker is not the active controller.",
+        );
+        if !self.is_active() {
+            return fallback;
+        }
+        let (reply, response) = oneshot::channel();
+        let event = ControllerEvent::AlterPartitionReassignments { request, reply };
+        self.ask(event, response).await.unwrap_or(fallback)
+    }
+
+    /// Handles ListPartitionReassignments (NOT_CONTROLLER unless active).
+    pub async fn list_partition_reassignments(
+        &self,
+        request: ListPartitionReassignmentsRequest,
+    ) -> ListPartitionReassignmentsResponse {
+        let fallback = reassignment::list_refused(ResponseError::NotController);
+        if !self.is_active() {
+            return fallback;
+        }
+        let (reply, response) = oneshot::channel();
+        let event = ControllerEvent::ListPartitionReassignments { request, reply };
+        self.ask(event, response).await.unwrap_or(fallback)
+    }
+
     /// Resigns (if active) and stops the event loop.
     pub async fn shutdown(&self) {
         let (done, wait) = oneshot::channel();
@@ -218,6 +251,7 @@ async fn forward_watches(
             KafkaWatch::Topic(topic) => ControllerEvent::PartitionModifications(topic),
             KafkaWatch::DeleteTopics => ControllerEvent::TopicDeletion,
             KafkaWatch::PreferredReplicaElection => ControllerEvent::PreferredReplicaElection,
+            KafkaWatch::ReassignPartitions => ControllerEvent::ZkPartitionReassignment,
             KafkaWatch::ConfigChanges | KafkaWatch::Other(_) => continue,
         };
         debug!(?event, "watch fired");

@@ -22,6 +22,7 @@ pub mod event;
 pub mod event_loop;
 pub mod lifecycle;
 pub mod partition_state_machine;
+pub mod reassignment;
 pub mod replica_election;
 pub mod replica_state_machine;
 pub mod request_queue;

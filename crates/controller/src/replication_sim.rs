@@ -765,7 +765,11 @@ impl Sim {
                 Effect::StopReplica { broker, tp, delete } => {
                     batch.add_stop_replica(broker, &tp, delete)
                 }
-                Effect::DeleteTopicZnodes(_) | Effect::TopicDeleted(_) => {}
+                // The simulation runs no reassignment: its store has no assignment znodes.
+                Effect::DeleteTopicZnodes(_)
+                | Effect::TopicDeleted(_)
+                | Effect::WriteTopicAssignment(_)
+                | Effect::RemoveFromZkReassignment { .. } => {}
             }
         }
         let from = Node::Controller(ctx.epoch);

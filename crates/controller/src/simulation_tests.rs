@@ -66,7 +66,9 @@ impl Sim {
                 }
                 Effect::CreatePartitionState { .. }
                 | Effect::UpdatePartitionState { .. }
-                | Effect::DeleteTopicZnodes(_) => {}
+                | Effect::DeleteTopicZnodes(_)
+                | Effect::WriteTopicAssignment(_)
+                | Effect::RemoveFromZkReassignment { .. } => {}
             }
         }
     }

@@ -78,6 +78,8 @@ pub const SUPPORTED_APIS: &[ApiVersionRange] = &[
     row(ApiKey::DeleteGroups, 0, 2),
     row(ApiKey::ElectLeaders, 0, 2),
     row(ApiKey::IncrementalAlterConfigs, 0, 1),
+    row(ApiKey::AlterPartitionReassignments, 0, 0),
+    row(ApiKey::ListPartitionReassignments, 0, 0),
     row(ApiKey::OffsetDelete, 0, 0),
     row(ApiKey::AlterPartition, 0, 1),
     row(ApiKey::DescribeCluster, 0, 1),

@@ -20,7 +20,8 @@ use tokio::sync::{mpsc, watch};
 
 use crate::json::{
     BrokerRegistration, ClusterIdZNode, ConfigChangeNotification, ControllerEpochZNode,
-    ControllerZNode, PartitionStateZNode, TopicAssignment, TopicConfigZNode, ZnodeJson,
+    ControllerZNode, PartitionStateZNode, ReassignPartitions, TopicAssignment, TopicConfigZNode,
+    ZnodeJson,
 };
 use crate::paths;
 
@@ -87,6 +88,8 @@ pub enum KafkaWatch {
     ConfigChanges,
     /// `/admin/preferred_replica_election` was created, changed or deleted.
     PreferredReplicaElection,
+    /// `/admin/reassign_partitions` was created, changed or deleted.
+    ReassignPartitions,
     /// Anything else, with its path.
     Other(String),
 }
@@ -107,6 +110,8 @@ impl KafkaWatch {
             KafkaWatch::ConfigChanges
         } else if path == paths::preferred_replica_election() {
             KafkaWatch::PreferredReplicaElection
+        } else if path == paths::reassign_partitions() {
+            KafkaWatch::ReassignPartitions
         } else if let Some(topic) = topic_of_assignment_path(path) {
             KafkaWatch::Topic(topic.to_owned())
         } else {
@@ -662,6 +667,69 @@ impl KafkaZkClient {
             }
         }
         Ok(())
+    }
+
+    /// `/admin/reassign_partitions` with its version, if it exists. With `watch`, its next
+    /// change, deletion or (when it is missing) creation fires a
+    /// [`KafkaWatch::ReassignPartitions`] event.
+    pub async fn get_partition_reassignment(
+        &self,
+        watch: bool,
+    ) -> Result<Option<(ReassignPartitions, i32)>> {
+        let path = paths::reassign_partitions();
+        loop {
+            match self.client.get_data(path, watch).await {
+                Ok((data, stat)) => {
+                    let parsed = decode(path, &data, ReassignPartitions::from_json_bytes)?;
+                    return Ok(Some((parsed, stat.version)));
+                }
+                Err(metastore::Error::NoNode(_)) => {
+                    // Watch for its creation; read again if it appeared in between.
+                    if !watch || self.client.exists(path, true).await?.is_none() {
+                        return Ok(None);
+                    }
+                }
+                Err(err) => return Err(err.into()),
+            }
+        }
+    }
+
+    /// Overwrites (or creates) `/admin/reassign_partitions`, fenced on the controller epoch.
+    pub async fn set_partition_reassignment(
+        &self,
+        reassignment: &ReassignPartitions,
+        epoch_zk_version: i32,
+    ) -> Result<()> {
+        let path = paths::reassign_partitions().to_owned();
+        let data = reassignment.to_json_bytes();
+        let op = if self.client.exists(&path, false).await?.is_some() {
+            Op::SetData {
+                path,
+                data,
+                version: None,
+            }
+        } else {
+            Op::Create {
+                path,
+                data,
+                mode: CreateMode::Persistent,
+            }
+        };
+        self.fenced_multi(Some(epoch_zk_version), vec![op])
+            .await
+            .map(drop)
+    }
+
+    /// Deletes `/admin/reassign_partitions` (a missing node is fine), fenced.
+    pub async fn delete_partition_reassignment(&self, epoch_zk_version: i32) -> Result<()> {
+        let op = Op::Delete {
+            path: paths::reassign_partitions().to_owned(),
+            version: None,
+        };
+        match self.fenced_multi(Some(epoch_zk_version), vec![op]).await {
+            Ok(_) | Err(ZkClientError::Store(metastore::Error::NoNode(_))) => Ok(()),
+            Err(err) => Err(err),
+        }
     }
 
     /// A topic's config overrides (`/config/topics/<t>`), empty when the node is missing.

@@ -2,6 +2,7 @@
 
 mod alter_configs;
 mod alter_partition;
+mod alter_partition_reassignments;
 pub(crate) mod api_versions;
 mod consumer_group_describe;
 mod consumer_group_heartbeat;
@@ -24,6 +25,7 @@ mod join_group;
 mod leader_and_isr;
 mod leave_group;
 mod list_groups;
+mod list_partition_reassignments;
 mod metadata;
 mod offset_commit;
 mod offset_delete;
@@ -90,6 +92,12 @@ pub(crate) async fn handle(
         RequestKind::CreatePartitions(req) => {
             ResponseKind::CreatePartitions(create_partitions::handle(ctx, req, version).await)
         }
+        RequestKind::AlterPartitionReassignments(req) => ResponseKind::AlterPartitionReassignments(
+            alter_partition_reassignments::handle(ctx, req).await,
+        ),
+        RequestKind::ListPartitionReassignments(req) => ResponseKind::ListPartitionReassignments(
+            list_partition_reassignments::handle(ctx, req).await,
+        ),
         RequestKind::DeleteTopics(req) => {
             ResponseKind::DeleteTopics(delete_topics::handle(ctx, req, version).await)
         }
