@@ -163,6 +163,7 @@ def test_follower_throttle_holds_the_catch_up_rate(cluster):  # noqa: F811
     the topic's follower.replication.throttled.replicas naming it) copies at about 10 MB/s;
     removing the rate lets it finish at full speed."""
     from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient
 
     c = cluster(overrides=("auto.leader.rebalance.enable=false",))
     topic, rate = "slow", 10_000_000
@@ -198,6 +199,19 @@ def test_follower_throttle_holds_the_catch_up_rate(cluster):  # noqa: F811
     assert 0.8 * rate <= measured <= 1.2 * rate, f"{measured / 1e6:.2f} MB/s"
     assert "replication throttle changed" in c.brokers[2].log_text()
 
-    # Live through /config/changes: without the rate it finishes at once.
-    set_broker_config(c, 2, {})
+    # Removed through the admin API (IncrementalAlterConfigs on the BROKER resource, as
+    # kafka-configs.sh --bootstrap-server does), live through /config/changes: it finishes.
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    resource = ConfigResource(
+        ResourceType.BROKER,
+        "2",
+        incremental_configs=[
+            ConfigEntry("follower.replication.throttled.rate", None, incremental_operation=AlterConfigOpType.DELETE)
+        ],
+    )
+    admin = AdminClient({"bootstrap.servers": c.brokers[2].address})
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(timeout=30)
     c.wait_isr(topic, 1, 2, timeout=30)
+    assert json.loads(c.zk.get("/config/brokers/2")[0])["config"] == {}

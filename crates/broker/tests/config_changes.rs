@@ -132,3 +132,72 @@ async fn issue_14_config_changes_arrive_by_watch() {
     drop(conn);
     broker.shutdown().await;
 }
+
+/// Issue 11: the replication throttle rates are the broker configs that change without a
+/// restart (IncrementalAlterConfigs / AlterConfigs on a BROKER resource); any other broker
+/// key, another broker's id or a value that is not a byte rate is refused, changing nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_11_replication_throttle_rates_are_dynamic_broker_configs() {
+    use incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    eventually("controller", || broker.is_controller()).await;
+    let mut conn = Connection::connect(&broker.local_addr().to_string(), "throttle")
+        .await
+        .unwrap();
+    let id = broker.broker_id().to_string();
+    let alter = |name: &str, key: &'static str, value: &str| {
+        IncrementalAlterConfigsRequest::default().with_resources(vec![
+            AlterConfigsResource::default()
+                .with_resource_type(4)
+                .with_resource_name(StrBytes::from_string(name.to_owned()))
+                .with_configs(vec![AlterableConfig::default()
+                    .with_name(StrBytes::from_static_str(key))
+                    .with_config_operation(0)
+                    .with_value(Some(StrBytes::from_string(value.to_owned())))]),
+        ])
+    };
+    let code = |r: IncrementalAlterConfigsResponse| {
+        (
+            r.responses[0].error_code,
+            r.responses[0]
+                .error_message
+                .as_deref()
+                .unwrap_or_default()
+                .to_owned(),
+        )
+    };
+    let ok = conn
+        .send(alter(
+            &id,
+            "follower.replication.throttled.rate",
+            "10000000",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(code(ok).0, 0);
+    let ok = conn
+        .send(alter("", "leader.replication.throttled.rate", "5000000"))
+        .await
+        .unwrap();
+    assert_eq!(code(ok).0, 0);
+    let (error, message) = code(
+        conn.send(alter(&id, "log.retention.ms", "1"))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(error, 40, "INVALID_CONFIG: {message}");
+    assert!(message.contains("edit server.properties"), "{message}");
+    let (error, message) = code(
+        conn.send(alter(&id, "leader.replication.throttled.rate", "fast"))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(error, 40, "{message}");
+    let (error, message) = code(
+        conn.send(alter("77", "leader.replication.throttled.rate", "1"))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(error, 42, "INVALID_REQUEST: {message}");
+}

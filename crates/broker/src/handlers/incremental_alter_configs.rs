@@ -9,8 +9,8 @@ use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterC
 use kafka_protocol::protocol::StrBytes;
 use model::topic_config::{definition, ConfigType};
 
-use super::alter_configs::{alter_topic, unsupported_resource, Refusal};
-use super::describe_configs::RESOURCE_TOPIC;
+use super::alter_configs::{alter_broker, alter_topic, unsupported_resource, Refusal};
+use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use crate::context::BrokerContext;
 
 const OP_SET: i8 = 0;
@@ -28,6 +28,16 @@ pub(super) async fn handle(
             RESOURCE_TOPIC => {
                 let ops = resource.configs.clone();
                 alter_topic(
+                    ctx,
+                    &resource.resource_name,
+                    request.validate_only,
+                    |current| apply(current, &ops),
+                )
+                .await
+            }
+            RESOURCE_BROKER => {
+                let ops = resource.configs.clone();
+                alter_broker(
                     ctx,
                     &resource.resource_name,
                     request.validate_only,
