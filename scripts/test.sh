@@ -31,6 +31,9 @@ if [ "${SKIP_INSTALL:-0}" != 1 ]; then
   command -v g++ >/dev/null || missing+=(g++)
   [ -f /usr/include/zlib.h ] || missing+=(zlib1g-dev)
   [ -f /usr/include/zstd.h ] || missing+=(libzstd-dev)
+  # tests/e2e/test_js_clients.py drives pure-JavaScript clients (kafkajs, @platformatic/kafka).
+  command -v node >/dev/null || missing+=(nodejs)
+  command -v npm >/dev/null || missing+=(npm)
   if [ ${#missing[@]} -gt 0 ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
@@ -40,6 +43,9 @@ if [ "${SKIP_INSTALL:-0}" != 1 ]; then
   step "python clients (confluent-kafka, kafka-python, pytest) in .venv"
   [ -x .venv/bin/python ] || python3 -m venv .venv
   .venv/bin/pip install -q --disable-pip-version-check -r tests/e2e/requirements.txt
+
+  step "JavaScript clients (kafkajs, @platformatic/kafka) in tests/e2e/clients/js"
+  (cd tests/e2e/clients/js && npm ci --silent --no-audit --no-fund)
 fi
 
 step "librdkafka's regression-test runner (built once per machine, then cached)"
