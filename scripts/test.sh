@@ -34,6 +34,9 @@ if [ "${SKIP_INSTALL:-0}" != 1 ]; then
   # tests/e2e/test_js_clients.py drives pure-JavaScript clients (kafkajs, @platformatic/kafka).
   command -v node >/dev/null || missing+=(nodejs)
   command -v npm >/dev/null || missing+=(npm)
+  # tests/e2e/test_go_sarama.py builds a sarama (Go) program with Debian's Go and sarama.
+  command -v go >/dev/null || missing+=(golang-go)
+  [ -d /usr/share/gocode/src/github.com/Shopify/sarama ] || missing+=(golang-github-shopify-sarama-dev)
   if [ ${#missing[@]} -gt 0 ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
