@@ -193,8 +193,10 @@ fn not_elected(
     match election_type {
         ElectionType::Preferred => {
             let preferred = replicas.first().copied().unwrap_or(NO_LEADER);
-            let why = if !ctx.is_replica_online(preferred) {
+            let why = if !ctx.is_live(preferred) {
                 "is not alive"
+            } else if !ctx.is_replica_online(preferred) {
+                "is shutting down"
             } else if !isr.contains(&preferred) {
                 "is not in the ISR"
             } else {
