@@ -200,4 +200,34 @@ async fn issue_11_replication_throttle_rates_are_dynamic_broker_configs() {
             .unwrap(),
     );
     assert_eq!(error, 42, "INVALID_REQUEST: {message}");
+    // DescribeConfigs shows them with Kafka's sources (1 this broker's, 4 the default).
+    let described = conn
+        .send(DescribeConfigsRequest::default().with_resources(vec![
+                describe_configs_request::DescribeConfigsResource::default()
+                    .with_resource_type(4)
+                    .with_resource_name(StrBytes::from_string(id.clone())),
+            ]))
+        .await
+        .unwrap();
+    let found = |key: &str| {
+        described.results[0]
+            .configs
+            .iter()
+            .find(|c| c.name.as_str() == key)
+            .map(|c| {
+                (
+                    c.value.as_deref().unwrap_or_default().to_owned(),
+                    c.config_source,
+                    c.read_only,
+                )
+            })
+    };
+    assert_eq!(
+        found("follower.replication.throttled.rate"),
+        Some(("10000000".to_owned(), 1, false))
+    );
+    assert_eq!(
+        found("leader.replication.throttled.rate"),
+        Some(("5000000".to_owned(), 4, false))
+    );
 }

@@ -35,7 +35,20 @@ pub(super) async fn handle(
             RESOURCE_TOPIC => {
                 describe_topic(ctx, resource, request.include_synonyms, version).await
             }
-            RESOURCE_BROKER => describe_broker(ctx, resource, request.include_synonyms, version),
+            RESOURCE_BROKER => {
+                let dynamic = dynamic_broker_configs(ctx).await;
+                describe_broker(ctx, resource, request.include_synonyms, version).map(
+                    |mut entries| {
+                        entries.extend(describe_dynamic(
+                            resource,
+                            &dynamic,
+                            request.include_synonyms,
+                            version,
+                        ));
+                        entries
+                    },
+                )
+            }
             other => Err((
                 ResponseError::InvalidRequest,
                 format!("unsupported resource type {other}"),
@@ -55,6 +68,65 @@ pub(super) async fn handle(
 }
 
 type Refusal = (ResponseError, String);
+
+/// Kafka's `DYNAMIC_BROKER_CONFIG` and `DYNAMIC_DEFAULT_BROKER_CONFIG` sources.
+const SOURCE_DYNAMIC_BROKER_CONFIG: i8 = 1;
+const SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG: i8 = 4;
+/// DescribeConfigs v3+ `config_type` LONG.
+const TYPE_LONG: i8 = 5;
+
+/// `/config/brokers/<default>` and `/config/brokers/<id>` (empty when unreadable).
+async fn dynamic_broker_configs(
+    ctx: &BrokerContext,
+) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+    let zk = ctx.zk();
+    let read = |entity: String| {
+        let zk = zk.clone();
+        async move { zk.get_entity_config(&entity).await.unwrap_or_default() }
+    };
+    (
+        read("brokers/<default>".to_owned()).await,
+        read(format!("brokers/{}", ctx.broker_id)).await,
+    )
+}
+
+/// The dynamic broker configs (the replication throttle rates) with Kafka's sources and
+/// synonyms: this broker's value, else the cluster default, else Long.MaxValue (unlimited).
+fn describe_dynamic(
+    resource: &DescribeConfigsResource,
+    (default, own): &(BTreeMap<String, String>, BTreeMap<String, String>),
+    include_synonyms: bool,
+    version: i16,
+) -> Vec<DescribeConfigsResourceResult> {
+    super::alter_configs::DYNAMIC_BROKER_CONFIGS
+        .iter()
+        .filter(|key| wanted(resource, key))
+        .map(|&key| {
+            let mut synonyms = Vec::new();
+            if let Some(v) = own.get(key) {
+                synonyms.push((key.to_owned(), v.clone(), SOURCE_DYNAMIC_BROKER_CONFIG));
+            }
+            if let Some(v) = default.get(key) {
+                synonyms.push((
+                    key.to_owned(),
+                    v.clone(),
+                    SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG,
+                ));
+            }
+            synonyms.push((key.to_owned(), i64::MAX.to_string(), SOURCE_DEFAULT_CONFIG));
+            let (_, value, source) = synonyms[0].clone();
+            entry(
+                key,
+                &value,
+                source,
+                false,
+                TYPE_LONG,
+                include_synonyms.then_some(&synonyms),
+                version,
+            )
+        })
+        .collect()
+}
 
 async fn describe_topic(
     ctx: &BrokerContext,
