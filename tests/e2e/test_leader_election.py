@@ -9,6 +9,8 @@ import json
 import os
 import time
 
+import pytest
+
 from conftest import gregor_cli, wait_until
 from test_replication_faults import cluster  # noqa: F401 (fixture)
 
@@ -158,16 +160,19 @@ def set_broker_config(c, broker_id, config):
     )
 
 
-def test_follower_throttle_holds_the_catch_up_rate(cluster):  # noqa: F811
-    """A follower catching up 30 MB under follower.replication.throttled.rate=10000000 (and
-    the topic's follower.replication.throttled.replicas naming it) copies at about 10 MB/s;
-    removing the rate lets it finish at full speed."""
+@pytest.mark.parametrize("side", ["follower", "leader"])
+def test_throttle_holds_the_catch_up_rate(cluster, side):  # noqa: F811
+    """A follower catching up 30 MB under {side}.replication.throttled.rate=10000000 (on the
+    follower, broker 2, or on the leader, broker 1, with the topic's
+    {side}.replication.throttled.replicas naming that broker) copies at about 10 MB/s;
+    removing the rate through the admin API lets it finish."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient
 
     c = cluster(overrides=("auto.leader.rebalance.enable=false",))
     topic, rate = "slow", 10_000_000
-    c.create_topic(topic, assignment=[[1, 2]], config={"follower.replication.throttled.replicas": "0:2"})
+    throttled = 2 if side == "follower" else 1
+    c.create_topic(topic, assignment=[[1, 2]], config={f"{side}.replication.throttled.replicas": f"0:{throttled}"})
     c.wait_isr(topic, 1, 2)
     c.brokers[2].kill()
     wait_until(lambda: c.isr(topic, 0) == [1], timeout=30, what="broker 2 leaves the ISR")
@@ -181,7 +186,10 @@ def test_follower_throttle_holds_the_catch_up_rate(cluster):  # noqa: F811
     total = partition_log_bytes(c.brokers[1], topic, 0)
     assert total >= 30_000_000, total
 
-    set_broker_config(c, 2, {"follower.replication.throttled.rate": str(rate)})
+    set_broker_config(c, throttled, {f"{side}.replication.throttled.rate": str(rate)})
+    if side == "leader":
+        wait_until(lambda: "replication throttle changed" in c.brokers[1].log_text(), timeout=10,
+                   what="the leader applies its throttle")
     c.brokers[2].start()
     samples = []
     deadline = time.time() + 40
@@ -195,9 +203,9 @@ def test_follower_throttle_holds_the_catch_up_rate(cluster):  # noqa: F811
     end = samples[-1]
     assert end[1] >= 20_000_000, samples[-5:]
     measured = (end[1] - start[1]) / max(end[0] - start[0], 0.2)
-    print(f"throttled catch-up: {measured / 1e6:.2f} MB/s over {end[0] - start[0]:.1f} s (quota {rate / 1e6:.0f} MB/s)")
+    print(f"{side}-throttled catch-up: {measured / 1e6:.2f} MB/s over {end[0] - start[0]:.1f} s (quota {rate / 1e6:.0f} MB/s)")
     assert 0.8 * rate <= measured <= 1.2 * rate, f"{measured / 1e6:.2f} MB/s"
-    assert "replication throttle changed" in c.brokers[2].log_text()
+    assert "replication throttle changed" in c.brokers[throttled].log_text()
 
     # Removed through the admin API (IncrementalAlterConfigs on the BROKER resource, as
     # kafka-configs.sh --bootstrap-server does), live through /config/changes: it finishes.
@@ -205,13 +213,13 @@ def test_follower_throttle_holds_the_catch_up_rate(cluster):  # noqa: F811
 
     resource = ConfigResource(
         ResourceType.BROKER,
-        "2",
+        str(throttled),
         incremental_configs=[
-            ConfigEntry("follower.replication.throttled.rate", None, incremental_operation=AlterConfigOpType.DELETE)
+            ConfigEntry(f"{side}.replication.throttled.rate", None, incremental_operation=AlterConfigOpType.DELETE)
         ],
     )
-    admin = AdminClient({"bootstrap.servers": c.brokers[2].address})
+    admin = AdminClient({"bootstrap.servers": c.brokers[throttled].address})
     for future in admin.incremental_alter_configs([resource]).values():
         future.result(timeout=30)
     c.wait_isr(topic, 1, 2, timeout=30)
-    assert json.loads(c.zk.get("/config/brokers/2")[0])["config"] == {}
+    assert json.loads(c.zk.get(f"/config/brokers/{throttled}")[0])["config"] == {}

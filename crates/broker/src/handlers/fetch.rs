@@ -149,7 +149,15 @@ pub(super) async fn handle(
             break reads;
         }
         // Long polling: parked, so a waiting fetch keeps no other request from being read.
-        match crate::limits::parked(tokio::time::timeout_at(deadline, appends.changed())).await {
+        // A follower held by the leader throttle looks again as soon as the quota may have
+        // room (it would otherwise wait for the next append or the whole max wait).
+        let wake = if privileged && ctx.replica_manager.throttles().leader.rate().is_some() {
+            deadline.min(Instant::now() + LEADER_THROTTLE_RECHECK)
+        } else {
+            deadline
+        };
+        match crate::limits::parked(tokio::time::timeout_at(wake, appends.changed())).await {
+            Err(_) if wake < deadline => continue,
             Ok(Ok(())) => continue,
             // Timed out, or the broker is shutting down: answer with what is there.
             _ => break read().await,
@@ -220,6 +228,9 @@ pub(super) async fn handle(
         .with_responses(responses.into_iter().map(|(_, t)| t).collect())
         .with_node_endpoints(std::mem::take(&mut reads.node_endpoints))
 }
+
+/// How often a follower fetch held by the leader throttle reads again while it waits.
+const LEADER_THROTTLE_RECHECK: Duration = Duration::from_millis(20);
 
 /// Where a session key of a topic id nobody knows starts (a character no topic name has).
 const UNKNOWN_ID_PREFIX: char = '\u{0}';
