@@ -93,6 +93,20 @@ def test_preferred_election_by_command_and_by_znode_and_unclean_election(cluster
     )
     wait_until(lambda: metadata_leaders(c, topic) == preferred(ASSIGNMENT), timeout=10, what="Metadata shows it")
 
+    # librdkafka's own ElectLeaders (AdminClient.elect_leaders), after broker 3 restarted.
+    from confluent_kafka import ElectionType, KafkaError, TopicPartition
+
+    restart(c, 3, topic, 3)
+    assert c.leader(topic, 2) != 3
+    admin = c.admin()
+    results = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 2), TopicPartition(topic, 0)]).result(
+        timeout=30
+    )
+    by_partition = {tp.partition: err for tp, err in results.items()}
+    assert by_partition[2] is None, by_partition
+    assert by_partition[0].code() == KafkaError.ELECTION_NOT_NEEDED, by_partition
+    assert metadata_leaders(c, topic) == preferred(ASSIGNMENT)
+
     # UNCLEAN: the only in-sync replica dies; the out-of-sync one may lead only when asked.
     dirty = "dirty"
     c.create_topic(dirty, assignment=[[2, 3]])
