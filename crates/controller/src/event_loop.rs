@@ -1962,4 +1962,42 @@ mod tests {
         event_loop.expire_pending(deadline);
         assert_eq!(answer.await.unwrap().topics[0].error_code, 7);
     }
+
+    /// `/admin/preferred_replica_election` that is not Kafka's JSON is deleted (with the
+    /// reason in the log) instead of blocking every later election by znode; a good one
+    /// naming an unknown partition runs (nothing to elect) and is deleted too.
+    #[tokio::test]
+    async fn the_preferred_replica_election_znode_is_run_and_deleted() {
+        let store = EmbeddedStore::open_in_memory();
+        let (client, events) = store.connect(SessionOptions::default());
+        let zk = KafkaZkClient::new(client, events);
+        zk.ensure_persistent_paths().await.unwrap();
+        let (tx, _rx) = mpsc::channel(16);
+        let mut event_loop = EventLoop::new(
+            zk.clone(),
+            ControllerConfig::default(),
+            tx,
+            Arc::new(AtomicBool::new(false)),
+        );
+        event_loop.process(ControllerEvent::Startup).await;
+        assert!(event_loop.active);
+        let path = znodes::paths::preferred_replica_election();
+        for data in [
+            &b"{not json"[..],
+            br#"{"version":1,"partitions":[{"topic":"nope","partition":0}]}"#,
+        ] {
+            zk.client()
+                .create(path, data, metastore::CreateMode::Persistent)
+                .await
+                .unwrap();
+            event_loop
+                .process(ControllerEvent::PreferredReplicaElection)
+                .await;
+            assert!(
+                zk.client().exists(path, false).await.unwrap().is_none(),
+                "{}",
+                String::from_utf8_lossy(data)
+            );
+        }
+    }
 }
