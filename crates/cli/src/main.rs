@@ -9,6 +9,7 @@ mod consumer_groups;
 mod leader_election;
 mod log_dirs;
 mod meta;
+mod reassign;
 mod server;
 mod topics;
 
@@ -41,6 +42,8 @@ enum Command {
     LogDirs(log_dirs::LogDirsArgs),
     /// Elect preferred or unclean leaders (kafka-leader-election.sh).
     LeaderElection(leader_election::LeaderElectionArgs),
+    /// Move partition replicas between brokers (kafka-reassign-partitions.sh).
+    ReassignPartitions(reassign::ReassignArgs),
     /// Run one broker (Kafka's kafka-server-start.sh).
     Server(server::ServerArgs),
     /// Run N brokers in one process sharing one embedded metadata store.
@@ -59,6 +62,7 @@ fn main() -> ExitCode {
         Command::ConsumerGroups(args) => consumer_groups::run(args),
         Command::LogDirs(args) => log_dirs::run(args),
         Command::LeaderElection(args) => leader_election::run(args),
+        Command::ReassignPartitions(args) => reassign::run(args),
         Command::Server(args) => server::run_server(args),
         Command::DevCluster(args) => server::run_dev_cluster(args),
         #[cfg(feature = "bench")]

@@ -557,6 +557,7 @@ pub fn describe_lines(
     configs: &[ConfigEntry],
     live_brokers: &[i32],
     filters: DescribeFilters,
+    moving: &Moving,
 ) -> Vec<String> {
     let mut lines = Vec::new();
     let overrides: Vec<&ConfigEntry> = configs.iter().filter(|c| !c.is_default).collect();
@@ -589,10 +590,46 @@ pub fn describe_lines(
         .and_then(|v| v.parse::<usize>().ok());
     for partition in &topic.partitions {
         if should_print_partition(partition, live_brokers, min_isr, filters) {
-            lines.push(partition_line(&topic.name, partition));
+            let mut line = partition_line(&topic.name, partition);
+            if let Some((adding, removing)) = moving.get(&(topic.name.clone(), partition.partition))
+            {
+                let join =
+                    |ids: &[i32]| ids.iter().map(i32::to_string).collect::<Vec<_>>().join(",");
+                let _ = write!(
+                    line,
+                    "\tAdding Replicas: {}\tRemoving Replicas: {}",
+                    join(adding),
+                    join(removing)
+                );
+            }
+            lines.push(line);
         }
     }
     lines
+}
+
+/// The partitions being reassigned: (topic, partition) -> (adding, removing), as
+/// ListPartitionReassignments reports them; `--describe` adds them to the partition line, as
+/// Kafka 2.8 does.
+pub type Moving = BTreeMap<(String, i32), (Vec<i32>, Vec<i32>)>;
+
+/// What is being moved among `topics`; empty when the cluster cannot say (Kafka ignores a
+/// broker without ListPartitionReassignments too).
+async fn moving_partitions(admin: &mut AdminClient, topics: &[TopicMetadata]) -> Moving {
+    let partitions: Vec<(String, i32)> = topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| (t.name.clone(), p.partition)))
+        .collect();
+    if partitions.is_empty() {
+        return Moving::new();
+    }
+    match admin.list_partition_reassignments(Some(&partitions)).await {
+        Ok(ongoing) => ongoing
+            .into_iter()
+            .map(|r| ((r.topic, r.partition), (r.adding, r.removing)))
+            .collect(),
+        Err(_) => Moving::new(),
+    }
 }
 
 /// One partition line: `\tTopic: T\tPartition: 0\tLeader: 1\tReplicas: 1,2,0\tIsr: 1,2,0`.
@@ -860,11 +897,16 @@ async fn execute_describe(
         .map_err(|err| err.to_string())?;
     let live_brokers: Vec<i32> = admin.brokers().keys().copied().collect();
     let filters = DescribeFilters::from_args(args);
+    let moving = moving_partitions(admin, &described).await;
     for (topic, (_, config)) in described.iter().zip(configs) {
         let config = config.map_err(|err| err.to_string())?;
-        outcome
-            .stdout
-            .extend(describe_lines(topic, &config, &live_brokers, filters));
+        outcome.stdout.extend(describe_lines(
+            topic,
+            &config,
+            &live_brokers,
+            filters,
+            &moving,
+        ));
     }
     Ok(())
 }
@@ -908,11 +950,16 @@ async fn execute_describe_by_id(
         .map_err(|err| err.to_string())?;
     let live_brokers: Vec<i32> = admin.brokers().keys().copied().collect();
     let filters = DescribeFilters::from_args(args);
+    let moving = moving_partitions(admin, &described).await;
     for (topic, (_, config)) in described.iter().zip(configs) {
         let config = config.map_err(|err| err.to_string())?;
-        outcome
-            .stdout
-            .extend(describe_lines(topic, &config, &live_brokers, filters));
+        outcome.stdout.extend(describe_lines(
+            topic,
+            &config,
+            &live_brokers,
+            filters,
+            &moving,
+        ));
     }
     Ok(())
 }
@@ -1217,7 +1264,13 @@ mod tests {
             entry("min.insync.replicas", "2", false),
             entry("cleanup.policy", "delete", true),
         ];
-        let lines = describe_lines(&sample(), &configs, &[0, 1, 2], DescribeFilters::default());
+        let lines = describe_lines(
+            &sample(),
+            &configs,
+            &[0, 1, 2],
+            DescribeFilters::default(),
+            &Moving::new(),
+        );
         assert_eq!(
             lines,
             [
@@ -1231,10 +1284,27 @@ mod tests {
     }
 
     #[test]
+    fn describe_shows_adding_and_removing_replicas_of_partitions_being_moved() {
+        let moving = Moving::from([(("orders".to_owned(), 1), (vec![1], vec![0]))]);
+        let lines = describe_lines(
+            &sample(),
+            &[],
+            &[0, 1, 2],
+            DescribeFilters::default(),
+            &moving,
+        );
+        assert_eq!(
+            lines[2],
+            "\tTopic: orders\tPartition: 1\tLeader: 2\tReplicas: 2,0,1\tIsr: 2,0\tAdding Replicas: 1\tRemoving Replicas: 0"
+        );
+        assert!(!lines[1].contains("Adding"), "{}", lines[1]);
+    }
+
+    #[test]
     fn describe_report_flags_filter_partitions_and_drop_the_header() {
         let configs = [entry("min.insync.replicas", "2", false)];
         let partitions_of = |filters: DescribeFilters| -> Vec<String> {
-            describe_lines(&sample(), &configs, &[0, 1, 2], filters)
+            describe_lines(&sample(), &configs, &[0, 1, 2], filters, &Moving::new())
                 .iter()
                 .map(|line| line.split('\t').nth(2).unwrap().to_string())
                 .collect()
@@ -1277,7 +1347,8 @@ mod tests {
             &topic,
             &[entry("cleanup.policy", "delete", true)],
             &[0, 1, 2],
-            filters
+            filters,
+            &Moving::new()
         )
         .is_empty());
         assert_eq!(
@@ -1285,7 +1356,8 @@ mod tests {
                 &topic,
                 &[entry("retention.ms", "1", false)],
                 &[0, 1, 2],
-                filters
+                filters,
+                &Moving::new()
             ),
             ["Topic: orders\tPartitionCount: 4\tReplicationFactor: 3\tConfigs: retention.ms=1"],
             "no TopicId field for the zero id"

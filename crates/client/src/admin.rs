@@ -4,6 +4,9 @@ use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
+use kafka_protocol::messages::alter_partition_reassignments_request::{
+    ReassignablePartition, ReassignableTopic,
+};
 use kafka_protocol::messages::create_partitions_request::{
     CreatePartitionsAssignment, CreatePartitionsTopic,
 };
@@ -16,10 +19,12 @@ use kafka_protocol::messages::elect_leaders_request::TopicPartitions as ElectLea
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
+use kafka_protocol::messages::list_partition_reassignments_request::ListPartitionReassignmentsTopics;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    BrokerId, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
-    DescribeConfigsRequest, ElectLeadersRequest, IncrementalAlterConfigsRequest, MetadataRequest,
+    AlterPartitionReassignmentsRequest, BrokerId, CreatePartitionsRequest, CreateTopicsRequest,
+    DeleteTopicsRequest, DescribeConfigsRequest, ElectLeadersRequest,
+    IncrementalAlterConfigsRequest, ListPartitionReassignmentsRequest, MetadataRequest,
     MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
@@ -210,6 +215,21 @@ pub enum AlterConfigOp {
     Set(String, String),
     /// Remove the override, reverting to the default.
     Delete(String),
+}
+
+/// A partition being reassigned, as ListPartitionReassignments reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OngoingReassignment {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// Every replica (the target's first).
+    pub replicas: Vec<i32>,
+    /// Replicas being added.
+    pub adding: Vec<i32>,
+    /// Replicas being removed.
+    pub removing: Vec<i32>,
 }
 
 /// The per-item outcome of a batched admin request.
@@ -692,7 +712,16 @@ impl AdminClient {
                 .with_resource_name(StrBytes::from_string(name.to_string()))
                 .with_configs(configs)])
             .with_validate_only(validate_only);
-        let addr = self.any_broker.clone();
+        // A broker's own configs go to that broker, as Kafka's admin client sends them (it
+        // refuses another broker's id); the rest to any broker.
+        let addr = match kind {
+            ConfigResourceKind::Broker => name
+                .parse::<i32>()
+                .ok()
+                .and_then(|id| self.brokers.get(&id).cloned())
+                .unwrap_or_else(|| self.any_broker.clone()),
+            ConfigResourceKind::Topic => self.any_broker.clone(),
+        };
         let response = self.connection(&addr).await?.send(request).await;
         let response = self.forget_if_broken(&addr, response)?;
         match response.responses.first() {
@@ -799,6 +828,158 @@ impl AdminClient {
                 return Err(ClientError::server(response.error_code, None));
             }
             return Ok(results);
+        }
+    }
+
+    /// AlterPartitionReassignments on the controller: per `(topic, partition, target)` (a
+    /// `None` target cancels), `Ok` when the reassignment started, else the broker's error.
+    /// Results are named `topic-partition`. A controller that moved is looked up again.
+    pub async fn alter_partition_reassignments(
+        &mut self,
+        reassignments: &[(String, i32, Option<Vec<i32>>)],
+    ) -> Result<ItemResults<()>, ClientError> {
+        let mut by_topic: BTreeMap<&str, Vec<ReassignablePartition>> = BTreeMap::new();
+        for (topic, partition, target) in reassignments {
+            by_topic.entry(topic).or_default().push(
+                ReassignablePartition::default()
+                    .with_partition_index(*partition)
+                    .with_replicas(
+                        target
+                            .as_ref()
+                            .map(|r| r.iter().map(|&b| BrokerId(b)).collect()),
+                    ),
+            );
+        }
+        let topics: Vec<_> = by_topic
+            .into_iter()
+            .map(|(topic, partitions)| {
+                ReassignableTopic::default()
+                    .with_name(topic_name(topic))
+                    .with_partitions(partitions)
+            })
+            .collect();
+        let request = AlterPartitionReassignmentsRequest::default()
+            .with_topics(topics)
+            .with_timeout_ms(self.timeout_ms());
+        let response = self
+            .send_to_controller(request, |r| r.error_code == NOT_CONTROLLER)
+            .await?;
+        if response.error_code != 0 {
+            return Err(ClientError::server(
+                response.error_code,
+                response.error_message.as_deref(),
+            ));
+        }
+        Ok(response
+            .responses
+            .iter()
+            .flat_map(|t| {
+                t.partitions.iter().map(|p| {
+                    let name = format!("{}-{}", t.name.0, p.partition_index);
+                    let outcome = if p.error_code == 0 {
+                        Ok(())
+                    } else {
+                        Err(ClientError::server(
+                            p.error_code,
+                            p.error_message.as_deref(),
+                        ))
+                    };
+                    (name, outcome)
+                })
+            })
+            .collect())
+    }
+
+    /// ListPartitionReassignments on the controller: the partitions being moved among
+    /// `partitions` (`None`: all), sorted by topic and partition.
+    pub async fn list_partition_reassignments(
+        &mut self,
+        partitions: Option<&[(String, i32)]>,
+    ) -> Result<Vec<OngoingReassignment>, ClientError> {
+        let topics = partitions.map(|named| {
+            let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+            for (topic, partition) in named {
+                by_topic.entry(topic).or_default().push(*partition);
+            }
+            by_topic
+                .into_iter()
+                .map(|(topic, partitions)| {
+                    ListPartitionReassignmentsTopics::default()
+                        .with_name(topic_name(topic))
+                        .with_partition_indexes(partitions)
+                })
+                .collect()
+        });
+        let request = ListPartitionReassignmentsRequest::default()
+            .with_topics(topics)
+            .with_timeout_ms(self.timeout_ms());
+        let response = self
+            .send_to_controller(request, |r| r.error_code == NOT_CONTROLLER)
+            .await?;
+        if response.error_code != 0 {
+            return Err(ClientError::server(
+                response.error_code,
+                response.error_message.as_deref(),
+            ));
+        }
+        let ids = |v: &[BrokerId]| v.iter().map(|b| b.0).collect::<Vec<_>>();
+        let mut out: Vec<OngoingReassignment> = response
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions.iter().map(|p| OngoingReassignment {
+                    topic: t.name.0.to_string(),
+                    partition: p.partition_index,
+                    replicas: ids(&p.replicas),
+                    adding: ids(&p.adding_replicas),
+                    removing: ids(&p.removing_replicas),
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+        Ok(out)
+    }
+
+    /// Sends `request` to the controller, looking it up again (bounded by
+    /// `controller_retries`) when it is unknown, unreachable or `moved` says it moved.
+    async fn send_to_controller<R>(
+        &mut self,
+        request: R,
+        moved: impl Fn(&R::Response) -> bool,
+    ) -> Result<R::Response, ClientError>
+    where
+        R: kafka_protocol::protocol::Request + Clone,
+    {
+        let mut attempt = 0;
+        loop {
+            let last_attempt = attempt >= self.options.controller_retries;
+            let Some(addr) = self.controller_addr() else {
+                if last_attempt {
+                    return Err(ClientError::server(
+                        NOT_CONTROLLER,
+                        Some("No controller is known to the cluster's brokers; retries exhausted."),
+                    ));
+                }
+                attempt += 1;
+                tokio::time::sleep(self.options.retry_backoff).await;
+                self.refresh().await?;
+                continue;
+            };
+            let sent = match self.connection(&addr).await {
+                Ok(connection) => connection.send(request.clone()).await,
+                Err(err) => Err(err),
+            };
+            match self.forget_if_broken(&addr, sent) {
+                Ok(response) if moved(&response) && !last_attempt => {}
+                Ok(response) => return Ok(response),
+                Err(err) if !last_attempt => {
+                    tracing::debug!(%addr, %err, attempt, "controller unreachable, refreshing metadata");
+                }
+                Err(err) => return Err(err),
+            }
+            attempt += 1;
+            tokio::time::sleep(self.options.retry_backoff).await;
+            self.refresh().await?;
         }
     }
 
