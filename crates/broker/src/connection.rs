@@ -320,7 +320,7 @@ struct Answered {
 /// The encoded response frame (`None` when the connection must close) and how it was
 /// answered.
 async fn respond(
-    ctx: &BrokerContext,
+    ctx: &Arc<BrokerContext>,
     request: DecodedRequest,
     rctx: &RequestContext,
 ) -> (Option<BytesMut>, Answered) {

@@ -101,6 +101,7 @@ impl Broker {
         store: MetadataStore,
         listener: Option<TcpListener>,
     ) -> Result<Broker, BrokerError> {
+        crate::open_files::configure();
         let (client, events) = store.connect(session_options(&config)).await?;
         let zk = KafkaZkClient::new(client, events);
         match Broker::start_on_session(config, store, listener, zk.clone()).await {

@@ -51,7 +51,7 @@ pub mod producer_state;
 pub mod quota;
 pub mod truncation;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -64,7 +64,7 @@ use storage::checkpoint::{
 };
 use storage::log::LogError;
 use tokio::sync::watch;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 pub use alter_partition::ControllerChannel;
 use alter_partition::{AlterIsrItem, AlterIsrResult, AlterPartitionManager};
@@ -83,6 +83,9 @@ pub enum ReplicationError {
     /// This broker does not host the partition.
     #[error("this broker does not host {0}")]
     UnknownTopicOrPartition(TopicPartition),
+    /// This broker should host the partition but could not open its log.
+    #[error("the log of {0} could not be opened on this broker")]
+    Offline(TopicPartition),
     /// This broker hosts the partition but does not lead it.
     #[error("this broker is not the leader of {0}")]
     NotLeader(TopicPartition),
@@ -197,6 +200,7 @@ impl ReplicationError {
                 ResponseError::OffsetOutOfRange
             }
             ReplicationError::Log(_)
+            | ReplicationError::Offline(_)
             | ReplicationError::Storage(_)
             | ReplicationError::Io { .. } => ResponseError::KafkaStorageError,
             ReplicationError::Sequence(SequenceError::InvalidProducerEpoch { .. }) => {
@@ -334,6 +338,10 @@ struct Inner {
     failed_appends: AtomicU64,
     /// `*.replication.throttled.rate` and the topics' throttled replicas.
     throttles: quota::ReplicationThrottles,
+    /// Partitions this broker should host whose log could not be opened: they answer
+    /// KAFKA_STORAGE_ERROR (not UNKNOWN_TOPIC_OR_PARTITION) until a LeaderAndIsr opens them
+    /// or a StopReplica drops them.
+    offline: RwLock<HashSet<TopicPartition>>,
 }
 
 impl ReplicaManager {
@@ -386,6 +394,7 @@ impl ReplicaManager {
                 isr_expands: AtomicU64::new(0),
                 failed_appends: AtomicU64::new(0),
                 throttles: quota::ReplicationThrottles::default(),
+                offline: RwLock::new(HashSet::new()),
             }),
         })
     }
@@ -513,7 +522,7 @@ impl ReplicaManager {
                 high_watermark: 0,
                 clean: false,
             });
-        let partition = Arc::new(Partition::open(
+        let opened = Partition::open(
             tp.clone(),
             dir,
             config,
@@ -527,7 +536,17 @@ impl ReplicaManager {
             self.inner.config.broker_id,
             self.inner.config.replica_lag_time_max_ms,
             now_ms,
-        )?);
+        );
+        let partition = match opened {
+            Ok(partition) => Arc::new(partition),
+            Err(err) => {
+                error!(%tp, dir = %dir.display(), error = %err,
+                    "cannot open the partition's log; it is offline here (KAFKA_STORAGE_ERROR)");
+                self.offline_set().insert(tp.clone());
+                return Err(err);
+            }
+        };
+        self.offline_set().remove(tp);
         let mut partitions = self.write();
         let entry = partitions
             .entry(tp.clone())
@@ -540,6 +559,7 @@ impl ReplicaManager {
     pub fn stop_replica(&self, tp: &TopicPartition, deleting: bool) -> bool {
         self.inner.fetchers.remove(tp);
         self.inner.alter_partition.clear_pending(tp);
+        self.offline_set().remove(tp);
         let removed = self.write().remove(tp);
         if let Some(partition) = &removed {
             if !deleting {
@@ -563,8 +583,30 @@ impl ReplicaManager {
 
     /// The hosted partition, or UNKNOWN_TOPIC_OR_PARTITION.
     pub fn partition(&self, tp: &TopicPartition) -> Result<Arc<Partition>, ReplicationError> {
-        self.get(tp)
-            .ok_or_else(|| ReplicationError::UnknownTopicOrPartition(tp.clone()))
+        self.get(tp).ok_or_else(|| {
+            if self.is_offline(tp) {
+                ReplicationError::Offline(tp.clone())
+            } else {
+                ReplicationError::UnknownTopicOrPartition(tp.clone())
+            }
+        })
+    }
+
+    /// Whether this broker should host `tp` but could not open its log.
+    pub fn is_offline(&self, tp: &TopicPartition) -> bool {
+        self.inner
+            .offline
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(tp)
+    }
+
+    fn offline_set(&self) -> std::sync::RwLockWriteGuard<'_, HashSet<TopicPartition>> {
+        // Every update is one insert or remove: a poisoned set is still consistent.
+        self.inner
+            .offline
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     /// Every hosted partition.

@@ -4,7 +4,6 @@
 //! - per partition: `leader-epoch-checkpoint` (`0\n<count>\n<epoch> <start offset>\n...`).
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::Path;
 
 use model::{TopicName, TopicPartition};
@@ -116,12 +115,9 @@ fn write_lines(path: &Path, entries: Vec<String>) -> Result<(), StorageError> {
         text.push_str(&entry);
         text.push('\n');
     }
-    // Rename over the old file only after the new one is on disk: a crash leaves one whole file.
-    let mut file = std::fs::File::create(&tmp).map_err(StorageError::io("create", &tmp))?;
-    file.write_all(text.as_bytes())
-        .map_err(StorageError::io("write", &tmp))?;
-    file.sync_all().map_err(StorageError::io("fsync", &tmp))?;
-    std::fs::rename(&tmp, path).map_err(StorageError::io("rename", &tmp))
+    // Rename over the old file only after the new one is on disk: a crash leaves one whole
+    // file (inside a SyncGroup, at the group's commit).
+    crate::sync_group::replace_file(path, &tmp, text.as_bytes())
 }
 
 fn malformed(path: &Path, reason: String) -> StorageError {

@@ -8,36 +8,89 @@
 
 use std::fs::File;
 use std::io::{self, Write};
+use std::ops::Deref;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::Arc;
+
+use crate::open_files::CachedFile;
+
+/// A file these functions work on: a plain open [`File`], or a [`CachedFile`] that is
+/// (re)opened on use, within the process's bound on open log files.
+pub(crate) trait Handle {
+    /// The open file for one operation.
+    fn open_file(&self) -> io::Result<OpenFile<'_>>;
+    /// False for a file that was never created (a lazy index): syncing it or emptying it
+    /// has nothing to do.
+    fn is_on_disk(&self) -> bool {
+        true
+    }
+}
+
+/// An open file, borrowed or held for the operation.
+pub(crate) enum OpenFile<'a> {
+    Borrowed(&'a File),
+    Held(Arc<File>),
+}
+
+impl Deref for OpenFile<'_> {
+    type Target = File;
+    fn deref(&self) -> &File {
+        match self {
+            OpenFile::Borrowed(file) => file,
+            OpenFile::Held(file) => file,
+        }
+    }
+}
+
+impl Handle for File {
+    fn open_file(&self) -> io::Result<OpenFile<'_>> {
+        Ok(OpenFile::Borrowed(self))
+    }
+}
+
+impl Handle for CachedFile {
+    fn open_file(&self) -> io::Result<OpenFile<'_>> {
+        self.get().map(OpenFile::Held)
+    }
+    fn is_on_disk(&self) -> bool {
+        CachedFile::is_on_disk(self)
+    }
+}
 
 /// Appends all of `bytes` to `file` (opened for append). On an error some prefix of `bytes`
 /// may have been written: the caller undoes it with [`set_len`].
-pub(crate) fn append(mut file: &File, path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn append(file: &impl Handle, path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let file = file.open_file()?;
     #[cfg(any(test, feature = "fault-injection"))]
     if let Some(allowed) = faults::before_write(path, bytes.len())? {
-        file.write_all(&bytes[..allowed])?;
+        (&*file).write_all(&bytes[..allowed])?;
         return Err(io::Error::from_raw_os_error(28)); // ENOSPC, after a short write
     }
     let _ = path;
-    file.write_all(bytes)
+    (&*file).write_all(bytes)
 }
 
 /// Cuts `file` (or extends it with zeros) to `len` bytes.
-pub(crate) fn set_len(file: &File, path: &Path, len: u64) -> io::Result<()> {
+pub(crate) fn set_len(file: &impl Handle, path: &Path, len: u64) -> io::Result<()> {
+    if len == 0 && !file.is_on_disk() {
+        return Ok(());
+    }
+    let file = file.open_file()?;
     #[cfg(any(test, feature = "fault-injection"))]
-    faults::before_truncate(path, file, len)?;
+    faults::before_truncate(path, &file, len)?;
     let _ = path;
     file.set_len(len)
 }
 
 /// Fills `buf` from `position`.
 pub(crate) fn read_exact_at(
-    file: &File,
+    file: &impl Handle,
     path: &Path,
     buf: &mut [u8],
     position: u64,
 ) -> io::Result<()> {
+    let file = file.open_file()?;
     #[cfg(any(test, feature = "fault-injection"))]
     faults::before_read(path);
     let _ = path;
@@ -45,7 +98,11 @@ pub(crate) fn read_exact_at(
 }
 
 /// fsyncs the file's data.
-pub(crate) fn sync_data(file: &File, path: &Path) -> io::Result<()> {
+pub(crate) fn sync_data(file: &impl Handle, path: &Path) -> io::Result<()> {
+    if !file.is_on_disk() {
+        return Ok(());
+    }
+    let file = file.open_file()?;
     #[cfg(any(test, feature = "fault-injection"))]
     faults::before_sync(path)?;
     let _ = path;

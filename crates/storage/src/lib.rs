@@ -13,10 +13,13 @@ mod error;
 mod file;
 pub mod log;
 mod log_manager;
+pub mod open_files;
 mod partition_metadata;
+mod sync_group;
 
 pub use error::StorageError;
 #[cfg(any(test, feature = "fault-injection"))]
 pub use file::faults;
 pub use log_manager::{LogManager, LogManagerConfig, DELETE_DIR_SUFFIX};
 pub use partition_metadata::{read_partition_metadata, PARTITION_METADATA_FILE};
+pub use sync_group::{EnteredGroup, SyncGroup};

@@ -34,7 +34,55 @@ pub struct LogManagerConfig {
 #[derive(Debug, Clone)]
 pub struct LogManager {
     config: Arc<LogManagerConfig>,
-    logs: Arc<Mutex<BTreeMap<TopicPartition, PathBuf>>>,
+    logs: Arc<Mutex<Logs>>,
+}
+
+/// The live partition directories, with a count per log directory so that choosing where a
+/// new partition goes costs O(log dirs), not a scan of every partition. The lock guarding it
+/// is never held across a filesystem call.
+#[derive(Debug, Default)]
+struct Logs {
+    by_partition: BTreeMap<TopicPartition, PathBuf>,
+    /// Partitions per configured log directory, in `log.dirs` order.
+    per_dir: Vec<usize>,
+}
+
+impl Logs {
+    fn dir_index(&self, config: &LogManagerConfig, partition_dir: &Path) -> Option<usize> {
+        let parent = partition_dir.parent()?;
+        config.log_dirs.iter().position(|d| d == parent)
+    }
+
+    fn insert(&mut self, config: &LogManagerConfig, tp: TopicPartition, dir: PathBuf) {
+        let index = self.dir_index(config, &dir);
+        if let Some(previous) = self.by_partition.insert(tp, dir) {
+            if let Some(i) = self.dir_index(config, &previous) {
+                self.per_dir[i] -= 1;
+            }
+        }
+        if let Some(i) = index {
+            self.per_dir[i] += 1;
+        }
+    }
+
+    fn remove(&mut self, config: &LogManagerConfig, tp: &TopicPartition) -> Option<PathBuf> {
+        let dir = self.by_partition.remove(tp)?;
+        if let Some(i) = self.dir_index(config, &dir) {
+            self.per_dir[i] -= 1;
+        }
+        Some(dir)
+    }
+
+    /// The log directory holding the fewest partitions (the first of equals).
+    fn least_loaded(&self, config: &LogManagerConfig) -> PathBuf {
+        let (index, _) = self
+            .per_dir
+            .iter()
+            .enumerate()
+            .min_by_key(|(i, count)| (**count, *i))
+            .expect("open() refuses an empty log.dirs");
+        config.log_dirs[index].clone()
+    }
 }
 
 impl LogManager {
@@ -44,7 +92,7 @@ impl LogManager {
         if config.log_dirs.is_empty() {
             return Err(StorageError::NoLogDirs);
         }
-        let mut logs = BTreeMap::new();
+        let mut logs: BTreeMap<TopicPartition, PathBuf> = BTreeMap::new();
         let mut leftovers = Vec::new();
         for dir in &config.log_dirs {
             std::fs::create_dir_all(dir).map_err(StorageError::io("create log directory", dir))?;
@@ -72,9 +120,16 @@ impl LogManager {
             pending_deletions = leftovers.len(),
             "loaded partition logs"
         );
+        let mut counted = Logs {
+            by_partition: BTreeMap::new(),
+            per_dir: vec![0; config.log_dirs.len()],
+        };
+        for (tp, dir) in logs {
+            counted.insert(&config, tp, dir);
+        }
         let manager = LogManager {
             config: Arc::new(config),
-            logs: Arc::new(Mutex::new(logs)),
+            logs: Arc::new(Mutex::new(counted)),
         };
         for path in leftovers {
             manager.schedule_removal(path);
@@ -90,19 +145,28 @@ impl LogManager {
         tp: &TopicPartition,
         topic_id: Option<TopicId>,
     ) -> Result<PathBuf, StorageError> {
-        let mut logs = self.lock();
-        let dir = match logs.get(tp) {
-            Some(dir) => dir.clone(),
-            None => {
-                let parent = self.least_loaded_dir(&logs);
-                let dir = parent.join(partition_dir_name(tp));
-                std::fs::create_dir_all(&dir)
-                    .map_err(StorageError::io("create partition directory", &dir))?;
-                info!(%tp, dir = %dir.display(), "created partition log");
-                logs.insert(tp.clone(), dir.clone());
-                dir
+        // Chosen and recorded under the lock; created outside it (a failure takes it back).
+        let (dir, created) = {
+            let mut logs = self.lock();
+            match logs.by_partition.get(tp) {
+                Some(dir) => (dir.clone(), false),
+                None => {
+                    let dir = logs.least_loaded(&self.config).join(partition_dir_name(tp));
+                    logs.insert(&self.config, tp.clone(), dir.clone());
+                    (dir, true)
+                }
             }
         };
+        if created {
+            if let Err(err) = std::fs::create_dir_all(&dir) {
+                let mut logs = self.lock();
+                if logs.by_partition.get(tp) == Some(&dir) {
+                    logs.remove(&self.config, tp);
+                }
+                return Err(StorageError::io("create partition directory", &dir)(err));
+            }
+            info!(%tp, dir = %dir.display(), "created partition log");
+        }
         if let Some(requested) = topic_id.filter(|id| *id != TopicId::ZERO) {
             match read_partition_metadata(&dir)? {
                 Some(on_disk) if on_disk != requested => {
@@ -123,24 +187,30 @@ impl LogManager {
     /// `<topic>-<partition>.<uuid>-delete`; a background task removes it after
     /// `file.delete.delay.ms`. Returns the new path, or `None` if there was no such log.
     pub fn delete_partition(&self, tp: &TopicPartition) -> Result<Option<PathBuf>, StorageError> {
-        self.delete_partition_locked(self.lock(), tp)
-    }
-
-    fn delete_partition_locked(
-        &self,
-        mut logs: std::sync::MutexGuard<'_, BTreeMap<TopicPartition, PathBuf>>,
-        tp: &TopicPartition,
-    ) -> Result<Option<PathBuf>, StorageError> {
-        let Some(dir) = logs.get(tp).cloned() else {
+        let Some(dir) = self.lock().remove(&self.config, tp) else {
             return Ok(None);
         };
+        self.rename_for_deletion(tp, dir)
+    }
+
+    /// Renames the directory of a partition already dropped from the live set (put back if
+    /// the rename fails).
+    fn rename_for_deletion(
+        &self,
+        tp: &TopicPartition,
+        dir: PathBuf,
+    ) -> Result<Option<PathBuf>, StorageError> {
         // Rename before deleting: a crash mid-delete must never leave a half-deleted
         // directory that the next start would load as a live log.
         let parent = dir.parent().map(Path::to_path_buf).unwrap_or_default();
         let renamed = parent.join(delete_dir_name(tp));
-        std::fs::rename(&dir, &renamed).map_err(StorageError::io("rename for deletion", &dir))?;
-        logs.remove(tp);
-        drop(logs);
+        if let Err(err) = std::fs::rename(&dir, &renamed) {
+            let mut logs = self.lock();
+            if !logs.by_partition.contains_key(tp) {
+                logs.insert(&self.config, tp.clone(), dir.clone());
+            }
+            return Err(StorageError::io("rename for deletion", &dir)(err));
+        }
         info!(%tp, dir = %renamed.display(), delay_ms = self.config.file_delete_delay.as_millis() as u64,
             "renamed partition log for deletion");
         self.schedule_removal(renamed.clone());
@@ -148,32 +218,54 @@ impl LogManager {
     }
 
     /// [`LogManager::delete_partition`], only if the log's `partition.metadata` still names
-    /// `topic_id` (`None`: the log has no `partition.metadata`); checked under the same lock
-    /// as the rename, so a log created meanwhile for another topic id is never removed.
-    /// Returns the new path, or `None` if nothing was removed.
+    /// `topic_id` (`None`: the log has no `partition.metadata`). The log leaves the live set
+    /// before the check, so a LeaderAndIsr cannot reuse it meanwhile; it is put back if it
+    /// names another topic id. Returns the new path, or `None` if nothing was removed.
     pub fn delete_partition_if_topic_id(
         &self,
         tp: &TopicPartition,
         topic_id: Option<TopicId>,
     ) -> Result<Option<PathBuf>, StorageError> {
-        let logs = self.lock();
-        let Some(dir) = logs.get(tp).cloned() else {
+        let Some(dir) = self.lock().remove(&self.config, tp) else {
             return Ok(None);
         };
-        if read_partition_metadata(&dir)? != topic_id {
-            return Ok(None);
+        let put_back = |logs: &mut Logs| {
+            if !logs.by_partition.contains_key(tp) {
+                logs.insert(&self.config, tp.clone(), dir.clone());
+            }
+        };
+        match read_partition_metadata(&dir) {
+            Ok(on_disk) if on_disk == topic_id => self.rename_for_deletion(tp, dir.clone()),
+            Ok(_) => {
+                put_back(&mut self.lock());
+                Ok(None)
+            }
+            Err(err) => {
+                put_back(&mut self.lock());
+                Err(err)
+            }
         }
-        self.delete_partition_locked(logs, tp)
     }
 
     /// The live partitions, sorted.
     pub fn partitions(&self) -> Vec<TopicPartition> {
-        self.lock().keys().cloned().collect()
+        self.lock().by_partition.keys().cloned().collect()
     }
 
     /// The directory of `tp`'s log, if this broker has one.
     pub fn partition_dir(&self, tp: &TopicPartition) -> Option<PathBuf> {
-        self.lock().get(tp).cloned()
+        self.lock().by_partition.get(tp).cloned()
+    }
+
+    /// How many partitions each log directory holds, in `log.dirs` order.
+    pub fn partitions_per_dir(&self) -> Vec<(PathBuf, usize)> {
+        let logs = self.lock();
+        self.config
+            .log_dirs
+            .iter()
+            .cloned()
+            .zip(logs.per_dir.iter().copied())
+            .collect()
     }
 
     /// The file system holding `dir`: (total bytes, bytes usable by the broker), from
@@ -207,22 +299,12 @@ impl LogManager {
         &self.config.log_dirs
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<TopicPartition, PathBuf>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Logs> {
         // A panic while holding this lock cannot leave the map half-updated (every update is
-        // one insert or remove), so a poisoned lock is still safe to use.
+        // one insert or remove with its count), so a poisoned lock is still safe to use.
         self.logs
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    fn least_loaded_dir(&self, logs: &BTreeMap<TopicPartition, PathBuf>) -> PathBuf {
-        let count = |dir: &Path| logs.values().filter(|p| p.parent() == Some(dir)).count();
-        self.config
-            .log_dirs
-            .iter()
-            .min_by_key(|dir| count(dir))
-            .cloned()
-            .expect("open() refuses an empty log.dirs")
     }
 
     fn schedule_removal(&self, path: PathBuf) {

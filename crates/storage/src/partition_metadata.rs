@@ -5,7 +5,6 @@
 //! topic_id: <22 characters of base64>
 //! ```
 
-use std::io::Write;
 use std::path::Path;
 
 use model::TopicId;
@@ -29,19 +28,15 @@ pub fn read_partition_metadata(partition_dir: &Path) -> Result<Option<TopicId>, 
         .map_err(|reason| StorageError::MalformedPartitionMetadata { path, reason })
 }
 
-/// Writes the file atomically: a temporary file, fsync, then rename over the old one.
+/// Writes the file atomically: a temporary file, fsync, then rename over the old one (inside
+/// a [`crate::SyncGroup`], at the group's commit).
 pub(crate) fn write_partition_metadata(
     partition_dir: &Path,
     topic_id: TopicId,
 ) -> Result<(), StorageError> {
     let path = partition_dir.join(PARTITION_METADATA_FILE);
     let tmp = partition_dir.join(format!("{PARTITION_METADATA_FILE}.tmp"));
-    let mut file = std::fs::File::create(&tmp).map_err(StorageError::io("create", &tmp))?;
-    file.write_all(format(topic_id).as_bytes())
-        .map_err(StorageError::io("write", &tmp))?;
-    file.sync_all().map_err(StorageError::io("fsync", &tmp))?;
-    std::fs::rename(&tmp, &path).map_err(StorageError::io("rename", &tmp))?;
-    Ok(())
+    crate::sync_group::replace_file(&path, &tmp, format(topic_id).as_bytes())
 }
 
 fn format(topic_id: TopicId) -> String {

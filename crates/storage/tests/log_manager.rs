@@ -137,3 +137,44 @@ async fn delete_if_topic_id_removes_only_the_log_of_that_topic_id() {
     // The name is free for the topic's new incarnation.
     logs.create_partition(&tp("again", 0), Some(new)).unwrap();
 }
+
+/// The counts behind the log-dir choice follow creations, deletions, reloads and failures.
+#[tokio::test]
+async fn per_dir_counts_follow_creates_deletes_reloads_and_failures() {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    let logs = open(&[a.path(), b.path()], 60_000);
+    for p in 0..10 {
+        logs.create_partition(&tp("t", p), None).unwrap();
+    }
+    let counts = |logs: &LogManager| -> Vec<usize> {
+        logs.partitions_per_dir()
+            .into_iter()
+            .map(|(_, n)| n)
+            .collect()
+    };
+    assert_eq!(counts(&logs), vec![5, 5]);
+    // Creating an existing partition again changes nothing.
+    logs.create_partition(&tp("t", 3), None).unwrap();
+    assert_eq!(counts(&logs), vec![5, 5]);
+    for p in [0, 2, 4] {
+        logs.delete_partition(&tp("t", p)).unwrap().unwrap();
+    }
+    assert_eq!(counts(&logs), vec![2, 5]);
+    // The next three go where there is room.
+    for p in 10..13 {
+        let dir = logs.create_partition(&tp("t", p), None).unwrap();
+        assert_eq!(dir.parent(), Some(a.path()));
+    }
+    assert_eq!(counts(&logs), vec![5, 5]);
+    drop(logs);
+    let reloaded = open(&[a.path(), b.path()], 60_000);
+    assert_eq!(counts(&reloaded), vec![5, 5]);
+
+    // A directory that cannot be created is not counted (a file is in the way).
+    std::fs::write(a.path().join("u-0"), b"not a directory").unwrap();
+    std::fs::write(b.path().join("u-0"), b"not a directory").unwrap();
+    assert!(reloaded.create_partition(&tp("u", 0), None).is_err());
+    assert_eq!(counts(&reloaded), vec![5, 5]);
+    assert_eq!(reloaded.partition_dir(&tp("u", 0)), None);
+}

@@ -6,7 +6,15 @@
 //! epoch older than the current one, or the same one without a newer partition epoch, is
 //! answered STALE_CONTROLLER_EPOCH and changes nothing, as in Kafka. Answers an error per
 //! partition.
+//!
+//! The partitions of one request are one batch on the blocking pool (`control_batch`), so a
+//! request that creates 10,000 logs never holds an async worker; the topic configs are read
+//! from the store first, concurrently.
 
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use futures::stream::{self, StreamExt};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::leader_and_isr_request::LeaderAndIsrPartitionState;
 use kafka_protocol::messages::leader_and_isr_response::{
@@ -24,7 +32,7 @@ use crate::auth::{control_plane, RequestContext};
 use crate::context::{BrokerContext, ReplicaRole};
 
 pub(super) async fn handle(
-    ctx: &BrokerContext,
+    ctx: &Arc<BrokerContext>,
     rctx: &RequestContext,
     header: &RequestHeader,
     request: LeaderAndIsrRequest,
@@ -79,27 +87,69 @@ pub(super) async fn handle(
             addr: format!("{}:{}", l.host_name, l.port),
         })
         .collect();
+    // One store read per topic, concurrently.
+    let config_reads: Vec<_> = groups
+        .iter()
+        .map(|(topic, _, _)| async move {
+            match topic.parse::<model::TopicName>() {
+                Ok(name) => crate::data_plane::topic_partition_config(ctx, &name).await,
+                Err(_) => replication::PartitionConfig::default(),
+            }
+        })
+        .collect();
+    let configs: Vec<Arc<replication::PartitionConfig>> = stream::iter(config_reads)
+        .buffered(64)
+        .map(Arc::new)
+        .collect()
+        .await;
+    let leaders = Arc::new(leaders);
+    let mut work = Vec::new();
+    for ((topic, topic_id, states), config) in groups.iter().zip(&configs) {
+        let topic: Arc<str> = Arc::from(topic.as_str());
+        for state in states {
+            work.push(Work {
+                topic: Arc::clone(&topic),
+                topic_id: *topic_id,
+                state: state.clone(),
+                config: Arc::clone(config),
+            });
+        }
+    }
+    let mut results = apply_batch(ctx, work.clone(), &leaders).await;
+    // A log of an older topic of the same name is removed if the store confirms it is stale,
+    // and the partition is tried again.
+    let mut retry = Vec::new();
+    for (i, (item, result)) in work.iter().zip(&results).enumerate() {
+        if matches!(result, Err(ResponseError::InconsistentTopicId))
+            && replaced_stale_log(ctx, &item.topic, item.state.partition_index, item.topic_id).await
+        {
+            retry.push(i);
+        }
+    }
+    if !retry.is_empty() {
+        let again = retry.iter().map(|&i| work[i].clone()).collect();
+        for (i, result) in retry
+            .into_iter()
+            .zip(apply_batch(ctx, again, &leaders).await)
+        {
+            results[i] = result;
+        }
+    }
+    let mut results = results.into_iter();
     let mut response = LeaderAndIsrResponse::default();
     for (topic, topic_id, states) in groups {
-        let config = match topic.parse::<model::TopicName>() {
-            Ok(name) => crate::data_plane::topic_partition_config(ctx, &name).await,
-            Err(_) => replication::PartitionConfig::default(),
-        };
-        let mut errors: Vec<LeaderAndIsrPartitionError> = Vec::with_capacity(states.len());
-        for state in &states {
-            let mut result = apply(ctx, &topic, topic_id, state, &config, &leaders);
-            if matches!(result, Err(ResponseError::InconsistentTopicId))
-                && replaced_stale_log(ctx, &topic, state.partition_index, topic_id).await
-            {
-                result = apply(ctx, &topic, topic_id, state, &config, &leaders);
-            }
-            errors.push(
+        let errors: Vec<LeaderAndIsrPartitionError> = states
+            .iter()
+            .map(|state| {
+                let result = results
+                    .next()
+                    .unwrap_or(Err(ResponseError::UnknownServerError));
                 LeaderAndIsrPartitionError::default()
                     .with_topic_name(TopicName(StrBytes::from_string(topic.clone())))
                     .with_partition_index(state.partition_index)
-                    .with_error_code(result.err().map_or(0, |e| e.code())),
-            );
-        }
+                    .with_error_code(result.err().map_or(0, |e| e.code()))
+            })
+            .collect();
         if version >= 5 {
             response.topics.push(
                 LeaderAndIsrTopicError::default()
@@ -111,6 +161,39 @@ pub(super) async fn handle(
         }
     }
     response
+}
+
+/// One partition of the request.
+#[derive(Debug, Clone)]
+struct Work {
+    topic: Arc<str>,
+    topic_id: Uuid,
+    state: LeaderAndIsrPartitionState,
+    config: Arc<replication::PartitionConfig>,
+}
+
+/// Applies `work` as one batch off the async workers; a partition whose files could not be
+/// made durable at the end answers KAFKA_STORAGE_ERROR.
+async fn apply_batch(
+    ctx: &Arc<BrokerContext>,
+    work: Vec<Work>,
+    leaders: &Arc<Vec<replication::fetcher::LeaderEndpoint>>,
+) -> Vec<Result<(), ResponseError>> {
+    let (batch_ctx, leaders) = (Arc::clone(ctx), Arc::clone(leaders));
+    let ran = crate::control_batch::run(work, move |w| {
+        apply(
+            &batch_ctx, &w.topic, w.topic_id, &w.state, &w.config, &leaders,
+        )
+    })
+    .await;
+    ran.results
+        .into_iter()
+        .map(|result| match result {
+            Ok(dir) if ran.unsynced_dirs.contains(&dir) => Err(ResponseError::KafkaStorageError),
+            Ok(_) => Ok(()),
+            Err(err) => Err(err),
+        })
+        .collect()
 }
 
 /// The local log of the partition belongs to an older topic of the same name (SPEC section
@@ -134,7 +217,7 @@ fn apply(
     state: &LeaderAndIsrPartitionState,
     config: &replication::PartitionConfig,
     leaders: &[replication::fetcher::LeaderEndpoint],
-) -> Result<(), ResponseError> {
+) -> Result<PathBuf, ResponseError> {
     let name: model::TopicName = topic
         .parse()
         .map_err(|_| ResponseError::InvalidTopicException)?;
@@ -199,5 +282,5 @@ fn apply(
     if transition != replication::Transition::SameEpoch {
         ctx.replicas().insert(tp, role);
     }
-    Ok(())
+    Ok(dir)
 }

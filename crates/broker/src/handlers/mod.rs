@@ -46,6 +46,8 @@ mod produce;
 use kafka_protocol::messages::{RequestHeader, RequestKind, ResponseKind};
 
 use crate::auth::RequestContext;
+use std::sync::Arc;
+
 use crate::context::BrokerContext;
 use crate::metadata_cache::{LiveBroker, Snapshot};
 
@@ -73,7 +75,7 @@ pub(crate) fn current_leader<'a>(
 
 /// Handles one decoded request of a supported API and version.
 pub(crate) async fn handle(
-    ctx: &BrokerContext,
+    ctx: &Arc<BrokerContext>,
     rctx: &RequestContext,
     header: &RequestHeader,
     request: RequestKind,

@@ -661,6 +661,8 @@ pub fn clean(
                 stats.bytes_written += bytes.len() as u64;
             }
         }
+        // An empty index is not on disk yet; the swap below moves all three files.
+        out.create_missing_files()?;
         out.flush()?;
         let new_bytes = out.size();
         drop(out);

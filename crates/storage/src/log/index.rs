@@ -8,12 +8,12 @@
 //! Entries are mirrored in memory; the files are what recovery rebuilds when a segment is
 //! scanned after a crash.
 
-use std::fs::{File, OpenOptions};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::LogError;
 use crate::file;
+use crate::open_files::CachedFile;
 
 pub(crate) const OFFSET_ENTRY_SIZE: usize = 8;
 pub(crate) const TIME_ENTRY_SIZE: usize = 12;
@@ -22,7 +22,7 @@ pub(crate) const TIME_ENTRY_SIZE: usize = 12;
 #[derive(Debug)]
 pub(crate) struct OffsetIndex {
     path: PathBuf,
-    file: File,
+    file: CachedFile,
     base_offset: i64,
     /// (relative offset, position), strictly increasing in both.
     entries: Vec<(u32, u32)>,
@@ -105,6 +105,14 @@ impl OffsetIndex {
         file::sync_data(&self.file, &self.path).map_err(LogError::io("fsync", &self.path))
     }
 
+    /// Creates the file if the index has not yet (an empty index is only in memory).
+    pub(crate) fn create_file(&self) -> Result<(), LogError> {
+        self.file
+            .get()
+            .map(drop)
+            .map_err(LogError::io("create", &self.path))
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
@@ -127,7 +135,7 @@ impl OffsetIndex {
 #[derive(Debug)]
 pub(crate) struct TimeIndex {
     path: PathBuf,
-    file: File,
+    file: CachedFile,
     base_offset: i64,
     entries: Vec<(i64, u32)>,
 }
@@ -210,6 +218,14 @@ impl TimeIndex {
     pub(crate) fn flush(&self) -> Result<(), LogError> {
         file::sync_data(&self.file, &self.path).map_err(LogError::io("fsync", &self.path))
     }
+
+    /// Creates the file if the index has not yet (an empty index is only in memory).
+    pub(crate) fn create_file(&self) -> Result<(), LogError> {
+        self.file
+            .get()
+            .map(drop)
+            .map_err(LogError::io("create", &self.path))
+    }
 }
 
 /// `offset - base_offset` as an index stores it, or `None` outside the 32-bit range.
@@ -218,21 +234,22 @@ fn relative(offset: i64, base_offset: i64) -> Option<u32> {
 }
 
 /// Opens an index file and reads its entries. A torn final entry (a crash or a full disk
-/// mid-append) is cut off, so that the next entry is appended at an entry boundary.
-fn open_and_read(path: &Path, entry_size: usize) -> Result<(File, Vec<u8>), LogError> {
-    let mut file = OpenOptions::new()
-        .create(true)
-        .read(true)
-        .append(true)
-        .open(path)
-        .map_err(LogError::io("open", path))?;
+/// mid-append) is cut off, so that the next entry is appended at an entry boundary. A
+/// missing file is an empty index, created by its first entry (an empty segment's indexes
+/// cost no inode and no descriptor).
+fn open_and_read(path: &Path, entry_size: usize) -> Result<(CachedFile, Vec<u8>), LogError> {
+    if !path.exists() {
+        return Ok((CachedFile::lazy(path), Vec::new()));
+    }
+    let (cached, file) = CachedFile::create(path).map_err(LogError::io("open", path))?;
     let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)
+    (&*file)
+        .read_to_end(&mut bytes)
         .map_err(LogError::io("read", path))?;
     let whole = bytes.len() - bytes.len() % entry_size;
     if whole < bytes.len() {
-        file::set_len(&file, path, whole as u64).map_err(LogError::io("truncate", path))?;
+        file::set_len(&*file, path, whole as u64).map_err(LogError::io("truncate", path))?;
         bytes.truncate(whole);
     }
-    Ok((file, bytes))
+    Ok((cached, bytes))
 }

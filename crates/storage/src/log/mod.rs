@@ -167,7 +167,7 @@ impl FileRegion {
     /// The region's bytes, read into memory.
     pub fn read(&self) -> Result<Vec<u8>, LogError> {
         let mut buf = vec![0u8; self.len];
-        crate::file::read_exact_at(&self.file, &self.path, &mut buf, self.position)
+        crate::file::read_exact_at(&*self.file, &self.path, &mut buf, self.position)
             .map_err(LogError::io("read", &self.path))?;
         Ok(buf)
     }

@@ -1,7 +1,6 @@
 //! One segment of a partition log: `<base offset, 20 digits>.log` holding record batches exactly
 //! as producers sent them (offsets assigned), plus its `.index` and `.timeindex`.
 
-use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -12,6 +11,7 @@ use super::index::{OffsetIndex, TimeIndex};
 use super::recovery::{self, OffsetRange};
 use super::{FileRegion, LogError};
 use crate::file;
+use crate::open_files::CachedFile;
 
 /// File name stem of a segment: its base offset, zero-padded to 20 digits as Kafka does.
 pub(crate) fn file_stem(base_offset: i64) -> String {
@@ -24,8 +24,9 @@ pub(crate) struct Segment {
     log_path: PathBuf,
     /// The same path, shared with the [`FileRegion`]s handed out.
     log_path_shared: Arc<Path>,
-    /// Shared with the [`FileRegion`]s handed out, which keep it open until sent.
-    file: Arc<File>,
+    /// Opened on use within the process's bound on open log files; a [`FileRegion`] handed
+    /// out holds the open file (`Arc<File>`) until sent, even if the set evicts it meanwhile.
+    file: CachedFile,
     /// Bytes in the `.log` file.
     size: u64,
     offset_index: OffsetIndex,
@@ -119,12 +120,8 @@ impl Segment {
 
     fn open_files(dir: &Path, base_offset: i64) -> Result<Segment, LogError> {
         let [log_path, index_path, time_path] = Segment::paths(dir, base_offset);
-        let file = OpenOptions::new()
-            .create(true)
-            .read(true)
-            .append(true)
-            .open(&log_path)
-            .map_err(LogError::io("open", &log_path))?;
+        let (cached, file) =
+            CachedFile::create(&log_path).map_err(LogError::io("open", &log_path))?;
         let size = file
             .metadata()
             .map_err(LogError::io("stat", &log_path))?
@@ -135,7 +132,7 @@ impl Segment {
             time_index: TimeIndex::open(&time_path, base_offset)?,
             log_path_shared: Arc::from(log_path.as_path()),
             log_path,
-            file: Arc::new(file),
+            file: cached,
             size,
             bytes_since_index_entry: 0,
             next_offset: base_offset,
@@ -257,8 +254,12 @@ impl Segment {
             }
             end = next;
         }
+        let file = self
+            .file
+            .get()
+            .map_err(LogError::io("open", &self.log_path))?;
         Ok(Some(FileRegion {
-            file: Arc::clone(&self.file),
+            file,
             path: Arc::clone(&self.log_path_shared),
             position: start,
             len: (end - start) as usize,
@@ -341,7 +342,7 @@ impl Segment {
         // The scan reads through a second handle so that indexing can borrow the segment.
         let file = self
             .file
-            .try_clone()
+            .get()
             .map_err(LogError::io("open", &self.log_path))?;
         let path = self.log_path.clone();
         let end = recovery::scan(&file, &path, self.size, range, |header, position| {
@@ -378,6 +379,13 @@ impl Segment {
             index_interval_bytes,
         )?;
         Ok(())
+    }
+
+    /// Creates the index files an empty index has not created yet, so that all three files
+    /// exist (a segment written to replace others is moved file by file).
+    pub(crate) fn create_missing_files(&self) -> Result<(), LogError> {
+        self.offset_index.create_file()?;
+        self.time_index.create_file()
     }
 
     pub(crate) fn flush(&self) -> Result<(), LogError> {
