@@ -137,10 +137,15 @@ pub struct BrokerConfig {
     pub inter_broker_listener: String,
     /// `control.plane.listener.name` (KIP-291): the listener controller requests use.
     pub control_plane_listener: Option<String>,
-    /// The data directory (`--data-dir`): the embedded store lives in `<data_dir>/metadata`.
+    /// The data directory (`--data-dir`): holds `logs/` and `metadata/` unless `log.dirs`
+    /// and `metadata.log.dir` say otherwise.
     pub data_dir: PathBuf,
     /// `log.dirs` (or `log.dir`), defaulting to `<data_dir>/logs`.
     pub log_dirs: Vec<PathBuf>,
+    /// `metadata.log.dir` (Kafka's KRaft name): the directory of the embedded store. Defaults
+    /// to the first `log.dirs` entry when `log.dirs` (or `log.dir`) is set, else to
+    /// `<data_dir>/metadata`. Unused with `zookeeper.connect`.
+    pub metadata_log_dir: PathBuf,
     /// `broker.rack`.
     pub rack: Option<String>,
     /// `zookeeper.connect`: use a ZooKeeper ensemble instead of the embedded store.
@@ -216,6 +221,7 @@ const KNOWN_KEYS: &[&str] = &[
     "control.plane.listener.name",
     "log.dirs",
     "log.dir",
+    "metadata.log.dir",
     "broker.rack",
     "zookeeper.connect",
     "zookeeper.session.timeout.ms",
@@ -374,6 +380,18 @@ impl BrokerConfig {
         if log_dirs.is_empty() {
             return Err(invalid("log.dirs", "", "must name at least one directory"));
         }
+        let metadata_log_dir = match get("metadata.log.dir").map(str::trim) {
+            Some("") => {
+                return Err(invalid(
+                    "metadata.log.dir",
+                    "",
+                    "must name a directory (or be left out)",
+                ))
+            }
+            Some(dir) => PathBuf::from(dir),
+            None if get("log.dirs").or(get("log.dir")).is_some() => log_dirs[0].clone(),
+            None => data_dir.join(metastore::EMBEDDED_SUBDIR),
+        };
         let mut topic_defaults = BTreeMap::new();
         for (key, value) in &props {
             if let Some(topic_key) = topic_key_for_broker_key(key) {
@@ -407,6 +425,7 @@ impl BrokerConfig {
             control_plane_listener,
             data_dir: data_dir.to_path_buf(),
             log_dirs,
+            metadata_log_dir,
             rack: get("broker.rack")
                 .map(str::to_string)
                 .filter(|r| !r.is_empty()),
@@ -1070,6 +1089,7 @@ mod tests {
         assert_eq!(config.broker_id, 0);
         assert_eq!(config.listener().bind_addr(), "127.0.0.1:9092");
         assert_eq!(config.log_dirs, vec![PathBuf::from("/d/logs")]);
+        assert_eq!(config.metadata_log_dir, PathBuf::from("/d/metadata"));
         assert_eq!(config.num_partitions, 1);
         assert!(config.auto_create_topics_enable && config.delete_topic_enable);
         assert_eq!(config.file_delete_delay, Duration::from_millis(60_000));
@@ -1153,6 +1173,8 @@ mod tests {
             config.log_dirs,
             vec![PathBuf::from("/a"), PathBuf::from("/b")]
         );
+        // With log.dirs set, the store goes to the first of them (Kafka's KRaft default) ...
+        assert_eq!(config.metadata_log_dir, PathBuf::from("/a"));
         assert_eq!(config.rack.as_deref(), Some("r1"));
         assert_eq!(config.num_partitions, 4);
         assert_eq!(
@@ -1160,6 +1182,16 @@ mod tests {
             Some(("log.retention.ms", "1000"))
         );
         assert_eq!(config.placement_strategy, assignment::Strategy::Kafka);
+    }
+
+    #[test]
+    fn metadata_log_dir_is_set_or_follows_log_dirs() {
+        let config = load("log.dir=/one\n", &["metadata.log.dir=/meta"]).unwrap();
+        assert_eq!(config.metadata_log_dir, PathBuf::from("/meta"));
+        let config = load("log.dir=/one\n", &[]).unwrap();
+        assert_eq!(config.metadata_log_dir, PathBuf::from("/one"));
+        let err = load("", &["metadata.log.dir= "]).unwrap_err().to_string();
+        assert!(err.contains("metadata.log.dir"), "{err}");
     }
 
     #[test]

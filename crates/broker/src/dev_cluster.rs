@@ -76,7 +76,13 @@ pub fn broker_configs(opts: &DevClusterOptions) -> Result<Vec<BrokerConfig>, Con
                 opts.port.saturating_add(i as u16)
             };
             let logs = opts.data_dir.join(format!("broker-{id}")).join("logs");
-            let mut overrides = opts.overrides.clone();
+            // The brokers share one embedded store, in <data dir>/metadata (not in a broker's
+            // log directory) unless the command line says otherwise.
+            let mut overrides = vec![format!(
+                "metadata.log.dir={}",
+                opts.data_dir.join(metastore::EMBEDDED_SUBDIR).display()
+            )];
+            overrides.extend(opts.overrides.iter().cloned());
             overrides.push(format!("broker.id={id}"));
             overrides.push(format!("listeners=PLAINTEXT://127.0.0.1:{port}"));
             overrides.push(format!("log.dirs={}", logs.display()));

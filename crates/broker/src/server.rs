@@ -38,12 +38,13 @@ pub enum MetadataStore {
 
 impl MetadataStore {
     /// The store `config` asks for: ZooKeeper when `zookeeper.connect` is set, else the
-    /// embedded store in `<data dir>/metadata`.
+    /// embedded store in `metadata.log.dir`.
     pub fn from_config(config: &BrokerConfig) -> Result<MetadataStore, BrokerError> {
         match &config.zookeeper_connect {
             Some(connect) => Ok(MetadataStore::ZooKeeper(connect.clone())),
             None => {
-                let path = config.data_dir.join(metastore::EMBEDDED_SUBDIR);
+                let path = config.metadata_log_dir.clone();
+                info!(dir = %path.display(), "metadata store (embedded) in metadata.log.dir");
                 std::fs::create_dir_all(&path).map_err(|e| BrokerError::OpenStore {
                     path: path.clone(),
                     source: metastore::Error::Backend(e.to_string()),

@@ -48,7 +48,8 @@ struct SourceArgs {
     /// A ZooKeeper connect string with an optional chroot, e.g. 127.0.0.1:2181/gregor.
     #[arg(long, value_name = "HOST:PORT[/CHROOT]")]
     zookeeper: Option<String>,
-    /// The data directory of a stopped server; its store is read from DIR/metadata/.
+    /// The data directory of a stopped server; its store is read from DIR/metadata/ (or
+    /// from DIR itself when it holds the store: a metadata.log.dir).
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
     /// A running server's admin listener, e.g. http://127.0.0.1:9644 (read-only).
@@ -147,7 +148,12 @@ impl Source {
                 Ok(Reader::Store(client))
             }
             Source::DataDir(dir) => {
-                let store_dir = dir.join(metastore::EMBEDDED_SUBDIR);
+                // DIR/metadata (the default), or DIR itself when it is a metadata.log.dir.
+                let store_dir = if dir.join(metastore::STORE_FILE).is_file() {
+                    dir.clone()
+                } else {
+                    dir.join(metastore::EMBEDDED_SUBDIR)
+                };
                 let store = match EmbeddedStore::open_read_only(&store_dir) {
                     Ok(store) => store,
                     Err(metastore::Error::StoreLocked(_)) => bail!(
