@@ -68,6 +68,10 @@ pub(crate) struct BrokerContext {
     pub stopped: std::sync::atomic::AtomicBool,
     /// Client byte-rate quotas (`producer_byte_rate`, `consumer_byte_rate`).
     pub quotas: crate::quotas::Quotas,
+    /// Held while a LeaderAndIsr or StopReplica changes replicas (Kafka's
+    /// replicaStateChangeLock): two control requests never work on the same partitions at
+    /// once, e.g. a controller's retry of a request still running here after its timeout.
+    pub replica_state_change: tokio::sync::Mutex<()>,
 }
 
 impl BrokerContext {

@@ -220,6 +220,7 @@ impl Broker {
             stray_scan_epoch: AtomicI64::new(-1),
             control_plane: ControlPlaneGuard::new(control_plane_key),
             stopped: std::sync::atomic::AtomicBool::new(false),
+            replica_state_change: tokio::sync::Mutex::new(()),
         });
         ctx.replica_manager
             .start(Arc::new(crate::data_plane::ControllerFromMetadata(

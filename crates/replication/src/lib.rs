@@ -878,6 +878,13 @@ impl ReplicaManager {
         {
             task.abort();
         }
+        // One syncfs per filesystem first: the fsyncs of each partition's files that follow
+        // (which also record how far each log is flushed) then find them clean. Without
+        // it, a stop after writes to 10,000 partitions costs 10,000 journal commits.
+        let existing: Vec<PathBuf> = log_dirs.iter().filter(|d| d.is_dir()).cloned().collect();
+        if let Err(err) = storage::sync_dirs(&existing) {
+            warn!(error = %err, "syncfs of the log directories failed; fsyncing each log");
+        }
         for p in self.partitions() {
             p.flush()?;
         }

@@ -22,4 +22,4 @@ pub use error::StorageError;
 pub use file::faults;
 pub use log_manager::{LogManager, LogManagerConfig, DELETE_DIR_SUFFIX};
 pub use partition_metadata::{read_partition_metadata, PARTITION_METADATA_FILE};
-pub use sync_group::{EnteredGroup, SyncGroup};
+pub use sync_group::{sync_dirs, EnteredGroup, SyncGroup};

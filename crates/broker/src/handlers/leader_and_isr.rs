@@ -115,6 +115,9 @@ pub(super) async fn handle(
             });
         }
     }
+    // One control request at a time changes replicas (see BrokerContext): this is what
+    // makes the partitions of concurrent batches distinct.
+    let _state_change = ctx.replica_state_change.lock().await;
     let mut results = apply_batch(ctx, work.clone(), &leaders).await;
     // A log of an older topic of the same name is removed if the store confirms it is stale,
     // and the partition is tried again.

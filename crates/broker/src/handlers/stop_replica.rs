@@ -72,7 +72,9 @@ pub(super) async fn handle(
             ));
         }
     }
-    // Closing (fsync) and renaming logs is disk work: off the async workers.
+    // Closing (fsync) and renaming logs is disk work: off the async workers; one control
+    // request at a time changes replicas (see BrokerContext).
+    let _state_change = ctx.replica_state_change.lock().await;
     let rm = ctx.replica_manager.clone();
     let log_manager = ctx.log_manager.clone();
     let stopped = crate::blocking::run(move || {
