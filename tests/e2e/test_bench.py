@@ -93,3 +93,46 @@ def test_bad_arguments_are_refused(server):
         pytest.skip("gregor was built without --features bench")
     assert r.returncode != 0
     assert "KEY=VALUE" in r.stderr
+
+
+TOPICS = re.compile(
+    r"^topics: topics=(?P<topics>\d+) partitions=(?P<partitions>\d+) create_requests=(?P<requests>\d+) "
+    r"answered_s=(?P<answered>[\d.]+) online_s=(?P<online>[\d.]+) create_errors=(?P<errors>\d+)$",
+    re.M,
+)
+PROBE = re.compile(
+    r"^topics: (?P<kind>metadata|produce)_ms p50=(?P<p50>[\d.]+) p99=(?P<p99>[\d.]+) max=(?P<max>[\d.]+) "
+    r"samples=(?P<samples>\d+) failed=(?P<failed>\d+)$",
+    re.M,
+)
+
+
+def test_topics_mode_creates_measures_and_deletes(server):
+    from confluent_kafka.admin import AdminClient
+
+    pid = str(server.proc.pid)
+    r = bench("topics", "--bootstrap-server", server.bootstrap, "--topics", "3", "--partitions", "10",
+              "--topics-per-request", "2", "--prefix", "smoke", "--settle-secs", "1",
+              "--broker-pid", pid, "--timeout-secs", "60")
+    m = TOPICS.search(r.stdout)
+    assert m, r.stdout
+    assert (int(m["topics"]), int(m["partitions"]), int(m["requests"]), int(m["errors"])) == (3, 30, 2, 0)
+    assert 0 < float(m["answered"]) <= float(m["online"])
+    probes = {p["kind"]: p for p in PROBE.finditer(r.stdout)}
+    assert set(probes) == {"metadata", "produce"}, r.stdout
+    assert all(int(p["samples"]) > 0 and int(p["failed"]) == 0 for p in probes.values()), r.stdout
+    assert re.search(r"^topics: broker rss_online_MiB=[\d.]+ rss_idle_MiB=[\d.]+ hwm_rss_MiB=[\d.]+ cpu_s=[\d.]+$",
+                     r.stdout, re.M), r.stdout
+    md = AdminClient({"bootstrap.servers": server.bootstrap}).list_topics(timeout=10)
+    for i in range(3):
+        t = md.topics[f"smoke-{i}"]
+        assert len(t.partitions) == 10 and all(p.leader >= 0 for p in t.partitions.values())
+
+    # --no-create waits for the same topics; --delete removes them.
+    r = bench("topics", "--bootstrap-server", server.bootstrap, "--topics", "3", "--partitions", "10",
+              "--prefix", "smoke", "--no-create", "--delete", "--settle-secs", "0")
+    m = TOPICS.search(r.stdout.replace("answered_s=none", "answered_s=0"))
+    assert m and int(m["requests"]) == 0, r.stdout
+    assert re.search(r"^topics: delete answered_s=[\d.]+ gone_s=[\d.]+$", r.stdout, re.M), r.stdout
+    md = AdminClient({"bootstrap.servers": server.bootstrap}).list_topics(timeout=10)
+    assert not any(name.startswith("smoke-") for name in md.topics), sorted(md.topics)

@@ -9,7 +9,9 @@
 //! - [`end_to_end`]: produces at a fixed rate while a consumer reads the same topic, and
 //!   measures the latency from the timestamp written into each message to its receipt;
 //! - [`failover`]: produces at a fixed rate, sends SIGKILL or SIGTERM to one broker, and
-//!   measures until its partitions have new leaders and accept produce again.
+//!   measures until its partitions have new leaders and accept produce again;
+//! - [`topics`]: creates many partitions at once and measures until they are online, with
+//!   Metadata and Produce latency to an existing topic meanwhile and the broker's RSS.
 //!
 //! Each run can also watch the broker process (`broker_pid`): CPU time from
 //! `/proc/<pid>/stat` (utime + stime, before and after) and peak RSS from
@@ -24,11 +26,13 @@ mod failover;
 mod latency;
 mod procfs;
 mod run;
+mod topics;
 
 pub use failover::{failover, FailoverOptions, FailoverReport, Signal};
 pub use latency::LatencySummary;
 pub use procfs::{BrokerProbe, BrokerUsage};
 pub use run::{consume, end_to_end, produce};
+pub use topics::{topics, TopicsOptions, TopicsReport};
 
 use std::fmt;
 use std::time::Duration;

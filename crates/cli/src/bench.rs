@@ -1,4 +1,4 @@
-//! `gregor bench produce|consume|end-to-end`: parses the flags and prints the figures of a
+//! `gregor bench produce|consume|end-to-end|failover|topics`: parses the flags and prints the figures of a
 //! [`bench`] run (librdkafka against any Kafka-compatible broker).
 //!
 //! Only built with `--features bench`, so the server's default build does not link
@@ -30,6 +30,56 @@ enum Mode {
     /// the seconds until its partitions have new leaders in the metadata and acknowledge
     /// messages again, until it exits (SIGTERM), and failed sends.
     Failover(FailoverArgs),
+    /// Create --topics topics of --partitions partitions; report the seconds to the
+    /// CreateTopics answers and until every partition has a leader in the metadata, the
+    /// latency of Metadata and 1-record Produce requests to an existing topic meanwhile, and
+    /// the broker's RSS (--broker-pid). --no-create: only wait for existing topics (after a
+    /// restart). --delete: delete them afterwards and time it.
+    Topics(TopicsArgs),
+}
+
+#[derive(Debug, Args)]
+struct TopicsArgs {
+    /// The broker(s) to connect to: host:port[,host:port...].
+    #[arg(long)]
+    bootstrap_server: String,
+    /// Partitions per topic.
+    #[arg(long)]
+    partitions: i32,
+    /// How many topics.
+    #[arg(long, default_value_t = 1)]
+    topics: usize,
+    /// Replication factor.
+    #[arg(long, default_value_t = 1)]
+    replication_factor: i32,
+    /// Topics are named <prefix>-0, <prefix>-1, ...
+    #[arg(long, default_value = "bench-topics")]
+    prefix: String,
+    /// Topics per CreateTopics (and DeleteTopics) request.
+    #[arg(long, default_value_t = 100)]
+    topics_per_request: usize,
+    /// Create nothing; wait until the existing topics are all online.
+    #[arg(long)]
+    no_create: bool,
+    /// Delete the topics at the end and time it.
+    #[arg(long)]
+    delete: bool,
+    /// The existing 1-partition topic the Metadata and Produce probes use (created if
+    /// missing).
+    #[arg(long, default_value = "bench-topics-probe")]
+    probe_topic: String,
+    /// Milliseconds between Metadata requests for all topics while waiting.
+    #[arg(long, default_value_t = 100)]
+    poll_ms: u64,
+    /// Seconds the probes go on once online (the idle RSS is read after).
+    #[arg(long, default_value_t = 5)]
+    settle_secs: u64,
+    /// Pid of the broker process on this machine: report its RSS and CPU.
+    #[arg(long)]
+    broker_pid: Option<u32>,
+    /// Give up waiting for a phase after this many seconds.
+    #[arg(long, default_value_t = 300)]
+    timeout_secs: u64,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -218,6 +268,27 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 timeout: Duration::from_secs(a.timeout_secs.max(1)),
             };
             print!("{}", bench::failover(&opts)?);
+        }
+        Mode::Topics(a) => {
+            if a.partitions < 1 || a.topics < 1 || a.replication_factor < 1 {
+                bail!("--partitions, --topics and --replication-factor must be at least 1");
+            }
+            let opts = bench::TopicsOptions {
+                bootstrap_server: a.bootstrap_server,
+                prefix: a.prefix,
+                topics: a.topics,
+                partitions: a.partitions,
+                replication_factor: a.replication_factor,
+                topics_per_request: a.topics_per_request.max(1),
+                create: !a.no_create,
+                delete: a.delete,
+                probe_topic: a.probe_topic,
+                poll_interval: Duration::from_millis(a.poll_ms.max(1)),
+                settle: Duration::from_secs(a.settle_secs),
+                broker_pid: a.broker_pid,
+                timeout: Duration::from_secs(a.timeout_secs.max(1)),
+            };
+            print!("{}", bench::topics(&opts)?);
         }
     }
     Ok(ExitCode::SUCCESS)
