@@ -396,8 +396,7 @@ fn parse_entity(path: &str) -> Option<Entity> {
 /// Kafka's `Sanitizer.sanitize` (how a user or client id is named in the store; the tests
 /// check [`desanitize`] against it): URL-encoding (UTF-8) with `*` as `%2A` and space as `%20`;
 /// letters, digits, `.`, `-` and `_` stay.
-#[cfg(test)]
-fn sanitize(name: &str) -> String {
+pub(crate) fn sanitize(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     for b in name.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_') {

@@ -1086,6 +1086,44 @@ async fn exercise(wire: &mut Wire, fx: &mut Fixture, api: ApiKey, version: i16) 
             assert_eq!(response.error_code, NONE, "OffsetDelete v{version}");
             assert_eq!(response.topics[0].partitions[0].error_code, NONE);
         }
+        ApiKey::AlterClientQuotas => {
+            use kafka_protocol::messages::alter_client_quotas_request::{
+                EntityData, EntryData, OpData,
+            };
+            let client = format!("every-version-{version}");
+            let request =
+                AlterClientQuotasRequest::default().with_entries(vec![EntryData::default()
+                    .with_entity(vec![EntityData::default()
+                        .with_entity_type(StrBytes::from_static_str("client-id"))
+                        .with_entity_name(Some(StrBytes::from_string(client.clone())))])
+                    .with_ops(vec![OpData::default()
+                        .with_key(StrBytes::from_static_str("producer_byte_rate"))
+                        .with_value(1_000_000_000.0)])]);
+            let response = wire.call(request, version).await;
+            assert_eq!(response.entries.len(), 1, "AlterClientQuotas v{version}");
+            assert_eq!(
+                response.entries[0].error_code, NONE,
+                "AlterClientQuotas v{version}"
+            );
+            assert_eq!(
+                response.entries[0].entity[0].entity_name.as_deref(),
+                Some(client.as_str())
+            );
+        }
+        ApiKey::DescribeClientQuotas => {
+            use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
+            let request = DescribeClientQuotasRequest::default().with_components(vec![
+                ComponentData::default()
+                    .with_entity_type(StrBytes::from_static_str("client-id"))
+                    .with_match_type(2),
+            ]);
+            let response = wire.call(request, version).await;
+            assert_eq!(response.error_code, NONE, "DescribeClientQuotas v{version}");
+            assert!(
+                response.entries.is_some(),
+                "DescribeClientQuotas v{version}"
+            );
+        }
         ApiKey::DescribeCluster => {
             let response = wire.call(DescribeClusterRequest::default(), version).await;
             assert_eq!(response.error_code, NONE, "DescribeCluster v{version}");

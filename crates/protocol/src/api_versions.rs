@@ -81,6 +81,8 @@ pub const SUPPORTED_APIS: &[ApiVersionRange] = &[
     row(ApiKey::AlterPartitionReassignments, 0, 0),
     row(ApiKey::ListPartitionReassignments, 0, 0),
     row(ApiKey::OffsetDelete, 0, 0),
+    row(ApiKey::DescribeClientQuotas, 0, 1),
+    row(ApiKey::AlterClientQuotas, 0, 1),
     row(ApiKey::AlterPartition, 0, 1),
     row(ApiKey::DescribeCluster, 0, 1),
     row(ApiKey::DescribeProducers, 0, 0),

@@ -766,9 +766,12 @@ impl KafkaZkClient {
 
     /// An entity's config (`/config/<entity_path>`, e.g. `clients/<c>` or
     /// `users/<u>/clients/<c>`: names sanitized as Kafka's `Sanitizer`), empty when missing.
+    /// A node without data (the parent `users/<u>` that creating `users/<u>/clients/<c>`
+    /// made) has no config either, as Kafka reads it.
     pub async fn get_entity_config(&self, entity_path: &str) -> Result<BTreeMap<String, String>> {
         let path = paths::config_entity(entity_path);
         match self.client.get_data(&path, false).await {
+            Ok((data, _)) if data.is_empty() => Ok(BTreeMap::new()),
             Ok((data, _)) => {
                 decode(&path, &data, TopicConfigZNode::from_json_bytes).map(|c| c.config)
             }

@@ -4,6 +4,7 @@ mod alter_configs;
 mod alter_partition;
 mod alter_partition_reassignments;
 pub(crate) mod api_versions;
+mod client_quotas;
 mod consumer_group_describe;
 mod consumer_group_heartbeat;
 mod controlled_shutdown;
@@ -111,6 +112,12 @@ pub(crate) async fn handle(
         }
         RequestKind::AlterConfigs(req) => {
             ResponseKind::AlterConfigs(alter_configs::handle(ctx, req).await)
+        }
+        RequestKind::DescribeClientQuotas(req) => {
+            ResponseKind::DescribeClientQuotas(client_quotas::describe(ctx, req).await)
+        }
+        RequestKind::AlterClientQuotas(req) => {
+            ResponseKind::AlterClientQuotas(client_quotas::alter(ctx, req).await)
         }
         RequestKind::IncrementalAlterConfigs(req) => {
             ResponseKind::IncrementalAlterConfigs(incremental_alter_configs::handle(ctx, req).await)
