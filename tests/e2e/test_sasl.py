@@ -16,7 +16,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 
-from conftest import wait_until
+from conftest import gregor_cli, wait_until
 from test_security import certs, produce_consume, start_broker  # noqa: F401 (certs is a fixture)
 
 ZK = os.environ.get("GREGOR_TEST_ZOOKEEPER")
@@ -205,3 +205,45 @@ def test_sasl_ssl_with_both_clients(tmp_path, zk, certs):
         admin.close()
     finally:
         g.stop()
+
+
+def test_gregor_configs_manages_scram_credentials(sasl_plaintext, tmp_path):
+    """kafka-configs.sh's shape: --alter --add-config 'SCRAM-SHA-256=[...]', --describe,
+    --delete-config, over a SASL listener with --command-config (Java client keys)."""
+    g, ports, zk = sasl_plaintext
+    cfg = tmp_path / "admin.properties"
+    login = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret";'
+    cfg.write_text(f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config={login}\n")
+    base = ["configs", "--bootstrap-server", f"127.0.0.1:{ports['SASL']}", "--command-config", str(cfg),
+            "--entity-type", "users"]
+    out = gregor_cli(*base, "--entity-name", "dave", "--alter",
+                     "--add-config", "SCRAM-SHA-256=[iterations=8192,password=dave-secret],SCRAM-SHA-512=[password=dave-secret]")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "Completed updating config for user dave."
+    # Stored as Kafka stores it, and a notification for the other brokers.
+    stored = json.loads(zk.get("/config/users/dave")[0])["config"]
+    assert stored["SCRAM-SHA-256"].startswith("salt=") and stored["SCRAM-SHA-256"].endswith(",iterations=8192")
+    assert any(json.loads(zk.get(f"/config/changes/{c}")[0])["entity_path"] == "users/dave"
+               for c in zk.get_children("/config/changes"))
+    for mechanism in ["SCRAM-SHA-256", "SCRAM-SHA-512"]:
+        assert AdminClient(rdkafka_conf(ports["SASL"], mechanism, "dave", "dave-secret")).list_topics(timeout=10).brokers
+    out = gregor_cli(*base, "--entity-name", "dave", "--describe")
+    assert out.stdout.strip() == "SCRAM credential configs for user-principal 'dave' are SCRAM-SHA-256=iterations=8192, SCRAM-SHA-512=iterations=4096", out
+    out = gregor_cli(*base, "--describe")
+    assert "SCRAM credential configs for user-principal 'bob' are SCRAM-SHA-256=iterations=4096, SCRAM-SHA-512=iterations=4096" in out.stdout
+    assert out.stdout.index("'bob'") < out.stdout.index("'dave'")
+    out = gregor_cli(*base, "--entity-name", "dave", "--alter", "--delete-config", "SCRAM-SHA-512")
+    assert out.returncode == 0, out.stderr
+    with pytest.raises(KafkaException):
+        AdminClient(rdkafka_conf(ports["SASL"], "SCRAM-SHA-512", "dave", "dave-secret")).list_topics(timeout=4)
+    # Kafka's refusals.
+    out = gregor_cli(*base, "--entity-name", "dave", "--alter", "--add-config", "SCRAM-SHA-256=[iterations=100,password=x]")
+    assert out.returncode != 0 and "Iterations 100 is less than the minimum 4096 required for SCRAM-SHA-256" in out.stderr
+    out = gregor_cli(*base, "--entity-name", "dave", "--alter", "--delete-config", "SCRAM-SHA-512")
+    assert out.returncode != 0 and "ResourceNotFoundException: Attempt to delete a user credential that does not exist" in out.stderr
+    out = gregor_cli(*base, "--entity-name", "nobody", "--describe")
+    assert out.stdout.strip() == ("Error retrieving SCRAM credential configs for user-principal 'nobody': "
+                                  "ResourceNotFoundException: Attempt to describe a user credential that does not exist: nobody")
+    # Without credentials the SASL listener refuses the tool.
+    out = gregor_cli("configs", "--bootstrap-server", f"127.0.0.1:{ports['SASL']}", "--entity-type", "users", "--describe", timeout=90)
+    assert out.returncode != 0

@@ -840,6 +840,44 @@ async fn exercise(wire: &mut Wire, fx: &mut Fixture, api: ApiKey, version: i16) 
                 "AlterPartition v{version}"
             );
         }
+        ApiKey::DescribeUserScramCredentials => {
+            use kafka_protocol::messages::describe_user_scram_credentials_request::UserName;
+            let request = DescribeUserScramCredentialsRequest::default().with_users(Some(vec![
+                UserName::default().with_name(StrBytes::from_static_str("nobody")),
+            ]));
+            let response = wire.call(request, version).await;
+            assert_eq!(
+                response.results.len(),
+                1,
+                "DescribeUserScramCredentials v{version}"
+            );
+            // RESOURCE_NOT_FOUND: the user has no credential.
+            assert_eq!(
+                response.results[0].error_code, 91,
+                "DescribeUserScramCredentials v{version}"
+            );
+        }
+        ApiKey::AlterUserScramCredentials => {
+            use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialUpsertion;
+            let request = AlterUserScramCredentialsRequest::default().with_upsertions(vec![
+                ScramCredentialUpsertion::default()
+                    .with_name(StrBytes::from_static_str("every-version"))
+                    .with_mechanism(1)
+                    .with_iterations(4096)
+                    .with_salt(Bytes::from_static(b"0123456789abcdef"))
+                    .with_salted_password(Bytes::from_static(&[7; 32])),
+            ]);
+            let response = wire.call(request, version).await;
+            assert_eq!(
+                response.results.len(),
+                1,
+                "AlterUserScramCredentials v{version}"
+            );
+            assert_eq!(
+                response.results[0].error_code, NONE,
+                "AlterUserScramCredentials v{version}"
+            );
+        }
         ApiKey::SaslHandshake => {
             // A PLAINTEXT listener has no SASL: ILLEGAL_SASL_STATE, as Kafka's KafkaApis.
             let request =

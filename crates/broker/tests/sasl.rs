@@ -344,3 +344,105 @@ async fn a_sasl_listener_without_its_settings_refuses_to_start() {
         assert!(err.to_string().contains(message), "{err}");
     }
 }
+
+#[tokio::test]
+async fn scram_credentials_are_managed_over_the_protocol() {
+    use client::{AdminClient, AdminOptions};
+
+    let dir = tempfile::tempdir().unwrap();
+    let all = overrides(&[]);
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    let broker = start_broker(dir.path(), &all).await;
+    eventually("controller", || broker.is_controller()).await;
+    let sasl = broker.listener_addr("SASL").unwrap();
+    let mut admin = AdminClient::connect(AdminOptions::new(&broker.local_addr().to_string()))
+        .await
+        .unwrap();
+    // AlterUserScramCredentials: the client salts and hashes; the user can log in at once.
+    admin
+        .alter_user_scram_credentials(
+            "carol",
+            &[
+                (ScramMechanism::Sha256, 8192, "c-secret".to_owned()),
+                (ScramMechanism::Sha512, 4096, "c-secret".to_owned()),
+            ],
+            &[],
+        )
+        .await
+        .unwrap();
+    for mechanism in ["SCRAM-SHA-256", "SCRAM-SHA-512"] {
+        connect(sasl, mechanism, "carol", "c-secret").await.unwrap();
+    }
+    let described = admin.describe_user_scram_credentials(&[]).await.unwrap();
+    assert_eq!(described.len(), 1);
+    assert_eq!(described[0].0, "carol");
+    assert_eq!(
+        described[0].1.as_ref().unwrap(),
+        &vec![
+            ("SCRAM-SHA-256".to_owned(), 8192),
+            ("SCRAM-SHA-512".to_owned(), 4096)
+        ]
+    );
+    // Deleting one mechanism: that one no longer logs in, the other still does.
+    admin
+        .alter_user_scram_credentials("carol", &[], &[ScramMechanism::Sha512])
+        .await
+        .unwrap();
+    assert!(connect(sasl, "SCRAM-SHA-512", "carol", "c-secret")
+        .await
+        .is_err());
+    connect(sasl, "SCRAM-SHA-256", "carol", "c-secret")
+        .await
+        .unwrap();
+    // Kafka's refusals, nothing changed.
+    for (upsertions, deletions, code, message) in [
+        (
+            vec![(ScramMechanism::Sha256, 100, "x".to_owned())],
+            vec![],
+            93,
+            "Too few iterations",
+        ),
+        (
+            vec![(ScramMechanism::Sha256, 20000, "x".to_owned())],
+            vec![],
+            93,
+            "Too many iterations",
+        ),
+        (
+            vec![],
+            vec![ScramMechanism::Sha512],
+            91,
+            "Attempt to delete a user credential that does not exist",
+        ),
+        (
+            vec![(ScramMechanism::Sha256, 4096, "x".to_owned())],
+            vec![ScramMechanism::Sha256],
+            92,
+            "A user credential cannot be altered twice in the same request",
+        ),
+    ] {
+        let err = admin
+            .alter_user_scram_credentials("carol", &upsertions, &deletions)
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Some(code), "{err}");
+        assert!(err.to_string().contains(message), "{err}");
+    }
+    connect(sasl, "SCRAM-SHA-256", "carol", "c-secret")
+        .await
+        .unwrap();
+    let described = admin
+        .describe_user_scram_credentials(&["carol".to_owned(), "dave".to_owned()])
+        .await
+        .unwrap();
+    assert_eq!(
+        described[0].1.as_ref().unwrap(),
+        &vec![("SCRAM-SHA-256".to_owned(), 8192)]
+    );
+    let err = described[1].1.as_ref().unwrap_err();
+    assert_eq!(err.code(), Some(91));
+    assert!(err
+        .to_string()
+        .contains("Attempt to describe a user credential that does not exist: dave"));
+    broker.shutdown().await;
+}

@@ -5,6 +5,7 @@
 mod assign;
 #[cfg(feature = "bench")]
 mod bench;
+mod configs;
 mod consumer_groups;
 mod leader_election;
 mod log_dirs;
@@ -44,6 +45,8 @@ enum Command {
     LeaderElection(leader_election::LeaderElectionArgs),
     /// Move partition replicas between brokers (kafka-reassign-partitions.sh).
     ReassignPartitions(reassign::ReassignArgs),
+    /// Add, delete or describe users' SCRAM credentials (kafka-configs.sh).
+    Configs(configs::ConfigsArgs),
     /// Run one broker (Kafka's kafka-server-start.sh).
     Server(server::ServerArgs),
     /// Run N brokers in one process sharing one embedded metadata store.
@@ -63,6 +66,7 @@ fn main() -> ExitCode {
         Command::LogDirs(args) => log_dirs::run(args),
         Command::LeaderElection(args) => leader_election::run(args),
         Command::ReassignPartitions(args) => reassign::run(args),
+        Command::Configs(args) => configs::run(args),
         Command::Server(args) => server::run_server(args),
         Command::DevCluster(args) => server::run_dev_cluster(args),
         #[cfg(feature = "bench")]

@@ -83,6 +83,9 @@ impl AdminOptions {
         if let Some(backoff) = config.retry_backoff {
             self.retry_backoff = backoff;
         }
+        if let Some(sasl) = &config.sasl {
+            self.connection.sasl = Some(sasl.clone());
+        }
     }
 }
 
@@ -735,6 +738,123 @@ impl AdminClient {
                 message: "IncrementalAlterConfigs response has no result".to_string(),
             }),
         }
+    }
+
+    /// DescribeUserScramCredentials (KIP-554): per user, its (mechanism name, iterations);
+    /// `users` empty describes every user that has a credential.
+    pub async fn describe_user_scram_credentials(
+        &mut self,
+        users: &[String],
+    ) -> Result<ItemResults<Vec<(String, i32)>>, ClientError> {
+        use kafka_protocol::messages::describe_user_scram_credentials_request::UserName;
+        use kafka_protocol::messages::DescribeUserScramCredentialsRequest;
+
+        let request = DescribeUserScramCredentialsRequest::default().with_users(Some(
+            users
+                .iter()
+                .map(|u| UserName::default().with_name(StrBytes::from_string(u.clone())))
+                .collect(),
+        ));
+        let addr = self.any_broker.clone();
+        let response = self.connection(&addr).await?.send(request).await;
+        let response = self.forget_if_broken(&addr, response)?;
+        if response.error_code != 0 {
+            return Err(ClientError::server(
+                response.error_code,
+                response.error_message.as_deref(),
+            ));
+        }
+        Ok(response
+            .results
+            .into_iter()
+            .map(|r| {
+                let outcome = if r.error_code != 0 {
+                    Err(ClientError::server(
+                        r.error_code,
+                        r.error_message.as_deref(),
+                    ))
+                } else {
+                    Ok(r.credential_infos
+                        .iter()
+                        .map(|c| {
+                            let name = security::scram::ScramMechanism::from_id(c.mechanism)
+                                .map_or("UNKNOWN", |m| m.name());
+                            (name.to_owned(), c.iterations)
+                        })
+                        .collect())
+                };
+                (r.user.to_string(), outcome)
+            })
+            .collect())
+    }
+
+    /// AlterUserScramCredentials (KIP-554) on the controller for one user: `upsertions` are
+    /// (mechanism, iterations, password), salted and hashed here as Kafka's admin client does
+    /// (the password never leaves the client); `deletions` are mechanisms.
+    pub async fn alter_user_scram_credentials(
+        &mut self,
+        user: &str,
+        upsertions: &[(security::scram::ScramMechanism, u32, String)],
+        deletions: &[security::scram::ScramMechanism],
+    ) -> Result<(), ClientError> {
+        use kafka_protocol::messages::alter_user_scram_credentials_request::{
+            ScramCredentialDeletion, ScramCredentialUpsertion,
+        };
+        use kafka_protocol::messages::AlterUserScramCredentialsRequest;
+
+        let name = StrBytes::from_string(user.to_owned());
+        let upsertions: Vec<ScramCredentialUpsertion> = upsertions
+            .iter()
+            .map(|(mechanism, iterations, password)| {
+                let salt: Vec<u8> = [uuid::Uuid::new_v4(), uuid::Uuid::new_v4()]
+                    .iter()
+                    .flat_map(|u| u.into_bytes())
+                    .collect();
+                let salted = mechanism.salted_password(password.as_bytes(), &salt, *iterations);
+                ScramCredentialUpsertion::default()
+                    .with_name(name.clone())
+                    .with_mechanism(mechanism.id())
+                    .with_iterations(*iterations as i32)
+                    .with_salt(salt.into())
+                    .with_salted_password(salted.into())
+            })
+            .collect();
+        let deletions: Vec<ScramCredentialDeletion> = deletions
+            .iter()
+            .map(|m| {
+                ScramCredentialDeletion::default()
+                    .with_name(name.clone())
+                    .with_mechanism(m.id())
+            })
+            .collect();
+        let results = self
+            .on_controller(
+                vec![user.to_owned()],
+                |_, _| {
+                    Ok(AlterUserScramCredentialsRequest::default()
+                        .with_upsertions(upsertions.clone())
+                        .with_deletions(deletions.clone()))
+                },
+                |response: kafka_protocol::messages::AlterUserScramCredentialsResponse| {
+                    response
+                        .results
+                        .into_iter()
+                        .map(|r| {
+                            (
+                                r.user.to_string(),
+                                r.error_code,
+                                r.error_message.map(|m| m.to_string()),
+                            )
+                        })
+                        .collect()
+                },
+            )
+            .await?;
+        results
+            .into_iter()
+            .map(|(_, outcome)| outcome)
+            .collect::<Result<Vec<()>, _>>()
+            .map(|_| ())
     }
 
     /// ElectLeaders on the controller (`election_type` 0 PREFERRED, 1 UNCLEAN) for these

@@ -20,6 +20,9 @@ pub struct CommandConfig {
     pub retries: Option<usize>,
     /// `retry.backoff.ms`.
     pub retry_backoff: Option<Duration>,
+    /// SASL credentials (`security.protocol=SASL_PLAINTEXT` with `sasl.mechanism` and
+    /// `sasl.jaas.config` or librdkafka's `sasl.username`/`sasl.password`).
+    pub sasl: Option<crate::connection::SaslCredentials>,
     /// Keys that were understood as Kafka client settings but have no effect here, with a
     /// note for the user (Kafka's AdminClient logs the same for unknown keys).
     pub ignored: Vec<String>,
@@ -28,18 +31,73 @@ pub struct CommandConfig {
 /// Parses the text of a Java-style properties file (`key=value`, `key: value` or `key value`
 /// lines, `#`/`!` comments, `\` line continuations) into a [`CommandConfig`].
 ///
-/// TLS and SASL settings (`security.protocol` other than `PLAINTEXT`, `ssl.*`, `sasl.*`) are
-/// refused, because this client cannot honour them yet and silently sending plaintext would
-/// be worse than failing.
+/// `security.protocol=SASL_PLAINTEXT` is honoured with `sasl.mechanism` (PLAIN,
+/// SCRAM-SHA-256, SCRAM-SHA-512; Kafka's default GSSAPI is not supported) and the credentials
+/// of `sasl.jaas.config` (`username`/`password` options) or `sasl.username`/`sasl.password`.
+/// TLS settings (`SSL`, `SASL_SSL`, `ssl.*`) are refused, because this client cannot honour
+/// them yet and silently sending plaintext would be worse than failing.
 pub fn parse_command_config(text: &str) -> Result<CommandConfig, ClientError> {
     let mut config = CommandConfig::default();
+    let mut sasl = SaslSettings::default();
     for (key, value) in properties(text) {
-        apply(&mut config, &key, &value)?;
+        apply(&mut config, &mut sasl, &key, &value)?;
     }
+    config.sasl = sasl.credentials()?;
     Ok(config)
 }
 
-fn apply(config: &mut CommandConfig, key: &str, value: &str) -> Result<(), ClientError> {
+#[derive(Default)]
+struct SaslSettings {
+    protocol_sasl: bool,
+    mechanism: Option<String>,
+    username: Option<String>,
+    password: Option<String>,
+    jaas: Option<(String, String)>,
+}
+
+impl SaslSettings {
+    fn credentials(self) -> Result<Option<crate::connection::SaslCredentials>, ClientError> {
+        let configured = self.mechanism.is_some()
+            || self.username.is_some()
+            || self.password.is_some()
+            || self.jaas.is_some();
+        if !self.protocol_sasl {
+            if configured {
+                return Err(ClientError::Config(
+                    "sasl.* settings need security.protocol=SASL_PLAINTEXT".to_owned(),
+                ));
+            }
+            return Ok(None);
+        }
+        let mechanism = self.mechanism.unwrap_or_else(|| "GSSAPI".to_owned());
+        if !["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"].contains(&mechanism.as_str()) {
+            return Err(ClientError::Config(format!(
+                "sasl.mechanism={mechanism} is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"
+            )));
+        }
+        let (username, password) = match (self.jaas, self.username, self.password) {
+            (Some(pair), _, _) => pair,
+            (None, Some(u), Some(p)) => (u, p),
+            _ => {
+                return Err(ClientError::Config(
+                    "SASL needs sasl.jaas.config (with username and password) or sasl.username and sasl.password".to_owned(),
+                ))
+            }
+        };
+        Ok(Some(crate::connection::SaslCredentials {
+            mechanism,
+            username,
+            password,
+        }))
+    }
+}
+
+fn apply(
+    config: &mut CommandConfig,
+    sasl: &mut SaslSettings,
+    key: &str,
+    value: &str,
+) -> Result<(), ClientError> {
     let millis = |key: &str| -> Result<Duration, ClientError> {
         value
             .parse::<u64>()
@@ -64,14 +122,31 @@ fn apply(config: &mut CommandConfig, key: &str, value: &str) -> Result<(), Clien
             })?)
         }
         "security.protocol" if value.eq_ignore_ascii_case("PLAINTEXT") => {}
+        "security.protocol" if value.eq_ignore_ascii_case("SASL_PLAINTEXT") => {
+            sasl.protocol_sasl = true
+        }
         "security.protocol" => {
             return Err(ClientError::Config(format!(
-            "security.protocol={value} is not supported yet: gregor's client only speaks PLAINTEXT"
+            "security.protocol={value} is not supported yet: gregor's client speaks PLAINTEXT and SASL_PLAINTEXT"
         )))
         }
-        _ if key.starts_with("ssl.") || key.starts_with("sasl.") => {
+        "sasl.mechanism" => sasl.mechanism = Some(value.to_string()),
+        "sasl.username" => sasl.username = Some(value.to_string()),
+        "sasl.password" => sasl.password = Some(value.to_string()),
+        "sasl.jaas.config" => {
+            let entry = security::jaas::parse(value).map_err(|e| {
+                ClientError::Config(format!("Invalid value for configuration sasl.jaas.config: {e}"))
+            })?;
+            let (u, p) = entry.credentials().ok_or_else(|| {
+                ClientError::Config(
+                    "sasl.jaas.config needs username=\"...\" and password=\"...\" options".to_owned(),
+                )
+            })?;
+            sasl.jaas = Some((u.to_owned(), p.to_owned()));
+        }
+        _ if key.starts_with("ssl.") => {
             return Err(ClientError::Config(format!(
-                "{key} is not supported yet: gregor's client has no TLS or SASL support"
+                "{key} is not supported yet: gregor's client has no TLS support"
             )))
         }
         _ => config.ignored.push(format!(
@@ -141,11 +216,11 @@ mod tests {
     }
 
     #[test]
-    fn refuses_tls_and_sasl_with_a_clear_message() {
+    fn refuses_tls_with_a_clear_message() {
         for text in [
             "security.protocol=SASL_SSL",
+            "security.protocol=SSL",
             "ssl.truststore.location=/etc/ts.jks",
-            "sasl.mechanism=PLAIN",
         ] {
             let err = parse_command_config(text).unwrap_err();
             assert!(
@@ -154,6 +229,46 @@ mod tests {
             );
         }
         assert!(parse_command_config("security.protocol=PLAINTEXT").is_ok());
+    }
+
+    #[test]
+    fn reads_sasl_credentials_as_java_and_librdkafka_clients_write_them() {
+        let java = parse_command_config(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n\
+             sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"admin\" password=\"s3cret\";\n",
+        )
+        .unwrap();
+        let sasl = java.sasl.unwrap();
+        assert_eq!(
+            (
+                sasl.mechanism.as_str(),
+                sasl.username.as_str(),
+                sasl.password.as_str()
+            ),
+            ("SCRAM-SHA-512", "admin", "s3cret")
+        );
+        let rdkafka = parse_command_config(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username=alice\nsasl.password=pw\n",
+        )
+        .unwrap();
+        assert_eq!(rdkafka.sasl.unwrap().username, "alice");
+        for (text, message) in [
+            (
+                "sasl.mechanism=PLAIN",
+                "need security.protocol=SASL_PLAINTEXT",
+            ),
+            (
+                "security.protocol=SASL_PLAINTEXT\nsasl.username=a\nsasl.password=b",
+                "GSSAPI is not supported",
+            ),
+            (
+                "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN",
+                "sasl.username and sasl.password",
+            ),
+        ] {
+            let err = parse_command_config(text).unwrap_err().to_string();
+            assert!(err.contains(message), "{text}: {err}");
+        }
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //!
 //! Owns only "send a request, await its response". Message types and their encodings come from
 //! the `kafka-protocol` crate; what a broker does with a request is the `broker` crate's
-//! business, and output formatting belongs to the `cli` crate. No TLS or SASL yet.
+//! business, and output formatting belongs to the `cli` crate. SASL (PLAIN, SCRAM) over
+//! plaintext connections; no TLS yet.
 
 mod admin;
 mod command_config;

@@ -83,6 +83,8 @@ pub const SUPPORTED_APIS: &[ApiVersionRange] = &[
     row(ApiKey::OffsetDelete, 0, 0),
     row(ApiKey::DescribeClientQuotas, 0, 1),
     row(ApiKey::AlterClientQuotas, 0, 1),
+    row(ApiKey::DescribeUserScramCredentials, 0, 0),
+    row(ApiKey::AlterUserScramCredentials, 0, 0),
     row(ApiKey::AlterPartition, 0, 1),
     row(ApiKey::DescribeCluster, 0, 1),
     row(ApiKey::DescribeProducers, 0, 0),

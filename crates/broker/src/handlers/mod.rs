@@ -37,6 +37,7 @@ mod stop_replica;
 mod sync_group;
 pub(crate) mod unsupported;
 mod update_metadata;
+mod user_scram_credentials;
 
 mod delete_records;
 mod fetch;
@@ -132,6 +133,14 @@ pub(crate) async fn handle(
             ResponseKind::DescribeProducers(describe_producers::handle(ctx, &req))
         }
         RequestKind::DescribeAcls(req) => ResponseKind::DescribeAcls(describe_acls::handle(req)),
+        RequestKind::DescribeUserScramCredentials(req) => {
+            ResponseKind::DescribeUserScramCredentials(
+                user_scram_credentials::describe(ctx, &req).await,
+            )
+        }
+        RequestKind::AlterUserScramCredentials(req) => {
+            ResponseKind::AlterUserScramCredentials(user_scram_credentials::alter(ctx, &req).await)
+        }
         RequestKind::SaslHandshake(_) => ResponseKind::SaslHandshake(sasl::handshake()),
         RequestKind::SaslAuthenticate(_) => ResponseKind::SaslAuthenticate(sasl::authenticate()),
         RequestKind::LeaderAndIsr(req) => {
