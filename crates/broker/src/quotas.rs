@@ -393,39 +393,14 @@ fn parse_entity(path: &str) -> Option<Entity> {
     }
 }
 
-/// Kafka's `Sanitizer.sanitize` (how a user or client id is named in the store; the tests
-/// check [`desanitize`] against it): URL-encoding (UTF-8) with `*` as `%2A` and space as `%20`;
-/// letters, digits, `.`, `-` and `_` stay.
+/// Kafka's `Sanitizer.sanitize`: how a user or client id is named in the store.
 pub(crate) fn sanitize(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    for b in name.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    znodes::paths::sanitize_entity_name(name)
 }
 
-/// The inverse of [`sanitize`] (`%XX` decoded; anything else kept).
+/// The inverse of [`sanitize`] (text that is not URL encoded is kept as it is).
 pub(crate) fn desanitize(name: &str) -> String {
-    let bytes = name.as_bytes();
-    let hex = |b: u8| char::from(b).to_digit(16);
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let (Some(hi), Some(lo)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                out.push((hi * 16 + lo) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    znodes::paths::desanitize_entity_name(name).unwrap_or_else(|| name.to_owned())
 }
 
 #[cfg(test)]

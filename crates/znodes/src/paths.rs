@@ -98,14 +98,13 @@ pub fn user_entity_path(user: &str) -> String {
 }
 
 /// A user or client name as Kafka's `Sanitizer.sanitize` writes it in a znode path: URL
-/// encoded (UTF-8), a space as `%20`, `*` as `%2A`, `~` left as is.
+/// encoded (UTF-8) as Java's `URLEncoder` does (letters, digits, `.`, `-`, `_` kept; `~` is
+/// `%7E`), a space as `%20`, `*` as `%2A`.
 pub fn sanitize_entity_name(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     for byte in name.bytes() {
         match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'.' | b'-' | b'_' | b'~' => {
-                out.push(byte as char)
-            }
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'.' | b'-' | b'_' => out.push(byte as char),
             other => out.push_str(&format!("%{other:02X}")),
         }
     }
@@ -270,7 +269,7 @@ mod tests {
         assert_eq!(sanitize_entity_name("alice"), "alice");
         assert_eq!(
             sanitize_entity_name("CN=a b,O=x*~"),
-            "CN%3Da%20b%2CO%3Dx%2A~"
+            "CN%3Da%20b%2CO%3Dx%2A%7E"
         );
         assert_eq!(sanitize_entity_name("é"), "%C3%A9");
         for name in ["alice", "CN=a b,O=x*~", "é", "%"] {
