@@ -178,6 +178,11 @@ def test_placement_matrix_preview_actions_and_a_stopped_broker(tmp_path):
         status, page, _ = post(port, f"/topics/{topic}/config", {"csrf": token, "name": "no.such.config", "value": "1"})
         assert "data-error-code=" in page and 'id="alter-config"' in page, page
 
+        # Preferred leader election: every partition is led by its preferred replica already.
+        status, page, _ = post(port, f"/topics/{topic}/elect", {"csrf": token})
+        assert status == 200 and "0 partition(s) moved to their preferred leader, 8 led by it already" in page, \
+            re.findall(r'<p class="(?:error|notice)".*?</p>', page)
+
         # A broker stops: its cells go out of sync, its column is marked down.
         victim = 1003
         started = time.time()
@@ -195,6 +200,10 @@ def test_placement_matrix_preview_actions_and_a_stopped_broker(tmp_path):
         assert f'<th class="broker down" data-broker="{victim}">' in page
         for replicas, leader, roles in matrix(page).values():
             assert leader != victim and roles[leader] == "leader"
+        # The stopped broker was the preferred leader of some partitions: those cannot move back.
+        assert any(replicas[0] == victim for replicas, _, _ in matrix(page).values())
+        status, page, _ = post(port, f"/topics/{topic}/elect", {"csrf": token})
+        assert "PREFERRED_LEADER_NOT_AVAILABLE (80)" in page, re.findall(r'<p class="error".*?</p>', page)
 
         # Delete, confirmed by the name.
         status, page, _ = post(port, f"/topics/{topic}/delete", {"csrf": token, "confirm": "wrong"})

@@ -61,6 +61,7 @@ admin_requests! {
     CreatePartitionsRequest => CreatePartitions(CreatePartitionsResponse) @ 3,
     DeleteTopicsRequest => DeleteTopics(DeleteTopicsResponse) @ 6,
     IncrementalAlterConfigsRequest => IncrementalAlterConfigs(IncrementalAlterConfigsResponse) @ 1,
+    ElectLeadersRequest => ElectLeaders(ElectLeadersResponse) @ 2,
 }
 
 /// Why a request got no answer.

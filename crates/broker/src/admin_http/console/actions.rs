@@ -10,11 +10,12 @@ use std::time::Duration;
 
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
 use kafka_protocol::messages::{
-    CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
+    CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, ElectLeadersRequest,
     IncrementalAlterConfigsRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
@@ -236,6 +237,7 @@ pub(crate) async fn topic_action(
     let outcome: Result<String, String> = match what {
         "partitions" => add_partitions(cluster, caller, name, form).await,
         "config" => alter_config(cluster, caller, name, form).await,
+        "elect" => elect_preferred(cluster, caller, name).await,
         "delete" => {
             if form.get("confirm").map(str::trim) != Some(name) {
                 Err("<p class=\"error\" role=\"alert\">Type the topic's name to confirm the deletion.</p>".to_owned())
@@ -312,6 +314,62 @@ async fn add_partitions(
         ));
     }
     Ok(format!("{name} now has {count} partitions."))
+}
+
+/// A preferred leader election for every partition of the topic (ElectLeaders PREFERRED, as
+/// `gregor leader-election --election-type PREFERRED --topic <t>` sends it): partitions whose
+/// preferred replica leads already are counted, not refused.
+async fn elect_preferred(cluster: &Cluster, caller: &Caller, name: &str) -> Result<String, String> {
+    let partitions: Vec<i32> = cluster
+        .metadata()
+        .map_err(|e| view_error(&Error::Call(e)))?
+        .topics
+        .get(name)
+        .map(|t| t.partitions.keys().copied().collect())
+        .unwrap_or_default();
+    if partitions.is_empty() {
+        return Err(kafka_error(
+            3,
+            Some("This server does not host this topic-partition."),
+        ));
+    }
+    let request = ElectLeadersRequest::default()
+        .with_election_type(0)
+        .with_timeout_ms(ACTION_TIMEOUT_MS)
+        .with_topic_partitions(Some(vec![TopicPartitions::default()
+            .with_topic(wire_name(name))
+            .with_partitions(partitions)]));
+    let response = bounded(cluster.call_controller(caller, request))
+        .await
+        .map_err(|e| view_error(&e))?;
+    if response.error_code != 0 {
+        return Err(kafka_error(response.error_code, None));
+    }
+    let (mut elected, mut already, mut failed) = (0, 0, Vec::new());
+    for result in response
+        .replica_election_results
+        .iter()
+        .flat_map(|t| &t.partition_result)
+    {
+        match result.error_code {
+            0 => elected += 1,
+            // ELECTION_NOT_NEEDED: the preferred replica leads already.
+            84 => already += 1,
+            code => failed.push(format!(
+                "{name}-{}: {}",
+                result.partition_id,
+                kafka_error(code, result.error_message.as_deref())
+            )),
+        }
+    }
+    info!(principal = %caller.principal, peer = %caller.peer, topic = %name, elected, already,
+        failed = failed.len(), "console: preferred leader election");
+    if !failed.is_empty() {
+        return Err(failed.join(""));
+    }
+    Ok(format!(
+        "Preferred leader election on {name}: {elected} partition(s) moved to their preferred leader, {already} led by it already."
+    ))
 }
 
 async fn alter_config(

@@ -444,7 +444,8 @@ pub(crate) fn topic_actions(
 <label><input type=\"checkbox\" name=\"delete\" value=\"1\"> remove the override</label> <button>Apply</button>{}</form>\
 <form method=\"post\" action=\"{}\" id=\"delete-topic\" data-confirm=\"Delete {n} and all its data?\">{csrf}<h3>Delete the topic</h3>\
 <label>Type the topic's name to confirm <input name=\"confirm\" autocomplete=\"off\" required></label> <button class=\"danger\">Delete</button>{}</form>\
-<p class=\"muted\">Preferred leader election: not available yet (it comes with partition reassignment).</p></section>",
+<form method=\"post\" action=\"{}\" id=\"elect-preferred\" data-confirm=\"Move the leaders of {n} back to their preferred replicas?\">{csrf}<h3>Preferred leader election</h3>\
+<p class=\"muted\">Each partition's first replica leads again where it is alive and in sync (kafka-leader-election.sh --election-type PREFERRED).</p> <button>Elect preferred leaders</button>{}</form></section>",
         action("partitions"),
         form.get("count").map(str::to_owned).unwrap_or_else(|| (partitions + 1).to_string()),
         err("partitions"),
@@ -454,6 +455,8 @@ pub(crate) fn topic_actions(
         err("config"),
         action("delete"),
         err("delete"),
+        action("elect"),
+        err("elect"),
         n = esc(name),
     )
 }
