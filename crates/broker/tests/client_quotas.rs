@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use broker::MetadataStore;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use client::Connection;
 use common::*;
 use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
@@ -19,9 +19,6 @@ use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 use znodes::zk_client::KafkaZkClient;
 
 const INVALID_REQUEST: i16 = 42;
@@ -128,41 +125,13 @@ fn key(user: Option<&str>, client: Option<&str>) -> (Option<String>, Option<Stri
     (user.map(str::to_owned), client.map(str::to_owned))
 }
 
-fn batch(bytes: usize) -> Bytes {
-    let record = Record {
-        transactional: false,
-        control: false,
-        partition_leader_epoch: -1,
-        producer_id: -1,
-        producer_epoch: -1,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: -1,
-        timestamp: 1_700_000_000_000,
-        key: None,
-        value: Some(Bytes::from(vec![b'q'; bytes])),
-        headers: Default::default(),
-    };
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        [record].iter(),
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
-    buf.freeze()
-}
-
 /// One produce of `records` to `topic`-0; (error code, throttle_time_ms).
 async fn produce(conn: &mut Connection, topic: &str, records: &Bytes) -> (i16, i32) {
     let request = ProduceRequest::default()
         .with_acks(1)
         .with_timeout_ms(10_000)
         .with_topic_data(vec![produce_request::TopicProduceData::default()
-            .with_name(TopicName(s(topic)))
+            .with_name(name(topic))
             .with_partition_data(vec![
                 produce_request::PartitionProduceData::default()
                     .with_index(0)
@@ -371,14 +340,14 @@ async fn issue_14_client_quotas_through_the_admin_apis() {
             CreateTopicsRequest::default()
                 .with_timeout_ms(10_000)
                 .with_topics(vec![CreatableTopic::default()
-                    .with_name(TopicName(s("q")))
+                    .with_name(name("q"))
                     .with_num_partitions(1)
                     .with_replication_factor(1)]),
         )
         .await
         .unwrap();
     assert_eq!(created.topics[0].error_code, 0);
-    let records = batch(100_000);
+    let records = one_record_batch(100_000, b'q');
     let mut app_conn = Connection::connect(&addr, "app").await.unwrap();
     let started = Instant::now();
     let mut throttled = false;

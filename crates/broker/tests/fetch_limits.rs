@@ -4,7 +4,7 @@
 
 mod common;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use client::Connection;
 use common::*;
 use kafka_protocol::messages::create_topics_request::{
@@ -12,45 +12,10 @@ use kafka_protocol::messages::create_topics_request::{
 };
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 
 const TOPIC: &str = "limits";
 const FETCH_MAX_BYTES: usize = 1 << 20;
 const REPLICA_MAX_BYTES: usize = 2 << 20;
-
-fn name(s: &str) -> TopicName {
-    TopicName(StrBytes::from_string(s.to_owned()))
-}
-
-fn batch(value_bytes: usize) -> Bytes {
-    let record = Record {
-        transactional: false,
-        control: false,
-        partition_leader_epoch: -1,
-        producer_id: -1,
-        producer_epoch: -1,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: -1,
-        timestamp: 1_700_000_000_000,
-        key: None,
-        value: Some(Bytes::from(vec![b'v'; value_bytes])),
-        headers: Default::default(),
-    };
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        [record].iter(),
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
-    buf.freeze()
-}
 
 async fn produce(conn: &mut Connection, partition: i32, value_bytes: usize) -> i64 {
     let request = ProduceRequest::default()
@@ -61,7 +26,7 @@ async fn produce(conn: &mut Connection, partition: i32, value_bytes: usize) -> i
             .with_partition_data(vec![
                 produce_request::PartitionProduceData::default()
                     .with_index(partition)
-                    .with_records(Some(batch(value_bytes))),
+                    .with_records(Some(one_record_batch(value_bytes, b'v'))),
             ])]);
     let response = conn.send(request).await.unwrap();
     let p = &response.responses[0].partition_responses[0];
@@ -156,7 +121,7 @@ async fn issue_14_fetch_responses_are_capped_by_the_broker() {
     for _ in 0..5 {
         produce(&mut conn, 1, 100 * 1024).await;
     }
-    let small = batch(100 * 1024).len();
+    let small = one_record_batch(100 * 1024, b'v').len();
 
     // A consumer asking for 2 GiB gets fetch.max.bytes, in whole batches, at every version.
     for version in [2, 4, 11] {
@@ -174,7 +139,10 @@ async fn issue_14_fetch_responses_are_capped_by_the_broker() {
     }
     // A first batch larger than the limit comes back whole (KIP-74), alone.
     let got = fetch(&mut conn, -1, &[(0, big)], 11).await;
-    assert_eq!(records_len(&got[0]), batch(1536 * 1024).len());
+    assert_eq!(
+        records_len(&got[0]),
+        one_record_batch(1536 * 1024, b'v').len()
+    );
     // A follower's fetch is capped by replica.fetch.response.max.bytes instead.
     let got = fetch(&mut conn, 1, &[(0, 0)], 11).await;
     let len = records_len(&got[0]);

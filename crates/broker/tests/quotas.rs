@@ -10,52 +10,16 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use broker::MetadataStore;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use client::Connection;
 use common::*;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 use znodes::zk_client::KafkaZkClient;
 
 const TOPIC: &str = "quota";
 const QUOTA: f64 = 5_000_000.0;
 const BATCH_VALUE: usize = 100_000;
-
-fn name(s: &str) -> TopicName {
-    TopicName(StrBytes::from_string(s.to_owned()))
-}
-
-fn batch() -> Bytes {
-    let record = Record {
-        transactional: false,
-        control: false,
-        partition_leader_epoch: -1,
-        producer_id: -1,
-        producer_epoch: -1,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: -1,
-        timestamp: 1_700_000_000_000,
-        key: None,
-        value: Some(Bytes::from(vec![b'q'; BATCH_VALUE])),
-        headers: Default::default(),
-    };
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        [record].iter(),
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
-    buf.freeze()
-}
 
 /// One produce; (error code, throttle_time_ms).
 async fn produce(conn: &mut Connection, partition: i32, records: &Bytes) -> (i16, i32) {
@@ -95,7 +59,7 @@ async fn greedy_producer(
     run: Duration,
 ) -> (f64, i32) {
     let mut conn = Connection::connect(&addr, client_id).await.unwrap();
-    let records = batch();
+    let records = one_record_batch(BATCH_VALUE, b'q');
     let started = Instant::now();
     let mut measured: Option<(Instant, usize)> = None;
     let mut sent = 0usize;
@@ -140,7 +104,11 @@ async fn issue_14_a_client_quota_holds_and_others_keep_their_throughput() {
     for partition in 0..2 {
         let mut ready = false;
         for _ in 0..500 {
-            if produce(&mut admin, partition, &batch()).await.0 == 0 {
+            if produce(&mut admin, partition, &one_record_batch(BATCH_VALUE, b'q'))
+                .await
+                .0
+                == 0
+            {
                 ready = true;
                 break;
             }
@@ -158,7 +126,11 @@ async fn issue_14_a_client_quota_holds_and_others_keep_their_throughput() {
     let mut conn = Connection::connect(&addr, "throttled").await.unwrap();
     let started = Instant::now();
     loop {
-        if produce(&mut conn, 0, &batch()).await.1 > 0 {
+        if produce(&mut conn, 0, &one_record_batch(BATCH_VALUE, b'q'))
+            .await
+            .1
+            > 0
+        {
             break;
         }
         assert!(

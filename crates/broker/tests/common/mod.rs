@@ -8,8 +8,11 @@ use std::time::Duration;
 
 use broker::{Broker, BrokerConfig, MetadataStore};
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind};
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, TopicName};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -187,4 +190,38 @@ pub async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     panic!("timed out waiting for: {what}");
+}
+
+/// A topic name on the wire.
+pub fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_owned()))
+}
+
+/// One uncompressed v2 batch of one record: no key, a value of `value_bytes` bytes `fill`.
+pub fn one_record_batch(value_bytes: usize, fill: u8) -> Bytes {
+    let record = Record {
+        transactional: false,
+        control: false,
+        partition_leader_epoch: -1,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp: 1_700_000_000_000,
+        key: None,
+        value: Some(Bytes::from(vec![fill; value_bytes])),
+        headers: Default::default(),
+    };
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        [record].iter(),
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .unwrap();
+    buf.freeze()
 }
