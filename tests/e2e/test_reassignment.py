@@ -269,3 +269,32 @@ def kafka_moves(current, brokers, start, shift):
             new.append(brokers[(first + 1 + (next_shift + j) % (n - 1)) % n])
         moved += len(set(new) - set(old))
     return moved
+
+
+def test_generate_is_rack_aware_on_a_racked_cluster(make_cluster, tmp_path):
+    """--generate reads each broker's rack from Metadata: a topic whose replicas all sit on
+    rack a is proposed with one replica per rack, moving one replica per partition (the
+    refusal of mixed racked and unracked brokers is a unit test of cli/src/reassign.rs)."""
+    from confluent_kafka.admin import AdminClient
+
+    c = make_cluster(4, broker_ids=[1, 2, 3, 4], racks=["a", "a", "b", "b"])
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    current = [[1, 2], [2, 1], [1, 2], [2, 1]]
+    made = gregor_cli("topics", "--bootstrap-server", c.bootstrap, "--create", "--topic", "racked",
+                      "--replica-assignment", ",".join(":".join(map(str, r)) for r in current))
+    assert made.returncode == 0, made.stdout + made.stderr
+    wait_until(lambda: len(admin.list_topics("racked", timeout=10).topics["racked"].partitions) == 4,
+               what="racked created")
+    topics = tmp_path / "topics.json"
+    topics.write_text(json.dumps({"version": 1, "topics": [{"topic": "racked"}]}))
+    run = gregor_cli("reassign-partitions", "--bootstrap-server", c.bootstrap, "--generate",
+                     "--topics-to-move-json-file", str(topics), "--broker-list", "1,2,3,4")
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    proposed = json.loads(lines[lines.index("Proposed partition reassignment configuration") + 1])
+    rack = {1: "a", 2: "a", 3: "b", 4: "b"}
+    new = {e["partition"]: e["replicas"] for e in proposed["partitions"]}
+    for p, replicas in new.items():
+        assert {rack[b] for b in replicas} == {"a", "b"}, (p, replicas)
+    assert sum(len(set(new[p]) - set(current[p])) for p in range(4)) == 4, new
+    assert "Replicas to move: 4 of 8" in run.stdout, run.stdout

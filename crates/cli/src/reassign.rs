@@ -7,8 +7,11 @@
 //! listed broker stay unless their broker holds more than its share, replicas on brokers
 //! outside the list go to the least loaded brokers, and leaders are spread by reordering
 //! replicas (which moves no data). It prints how many replicas move and the leader and replica
-//! count per broker before and after. It is not rack-aware (`--disable-rack-aware` is
-//! accepted and changes nothing).
+//! count per broker before and after. It is rack-aware as Kafka's is when every listed broker
+//! has a `broker.rack`: each partition's replicas go to as many different racks as there are
+//! (a replica that shares a rack with another of its partition moves when a free rack exists);
+//! `--disable-rack-aware` turns that off, and brokers with and without racks mixed are refused
+//! as Kafka refuses them.
 //!
 //! Option checks, the JSON formats, the proposal and the output are pure functions, tested
 //! below; only [`run`] talks to the cluster.
@@ -58,7 +61,7 @@ pub struct ReassignArgs {
     /// The brokers to which the partitions should go, as "0,1,2" (with --generate).
     #[arg(long, value_name = "brokerlist")]
     pub broker_list: Option<String>,
-    /// Accepted for compatibility: the generator here is not rack-aware.
+    /// Generate the proposal without rack awareness (with --generate).
     #[arg(long)]
     pub disable_rack_aware: bool,
     /// The movement of partitions between brokers is throttled to this value (bytes/sec).
@@ -359,11 +362,49 @@ pub struct Proposal {
     pub moves: usize,
 }
 
+/// The racks `--generate` places by: every listed broker's rack, or none (not rack-aware)
+/// when no listed broker has one or `--disable-rack-aware` is given. Some with and some
+/// without is refused, as Kafka refuses it.
+pub fn generate_racks(
+    brokers: &[i32],
+    racks: &BTreeMap<i32, Option<String>>,
+    disable_rack_aware: bool,
+) -> Result<BTreeMap<i32, String>, String> {
+    if disable_rack_aware {
+        return Ok(BTreeMap::new());
+    }
+    let known: BTreeMap<i32, String> = brokers
+        .iter()
+        .filter_map(|b| racks.get(b).cloned().flatten().map(|r| (*b, r)))
+        .collect();
+    if !known.is_empty() && known.len() != brokers.len() {
+        return Err("Not all brokers have rack information. Add --disable-rack-aware in command line to make replica assignment without rack information.".to_owned());
+    }
+    Ok(known)
+}
+
 /// Moves as few replicas as it can so that each listed broker holds its share (within one)
 /// of the replicas of these partitions, replicas on unlisted brokers go to listed ones, and
-/// leaders (first replicas) are spread by reordering within each partition. Deterministic.
-pub fn propose(current: &Assignment, brokers: &[i32]) -> Result<Proposal, String> {
+/// leaders (first replicas) are spread by reordering within each partition. With `racks`
+/// (every listed broker's rack; empty = not rack-aware) each partition's replicas also take
+/// as many different racks as there are. Deterministic.
+pub fn propose(
+    current: &Assignment,
+    brokers: &[i32],
+    racks: &BTreeMap<i32, String>,
+) -> Result<Proposal, String> {
     let listed: BTreeSet<i32> = brokers.iter().copied().collect();
+    let rack = |b: i32| racks.get(&b).map(String::as_str);
+    let rack_count = racks.values().collect::<BTreeSet<_>>().len();
+    // Whether `b` may take a slot of a partition whose other replicas are `others`: its rack
+    // is not theirs, or there is no free rack left to prefer.
+    let rack_ok = |b: i32, others: &[i32]| {
+        if racks.is_empty() {
+            return true;
+        }
+        let used: BTreeSet<&str> = others.iter().filter_map(|&o| rack(o)).collect();
+        !used.contains(rack(b).unwrap_or("")) || used.len() >= rack_count
+    };
     if listed.is_empty() {
         return Err("The broker list is empty".to_owned());
     }
@@ -375,14 +416,23 @@ pub fn propose(current: &Assignment, brokers: &[i32]) -> Result<Proposal, String
             ));
         }
     }
-    // Slots: keep what is on listed brokers; mark the rest to place.
+    // Slots: keep what is on listed brokers (and, rack-aware, not on a rack an earlier replica
+    // of the partition has while a free rack exists); mark the rest to place.
     let mut proposed: BTreeMap<(String, i32), Vec<Option<i32>>> = current
         .iter()
         .map(|(tp, r)| {
-            (
-                tp.clone(),
-                r.iter().map(|b| listed.contains(b).then_some(*b)).collect(),
-            )
+            let mut kept: Vec<i32> = Vec::new();
+            let slots = r
+                .iter()
+                .map(|b| {
+                    let keep = listed.contains(b) && rack_ok(*b, &kept);
+                    if keep {
+                        kept.push(*b);
+                    }
+                    keep.then_some(*b)
+                })
+                .collect();
+            (tp.clone(), slots)
         })
         .collect();
     let mut count: BTreeMap<i32, usize> = listed.iter().map(|&b| (b, 0)).collect();
@@ -391,11 +441,13 @@ pub fn propose(current: &Assignment, brokers: &[i32]) -> Result<Proposal, String
             *count.entry(*b).or_default() += 1;
         }
     }
+    // The least loaded broker not in the partition, on a rack it does not use if one is free.
     let least_loaded = |count: &BTreeMap<i32, usize>, exclude: &[Option<i32>]| {
+        let others: Vec<i32> = exclude.iter().flatten().copied().collect();
         count
             .iter()
             .filter(|(b, _)| !exclude.contains(&Some(**b)))
-            .min_by_key(|(b, c)| (**c, **b))
+            .min_by_key(|(b, c)| (!rack_ok(**b, &others), **c, **b))
             .map(|(b, _)| *b)
     };
     for slots in proposed.values_mut() {
@@ -427,6 +479,13 @@ pub fn propose(current: &Assignment, brokers: &[i32]) -> Result<Proposal, String
                 continue;
             }
             if let Some(pos) = replicas.iter().position(|&b| b == hi) {
+                // Rack-aware: the replica may only go where its partition's racks stay spread.
+                if rack(lo) != rack(hi) {
+                    let others: Vec<i32> = replicas.iter().copied().filter(|&b| b != hi).collect();
+                    if !rack_ok(lo, &others) {
+                        continue;
+                    }
+                }
                 let better = candidate
                     .as_ref()
                     .is_none_or(|(_, p): &(_, usize)| *p == 0 && pos > 0);
@@ -668,7 +727,7 @@ pub fn run(args: ReassignArgs) -> anyhow::Result<ExitCode> {
                 )?);
                 let brokers = parse_broker_list(args.broker_list.as_deref().unwrap_or_default());
                 match (topics, brokers) {
-                    (Ok(t), Ok(b)) => generate(&mut admin, &t, &b).await,
+                    (Ok(t), Ok(b)) => generate(&mut admin, &t, &b, args.disable_rack_aware).await,
                     (Err(e), _) | (_, Err(e)) => Err(Failed(e)),
                 }
             }
@@ -744,6 +803,7 @@ async fn generate(
     admin: &mut AdminClient,
     topics: &[String],
     brokers: &[i32],
+    disable_rack_aware: bool,
 ) -> Result<(), Failed> {
     let live: BTreeSet<i32> = admin.brokers().keys().copied().collect();
     let unknown: Vec<i32> = brokers
@@ -759,7 +819,9 @@ async fn generate(
         )));
     }
     let current = current_assignment(admin, topics).await?;
-    let proposal = propose(&current, brokers).map_err(|e| Failed(format!("Error: {e}")))?;
+    let racks = generate_racks(brokers, admin.racks(), disable_rack_aware)
+        .map_err(|e| Failed(format!("Error: {e}")))?;
+    let proposal = propose(&current, brokers, &racks).map_err(|e| Failed(format!("Error: {e}")))?;
     println!(
         "Current partition replica assignment\n{}\n",
         reassignment_json(&current)
@@ -1200,11 +1262,16 @@ mod tests {
             ("t", 2, &[2, 0, 1]),
             ("t", 3, &[0, 2, 1]),
         ]);
-        let p = propose(&current, &[0, 1, 2, 3]).unwrap();
+        let p = propose(&current, &[0, 1, 2, 3], &BTreeMap::new()).unwrap();
         assert_eq!(p.moves, 3, "{:?}", p.assignment);
         assert_balanced(&p, &[0, 1, 2, 3]);
         // Already balanced: nothing moves.
-        assert_eq!(propose(&p.assignment, &[0, 1, 2, 3]).unwrap().moves, 0);
+        assert_eq!(
+            propose(&p.assignment, &[0, 1, 2, 3], &BTreeMap::new())
+                .unwrap()
+                .moves,
+            0
+        );
     }
 
     #[test]
@@ -1215,13 +1282,83 @@ mod tests {
             ("t", 2, &[2, 3]),
             ("t", 3, &[3, 0]),
         ]);
-        let p = propose(&current, &[0, 1, 2]).unwrap();
+        let p = propose(&current, &[0, 1, 2], &BTreeMap::new()).unwrap();
         assert_eq!(p.moves, 2, "{:?}", p.assignment);
         assert_balanced(&p, &[0, 1, 2]);
         assert_eq!(
-            propose(&current, &[0]).unwrap_err(),
+            propose(&current, &[0], &BTreeMap::new()).unwrap_err(),
             "Replication factor: 2 larger than available brokers: 1."
         );
+    }
+
+    fn racks(pairs: &[(i32, &str)]) -> BTreeMap<i32, String> {
+        pairs.iter().map(|(b, r)| (*b, (*r).to_owned())).collect()
+    }
+
+    /// Each partition's replicas on distinct racks (as many as there are).
+    fn assert_rack_spread(p: &Proposal, racks: &BTreeMap<i32, String>) {
+        let rack_count = racks.values().collect::<BTreeSet<_>>().len();
+        for (tp, replicas) in &p.assignment {
+            let used: BTreeSet<&String> = replicas.iter().map(|b| &racks[b]).collect();
+            assert_eq!(
+                used.len(),
+                replicas.len().min(rack_count),
+                "{tp:?} on {replicas:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn rack_aware_generation_spreads_each_partition_over_racks() {
+        // 6 partitions RF 2, both replicas on rack a's brokers 0 and 1; brokers 2, 3 are rack b.
+        let current: Assignment = (0..6)
+            .map(|p| {
+                (
+                    ("r".to_owned(), p),
+                    if p % 2 == 0 { vec![0, 1] } else { vec![1, 0] },
+                )
+            })
+            .collect();
+        let brokers = [0, 1, 2, 3];
+        let r = racks(&[(0, "a"), (1, "a"), (2, "b"), (3, "b")]);
+        let p = propose(&current, &brokers, &r).unwrap();
+        assert_rack_spread(&p, &r);
+        assert_balanced(&p, &brokers);
+        // One replica of each partition must move to rack b: 6 moves, no more.
+        assert_eq!(p.moves, 6, "{:?}", p.assignment);
+        // Without racks the same input needs the same count, but nothing forces the spread.
+        let plain = propose(&current, &brokers, &BTreeMap::new()).unwrap();
+        assert_balanced(&plain, &brokers);
+        // Already spread and balanced: nothing moves.
+        assert_eq!(propose(&p.assignment, &brokers, &r).unwrap().moves, 0);
+        // Three racks, RF 3 on two racks: one replica of each partition moves to rack c.
+        let current = a(&[
+            ("t", 0, &[0, 1, 2]),
+            ("t", 1, &[2, 3, 0]),
+            ("t", 2, &[1, 3, 2]),
+        ]);
+        let r3 = racks(&[(0, "a"), (1, "a"), (2, "b"), (3, "b"), (4, "c"), (5, "c")]);
+        let p = propose(&current, &[0, 1, 2, 3, 4, 5], &r3).unwrap();
+        assert_rack_spread(&p, &r3);
+        assert_balanced(&p, &[0, 1, 2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn racks_for_generate_are_all_or_none() {
+        let known = BTreeMap::from([
+            (0, Some("a".to_owned())),
+            (1, Some("b".to_owned())),
+            (2, None),
+        ]);
+        assert_eq!(
+            generate_racks(&[0, 1], &known, false).unwrap(),
+            racks(&[(0, "a"), (1, "b")])
+        );
+        assert!(generate_racks(&[0, 1, 2], &known, false)
+            .unwrap_err()
+            .contains("--disable-rack-aware"));
+        assert!(generate_racks(&[0, 1, 2], &known, true).unwrap().is_empty());
+        assert!(generate_racks(&[2], &known, false).unwrap().is_empty());
     }
 
     #[test]
@@ -1236,7 +1373,7 @@ mod tests {
             })
             .collect();
         let brokers = [0, 1, 2, 3, 4, 5];
-        let p = propose(&current, &brokers).unwrap();
+        let p = propose(&current, &brokers, &BTreeMap::new()).unwrap();
         assert_balanced(&p, &brokers);
         // 24 replicas over 6 brokers: 4 each; brokers 0 and 1 give up 8 each.
         assert_eq!(p.moves, 16);

@@ -245,6 +245,8 @@ pub struct AdminClient {
     options: AdminOptions,
     /// Broker id → `host:port`, from the last Metadata.
     brokers: BTreeMap<i32, String>,
+    /// Broker id → `broker.rack` (if set), from the last Metadata.
+    racks: BTreeMap<i32, Option<String>>,
     controller_id: Option<i32>,
     /// Open connections by `host:port`.
     connections: HashMap<String, Connection>,
@@ -273,6 +275,7 @@ impl AdminClient {
                     let mut client = AdminClient {
                         options,
                         brokers: BTreeMap::new(),
+                        racks: BTreeMap::new(),
                         controller_id: None,
                         connections: HashMap::from([(server.clone(), connection)]),
                         any_broker: server.clone(),
@@ -292,6 +295,11 @@ impl AdminClient {
     /// The live brokers from the last Metadata, by id.
     pub fn brokers(&self) -> &BTreeMap<i32, String> {
         &self.brokers
+    }
+
+    /// Each live broker's rack (`None` without `broker.rack`), from the last Metadata.
+    pub fn racks(&self) -> &BTreeMap<i32, Option<String>> {
+        &self.racks
     }
 
     /// The controller's id from the last Metadata.
@@ -1137,6 +1145,11 @@ impl AdminClient {
             .brokers
             .iter()
             .map(|b| (b.node_id.0, format!("{}:{}", b.host, b.port)))
+            .collect();
+        self.racks = response
+            .brokers
+            .iter()
+            .map(|b| (b.node_id.0, b.rack.as_ref().map(|r| r.to_string())))
             .collect();
         self.controller_id = (response.controller_id.0 >= 0).then_some(response.controller_id.0);
         Ok(response)
