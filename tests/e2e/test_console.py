@@ -275,3 +275,50 @@ def test_group_lag_matches_the_cli_and_the_znode_browser(make_server):
     assert '"host": "127.0.0.1"' in data
     assert "(ephemeral)" in node
     get(port, "/znodes/no/such/node", expect=404)
+
+
+def test_matrix_marks_replicas_a_reassignment_adds_and_removes(tmp_path):
+    """A partition being moved {1002,1001} -> {1002,1003}: its matrix row shows 1003 as
+    adding and 1001 as removing (from ListPartitionReassignments), the leader as leader; after
+    --cancel the row is back to two in-sync replicas. The move is throttled to 1 byte/s so it
+    stays in progress while the page is read (the first follower fetch goes through, as under
+    Kafka's quotas; the rest waits)."""
+    proc, bootstrap, port = start_dev_cluster(tmp_path)
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        wait_until(lambda: len(admin.list_topics(timeout=10).brokers) == 3, what="3 brokers")
+        made = gregor_cli("topics", "--bootstrap-server", bootstrap, "--create", "--topic", "moving",
+                          "--replica-assignment", "1002:1001")
+        assert made.returncode == 0, made.stdout + made.stderr
+        wait_until(lambda: metadata(admin, "moving")[0][2] == [1001, 1002], what="both replicas in sync")
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+        # 5 MB: more than one follower fetch (1 MB), so the throttled copy cannot finish at once.
+        for i in range(5000):
+            p.produce("moving", value=os.urandom(1000), partition=0)
+            if i % 500 == 0:
+                p.poll(0)
+        assert p.flush(30) == 0
+        plan = tmp_path / "plan.json"
+        plan.write_text('{"version":1,"partitions":[{"topic":"moving","partition":0,"replicas":[1002,1003]}]}')
+        run = gregor_cli("reassign-partitions", "--bootstrap-server", bootstrap, "--execute",
+                         "--reassignment-json-file", str(plan), "--throttle", "1")
+        assert run.returncode == 0, run.stdout + run.stderr
+
+        def marked():
+            rows = matrix(get(port, "/topics/moving?fragment=1"))
+            return rows.get(0, ([], -1, {}))[2]
+        wait_until(lambda: marked().get(1003) == "adding", timeout=30,
+                   what=f"1003 marked adding (row: {matrix(get(port, '/topics/moving?fragment=1')).get(0)})")
+        roles = marked()
+        assert roles == {1002: "leader", 1001: "removing", 1003: "adding"}, roles
+        page = get(port, "/topics/moving")
+        assert '<span class="cell adding">+</span> being added' in page
+
+        run = gregor_cli("reassign-partitions", "--bootstrap-server", bootstrap, "--cancel",
+                         "--reassignment-json-file", str(plan))
+        assert run.returncode == 0, run.stdout + run.stderr
+        wait_until(lambda: marked() == {1002: "leader", 1001: "follower"}, timeout=30,
+                   what="the row back to its two replicas")
+    finally:
+        proc.kill()
+        proc.wait()

@@ -62,6 +62,7 @@ admin_requests! {
     DeleteTopicsRequest => DeleteTopics(DeleteTopicsResponse) @ 6,
     IncrementalAlterConfigsRequest => IncrementalAlterConfigs(IncrementalAlterConfigsResponse) @ 1,
     ElectLeadersRequest => ElectLeaders(ElectLeadersResponse) @ 2,
+    ListPartitionReassignmentsRequest => ListPartitionReassignments(ListPartitionReassignmentsResponse) @ 0,
 }
 
 /// Why a request got no answer.

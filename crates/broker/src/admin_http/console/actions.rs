@@ -221,6 +221,8 @@ fn preview_partitions(assignment: &BTreeMap<i32, Vec<i32>>) -> Vec<Partition> {
             isr: replicas.clone(),
             offline: Vec::new(),
             error_code: 0,
+            adding: Vec::new(),
+            removing: Vec::new(),
         })
         .collect()
 }

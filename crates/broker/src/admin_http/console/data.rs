@@ -40,6 +40,9 @@ pub(crate) struct Partition {
     pub isr: Vec<BrokerId>,
     pub offline: Vec<BrokerId>,
     pub error_code: i16,
+    /// Replicas being added / removed by a reassignment (ListPartitionReassignments).
+    pub adding: Vec<BrokerId>,
+    pub removing: Vec<BrokerId>,
 }
 
 impl Partition {
@@ -99,6 +102,57 @@ pub(crate) async fn bounded<T>(
         .unwrap_or(Err(CallError::BrokerNotAvailable(what)))
 }
 
+/// Marks the replicas `topic`'s ongoing reassignments add and remove (asked of the
+/// controller). Without an answer the partitions stay unmarked: the matrix is still right
+/// about leaders and the ISR.
+pub(crate) async fn mark_reassignments(
+    cluster: &Cluster,
+    caller: &Caller,
+    topic: &str,
+    partitions: &mut [Partition],
+) {
+    use kafka_protocol::messages::list_partition_reassignments_request::ListPartitionReassignmentsTopics;
+    use kafka_protocol::messages::ListPartitionReassignmentsRequest;
+    let request = ListPartitionReassignmentsRequest::default()
+        .with_timeout_ms(CALL_TIMEOUT.as_millis() as i32)
+        .with_topics(Some(vec![ListPartitionReassignmentsTopics::default()
+            .with_name(kafka_protocol::messages::TopicName(StrBytes::from_string(
+                topic.to_owned(),
+            )))
+            .with_partition_indexes(
+                partitions.iter().map(|p| p.index).collect(),
+            )]));
+    let controller = cluster.controller_id();
+    let Ok(Ok(response)) =
+        tokio::time::timeout(CALL_TIMEOUT, cluster.call_controller(caller, request)).await
+    else {
+        return;
+    };
+    if response.error_code != 0 {
+        tracing::debug!(
+            controller,
+            error_code = response.error_code,
+            "console: no reassignment list"
+        );
+        return;
+    }
+    for t in response
+        .topics
+        .iter()
+        .filter(|t| t.name.0.as_str() == topic)
+    {
+        for ongoing in &t.partitions {
+            if let Some(p) = partitions
+                .iter_mut()
+                .find(|p| p.index == ongoing.partition_index)
+            {
+                p.adding = ongoing.adding_replicas.iter().map(|b| b.0).collect();
+                p.removing = ongoing.removing_replicas.iter().map(|b| b.0).collect();
+            }
+        }
+    }
+}
+
 /// Metadata of every topic (or of `topics`), from a broker of this process.
 pub(crate) async fn metadata(
     cluster: &Cluster,
@@ -146,6 +200,8 @@ pub(crate) async fn metadata(
                     isr: p.isr_nodes.iter().map(|b| b.0).collect(),
                     offline: p.offline_replicas.iter().map(|b| b.0).collect(),
                     error_code: p.error_code,
+                    adding: Vec::new(),
+                    removing: Vec::new(),
                 })
                 .collect();
             partitions.sort_by_key(|p| p.index);

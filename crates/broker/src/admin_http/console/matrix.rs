@@ -49,8 +49,8 @@ pub(crate) fn columns(brokers: &[Broker], partitions: &[Partition]) -> Vec<Colum
     columns
 }
 
-/// The role of `broker`'s replica of `p`, if it has one: `leader`, `follower` (in sync),
-/// `out-of-sync` or `offline`.
+/// The role of `broker`'s replica of `p`, if it has one: `leader`, `adding` / `removing`
+/// (a reassignment moves it in or out), `follower` (in sync), `out-of-sync` or `offline`.
 pub(crate) fn role(p: &Partition, broker: BrokerId) -> Option<&'static str> {
     if !p.replicas.contains(&broker) {
         return None;
@@ -59,6 +59,10 @@ pub(crate) fn role(p: &Partition, broker: BrokerId) -> Option<&'static str> {
         "offline"
     } else if p.leader == broker {
         "leader"
+    } else if p.adding.contains(&broker) {
+        "adding"
+    } else if p.removing.contains(&broker) {
+        "removing"
     } else if p.isr.contains(&broker) {
         "follower"
     } else {
@@ -115,6 +119,8 @@ pub(crate) fn render(columns: &[Column], all: &[Partition], rows: &[Partition]) 
                         "leader" => "L",
                         "follower" => "F",
                         "out-of-sync" => "o",
+                        "adding" => "+",
+                        "removing" => "−",
                         _ => "×",
                     };
                     let _ = write!(
@@ -168,6 +174,7 @@ pub(crate) fn render(columns: &[Column], all: &[Partition], rows: &[Partition]) 
 /// The legend under a matrix.
 pub(crate) const LEGEND: &str = "<p class=\"legend\"><span class=\"cell leader\">L</span> current leader \
 <span class=\"cell follower\">F</span> in-sync follower <span class=\"cell out-of-sync\">o</span> out-of-sync follower \
+<span class=\"cell adding\">+</span> being added <span class=\"cell removing\">−</span> being removed (reassignment) \
 <span class=\"cell offline\">×</span> offline replica ★ preferred leader (first replica)</p>";
 
 #[cfg(test)]
@@ -183,7 +190,20 @@ mod tests {
             isr: isr.to_vec(),
             offline: Vec::new(),
             error_code: 0,
+            adding: Vec::new(),
+            removing: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_reassignment_marks_adding_and_removing_replicas_but_not_the_leader() {
+        let mut moving = p(0, 2, &[2, 1, 3], &[2, 1]);
+        moving.adding = vec![3];
+        moving.removing = vec![1, 2];
+        assert_eq!(role(&moving, 2), Some("leader"));
+        assert_eq!(role(&moving, 1), Some("removing"));
+        assert_eq!(role(&moving, 3), Some("adding"));
+        assert_eq!(role(&moving, 4), None);
     }
 
     #[test]

@@ -298,10 +298,11 @@ pub(crate) async fn topic(
         Ok(md) => md,
         Err(err) => return Some(metadata_error(&err)),
     };
-    let t = md.topic(name)?;
+    let mut t = md.topic(name)?.clone();
     if t.error_code == 3 {
         return None;
     }
+    data::mark_reassignments(cluster, caller, name, &mut t.partitions).await;
     let mut live = String::new();
     if t.error_code != 0 {
         live.push_str(&kafka_error(t.error_code, None));
