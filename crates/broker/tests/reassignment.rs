@@ -382,14 +382,22 @@ async fn a_partition_moves_to_new_brokers_and_kafkas_refusals_change_nothing() {
     );
     assert_eq!(reassign(&mut admin, "mv", 0, None).await.0, NONE);
     assert!(listed(&mut admin).await.is_empty());
-    let (_, replicas, _) = metadata(&mut admin, "mv", 0).await.unwrap();
-    let mut sorted = replicas.clone();
-    sorted.sort_unstable();
-    assert_eq!(
-        sorted,
-        vec![2, origin_other],
-        "back to the original replicas"
-    );
+    // The cancel is answered once the controller wrote it (as Kafka's); the brokers' metadata
+    // follows a moment later.
+    within(10, "back to the original replicas", || {
+        let addr = controller.local_addr().to_string();
+        async move {
+            let mut c = Connection::connect(&addr, "t").await.unwrap();
+            metadata(&mut c, "mv", 0)
+                .await
+                .is_some_and(|(_, replicas, _)| {
+                    let mut sorted = replicas.clone();
+                    sorted.sort_unstable();
+                    sorted == vec![2, origin_other]
+                })
+        }
+    })
+    .await;
 
     // /admin/reassign_partitions, written by hand: run, then deleted.
     let (client, events) = match &store {
