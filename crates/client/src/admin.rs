@@ -891,11 +891,7 @@ impl AdminClient {
                 continue;
             };
             let topic_partitions = partitions.map(|named| {
-                let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-                for (topic, partition) in named {
-                    by_topic.entry(topic).or_default().push(*partition);
-                }
-                by_topic
+                partitions_by_topic(named)
                     .into_iter()
                     .map(|(topic, partitions)| {
                         ElectLeadersTopicPartitions::default()
@@ -1025,11 +1021,7 @@ impl AdminClient {
         partitions: Option<&[(String, i32)]>,
     ) -> Result<Vec<OngoingReassignment>, ClientError> {
         let topics = partitions.map(|named| {
-            let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-            for (topic, partition) in named {
-                by_topic.entry(topic).or_default().push(*partition);
-            }
-            by_topic
+            partitions_by_topic(named)
                 .into_iter()
                 .map(|(topic, partitions)| {
                     ListPartitionReassignmentsTopics::default()
@@ -1328,4 +1320,14 @@ fn creatable_topic(topic: &NewTopic, version: i16) -> Result<CreatableTopic, Cli
     Ok(base
         .with_num_partitions(topic.partitions.unwrap_or(-1))
         .with_replication_factor(topic.replication_factor.unwrap_or(-1)))
+}
+
+/// `(topic, partition)` pairs grouped by topic, in topic order (request bodies name each topic
+/// once with its partitions).
+fn partitions_by_topic(named: &[(String, i32)]) -> BTreeMap<&str, Vec<i32>> {
+    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for (topic, partition) in named {
+        by_topic.entry(topic).or_default().push(*partition);
+    }
+    by_topic
 }

@@ -734,14 +734,7 @@ impl KafkaZkClient {
 
     /// A topic's config overrides (`/config/topics/<t>`), empty when the node is missing.
     pub async fn get_topic_config(&self, topic: &TopicName) -> Result<BTreeMap<String, String>> {
-        let path = paths::config_topic(topic);
-        match self.client.get_data(&path, false).await {
-            Ok((data, _)) => {
-                decode(&path, &data, TopicConfigZNode::from_json_bytes).map(|c| c.config)
-            }
-            Err(metastore::Error::NoNode(_)) => Ok(BTreeMap::new()),
-            Err(err) => Err(err.into()),
-        }
+        self.read_config(&paths::config_topic(topic), false).await
     }
 
     /// Creates or overwrites a topic's config overrides.
@@ -750,18 +743,7 @@ impl KafkaZkClient {
         topic: &TopicName,
         config: &BTreeMap<String, String>,
     ) -> Result<()> {
-        let path = paths::config_topic(topic);
-        let data = TopicConfigZNode::new(config.clone()).to_json_bytes();
-        match self.client.set_data(&path, &data, None).await {
-            Ok(_) => Ok(()),
-            Err(metastore::Error::NoNode(_)) => {
-                self.client
-                    .create_recursive(&path, &data, CreateMode::Persistent)
-                    .await?;
-                Ok(())
-            }
-            Err(err) => Err(err.into()),
-        }
+        self.write_config(&paths::config_topic(topic), config).await
     }
 
     /// An entity's config (`/config/<entity_path>`, e.g. `clients/<c>` or
@@ -769,15 +751,8 @@ impl KafkaZkClient {
     /// A node without data (the parent `users/<u>` that creating `users/<u>/clients/<c>`
     /// made) has no config either, as Kafka reads it.
     pub async fn get_entity_config(&self, entity_path: &str) -> Result<BTreeMap<String, String>> {
-        let path = paths::config_entity(entity_path);
-        match self.client.get_data(&path, false).await {
-            Ok((data, _)) if data.is_empty() => Ok(BTreeMap::new()),
-            Ok((data, _)) => {
-                decode(&path, &data, TopicConfigZNode::from_json_bytes).map(|c| c.config)
-            }
-            Err(metastore::Error::NoNode(_)) => Ok(BTreeMap::new()),
-            Err(err) => Err(err.into()),
-        }
+        self.read_config(&paths::config_entity(entity_path), true)
+            .await
     }
 
     /// Creates or overwrites an entity's config (the same JSON as a topic's).
@@ -786,13 +761,35 @@ impl KafkaZkClient {
         entity_path: &str,
         config: &BTreeMap<String, String>,
     ) -> Result<()> {
-        let path = paths::config_entity(entity_path);
+        self.write_config(&paths::config_entity(entity_path), config)
+            .await
+    }
+
+    /// A config node's map (Kafka's `{"version":1,"config":{..}}`), empty when the node is
+    /// missing (or, with `empty_is_none`, has no data).
+    async fn read_config(
+        &self,
+        path: &str,
+        empty_is_none: bool,
+    ) -> Result<BTreeMap<String, String>> {
+        match self.client.get_data(path, false).await {
+            Ok((data, _)) if empty_is_none && data.is_empty() => Ok(BTreeMap::new()),
+            Ok((data, _)) => {
+                decode(path, &data, TopicConfigZNode::from_json_bytes).map(|c| c.config)
+            }
+            Err(metastore::Error::NoNode(_)) => Ok(BTreeMap::new()),
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// Creates or overwrites a config node.
+    async fn write_config(&self, path: &str, config: &BTreeMap<String, String>) -> Result<()> {
         let data = TopicConfigZNode::new(config.clone()).to_json_bytes();
-        match self.client.set_data(&path, &data, None).await {
+        match self.client.set_data(path, &data, None).await {
             Ok(_) => Ok(()),
             Err(metastore::Error::NoNode(_)) => {
                 self.client
-                    .create_recursive(&path, &data, CreateMode::Persistent)
+                    .create_recursive(path, &data, CreateMode::Persistent)
                     .await?;
                 Ok(())
             }
