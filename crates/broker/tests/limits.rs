@@ -279,11 +279,13 @@ async fn a_request_being_handled_holds_its_place_among_queued_max_requests() {
     let started = Instant::now();
     api_versions(&mut other).await;
     let waited = started.elapsed();
+    // The produce's place is given back once its answer is written, so the ApiVersions
+    // waited for most of the produce's 400 ms. (Whether the producing client has read its
+    // answer by now is a race between two sockets, so it is not what this asserts.)
     assert!(
-        slow.is_finished(),
-        "ApiVersions was answered only after the produce"
+        waited >= Duration::from_millis(200),
+        "ApiVersions was answered after {waited:?}, while the produce held the only place"
     );
-    assert!(waited >= Duration::from_millis(300), "waited {waited:?}");
     assert_eq!(
         slow.await.unwrap().responses[0].partition_responses[0].error_code,
         0
