@@ -16,7 +16,7 @@ mod topics;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -45,7 +45,7 @@ enum Command {
     LeaderElection(leader_election::LeaderElectionArgs),
     /// Move partition replicas between brokers (kafka-reassign-partitions.sh).
     ReassignPartitions(reassign::ReassignArgs),
-    /// Add, delete or describe users' SCRAM credentials (kafka-configs.sh).
+    /// Add, delete or describe client quotas and users' SCRAM credentials (kafka-configs.sh).
     Configs(configs::ConfigsArgs),
     /// Run one broker (Kafka's kafka-server-start.sh).
     Server(server::ServerArgs),
@@ -57,7 +57,14 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
+    // kafka-configs.sh pairs entity names with entity types by their order on the line.
+    if let (Command::Configs(args), Some(("configs", configs))) =
+        (&mut cli.command, matches.subcommand())
+    {
+        args.order_names(configs);
+    }
     let result = match cli.command {
         Command::Assign(args) => assign::run(args),
         Command::Topics(args) => topics::run(args),

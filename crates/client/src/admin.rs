@@ -238,6 +238,21 @@ pub struct OngoingReassignment {
 /// The per-item outcome of a batched admin request.
 pub type ItemResults<T> = Vec<(String, Result<T, ClientError>)>;
 
+/// A client quota entity (KIP-546): (entity type `user` / `client-id` / `ip`, its name or
+/// `None` for the default entity).
+pub type QuotaEntity = Vec<(String, Option<String>)>;
+
+/// How a DescribeClientQuotas filter component matches an entity type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QuotaMatch {
+    /// This name exactly.
+    Exact(String),
+    /// The default entity of the type.
+    Default,
+    /// Any entity of the type (named or default).
+    Any,
+}
+
 /// Talks to a cluster: bootstraps from a server list, keeps one [`Connection`] per broker,
 /// sends topic admin requests to the controller.
 #[derive(Debug)]
@@ -863,6 +878,119 @@ impl AdminClient {
             .map(|(_, outcome)| outcome)
             .collect::<Result<Vec<()>, _>>()
             .map(|_| ())
+    }
+
+    /// DescribeClientQuotas (KIP-546) on any broker: the entities matching `components`
+    /// (`strict`: entities with other types too are left out) and their quotas, in the
+    /// broker's order.
+    pub async fn describe_client_quotas(
+        &mut self,
+        components: &[(String, QuotaMatch)],
+        strict: bool,
+    ) -> Result<Vec<(QuotaEntity, Vec<(String, f64)>)>, ClientError> {
+        use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
+        use kafka_protocol::messages::DescribeClientQuotasRequest;
+
+        let components = components
+            .iter()
+            .map(|(entity_type, matched)| {
+                let (match_type, name) = match matched {
+                    QuotaMatch::Exact(name) => (0, Some(StrBytes::from_string(name.clone()))),
+                    QuotaMatch::Default => (1, None),
+                    QuotaMatch::Any => (2, None),
+                };
+                ComponentData::default()
+                    .with_entity_type(StrBytes::from_string(entity_type.clone()))
+                    .with_match_type(match_type)
+                    .with_match(name)
+            })
+            .collect();
+        let request = DescribeClientQuotasRequest::default()
+            .with_components(components)
+            .with_strict(strict);
+        let addr = self.any_broker.clone();
+        let response = self.connection(&addr).await?.send(request).await;
+        let response = self.forget_if_broken(&addr, response)?;
+        if response.error_code != 0 {
+            return Err(ClientError::server(
+                response.error_code,
+                response.error_message.as_deref(),
+            ));
+        }
+        Ok(response
+            .entries
+            .unwrap_or_default()
+            .into_iter()
+            .map(|entry| {
+                let entity = entry
+                    .entity
+                    .iter()
+                    .map(|e| {
+                        (
+                            e.entity_type.to_string(),
+                            e.entity_name.as_ref().map(|n| n.to_string()),
+                        )
+                    })
+                    .collect();
+                let values = entry
+                    .values
+                    .iter()
+                    .map(|v| (v.key.to_string(), v.value))
+                    .collect();
+                (entity, values)
+            })
+            .collect())
+    }
+
+    /// AlterClientQuotas (KIP-546) on any broker for one entity: each op sets a key
+    /// (`Some(value)`) or removes it (`None`).
+    pub async fn alter_client_quotas(
+        &mut self,
+        entity: &QuotaEntity,
+        ops: &[(String, Option<f64>)],
+        validate_only: bool,
+    ) -> Result<(), ClientError> {
+        use kafka_protocol::messages::alter_client_quotas_request::{
+            EntityData, EntryData, OpData,
+        };
+        use kafka_protocol::messages::AlterClientQuotasRequest;
+
+        let entity_data = entity
+            .iter()
+            .map(|(entity_type, name)| {
+                EntityData::default()
+                    .with_entity_type(StrBytes::from_string(entity_type.clone()))
+                    .with_entity_name(name.clone().map(StrBytes::from_string))
+            })
+            .collect();
+        let ops = ops
+            .iter()
+            .map(|(key, value)| {
+                OpData::default()
+                    .with_key(StrBytes::from_string(key.clone()))
+                    .with_value(value.unwrap_or(0.0))
+                    .with_remove(value.is_none())
+            })
+            .collect();
+        let request = AlterClientQuotasRequest::default()
+            .with_validate_only(validate_only)
+            .with_entries(vec![EntryData::default()
+                .with_entity(entity_data)
+                .with_ops(ops)]);
+        let addr = self.any_broker.clone();
+        let response = self.connection(&addr).await?.send(request).await;
+        let response = self.forget_if_broken(&addr, response)?;
+        match response.entries.first() {
+            Some(e) if e.error_code != 0 => Err(ClientError::server(
+                e.error_code,
+                e.error_message.as_deref(),
+            )),
+            Some(_) => Ok(()),
+            None => Err(ClientError::Protocol {
+                addr,
+                message: "AlterClientQuotas response has no entry".to_string(),
+            }),
+        }
     }
 
     /// ElectLeaders on the controller (`election_type` 0 PREFERRED, 1 UNCLEAN) for these

@@ -16,8 +16,8 @@ pub mod versions;
 
 pub use admin::{
     AdminClient, AdminOptions, AlterConfigOp, ConfigEntry, ConfigResourceKind, ItemResults,
-    LogDirDescription, NewPartitions, NewTopic, OngoingReassignment, PartitionInfo, ReplicaInfo,
-    TopicListing, TopicMetadata,
+    LogDirDescription, NewPartitions, NewTopic, OngoingReassignment, PartitionInfo, QuotaEntity,
+    QuotaMatch, ReplicaInfo, TopicListing, TopicMetadata,
 };
 pub use command_config::{parse_command_config, CommandConfig};
 pub use connection::{Connection, ConnectionOptions, SaslCredentials};
