@@ -277,6 +277,87 @@ def test_group_lag_matches_the_cli_and_the_znode_browser(make_server):
     get(port, "/znodes/no/such/node", expect=404)
 
 
+def test_group_offset_reset_previews_refuses_a_live_group_and_commits(make_server):
+    server = make_server("group.initial.rebalance.delay.ms=0")
+    port = server.admin_port
+    topic, group = f"rst-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])[topic].result(timeout=30)
+    wait_until(lambda: all(p.leader >= 0 for p in admin.list_topics(topic, timeout=10).topics[topic].partitions.values()),
+               what="leaders")
+    p = Producer({"bootstrap.servers": server.bootstrap})
+    for i in range(10):
+        p.produce(topic, value=b"v", partition=i % 2)
+    assert p.flush(30) == 0
+
+    def committed():
+        """{partition: CURRENT-OFFSET} as `gregor consumer-groups --describe` shows it."""
+        out = gregor_cli("consumer-groups", "--bootstrap-server", server.bootstrap, "--describe", "--group", group)
+        assert out.returncode == 0, out.stderr
+        rows = [l.split() for l in out.stdout.splitlines()[1:] if l.strip()]
+        return {int(cols[2]): cols[3] for cols in rows if cols[1] == topic}
+
+    c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    c.subscribe([topic])
+    got = 0
+    while got < 10:
+        m = c.poll(10)
+        assert m is not None
+        if not m.error():
+            got += 1
+    c.commit(asynchronous=False)
+    assert committed() == {0: "5", 1: "5"}
+    path = f"/groups/{urllib.parse.quote(group)}/reset"
+    form = {"csrf": csrf(port), "topic": topic, "to": "earliest", "op": "execute"}
+    try:
+        # A live group is refused with Kafka's message, and nothing changes.
+        page = get(port, f"/groups/{urllib.parse.quote(group)}")
+        assert 'id="reset-offsets"' in page, page
+        status, page, _ = post(port, path, form)
+        assert status == 200, page
+        assert f"Assignments can only be reset if the group '{group}' is inactive, but the current state is Stable." in html.unescape(page), page
+        assert committed() == {0: "5", 1: "5"}
+    finally:
+        c.close()
+    wait_until(lambda: '<dd id="group-state">Empty</dd>' in get(port, f"/groups/{urllib.parse.quote(group)}"),
+               what="the group empty after its member left")
+
+    # The preview (--dry-run): an offset past the end is kept at the end, with Kafka's notice;
+    # nothing is committed.
+    status, page, _ = post(port, path, {**form, "to": "offset", "offset": "100", "op": "preview"})
+    assert status == 200 and 'id="reset-preview"' in page, page
+    shown = dict(re.findall(rf'<tr data-topic="{topic}" data-partition="(\d+)">.*?<td class="new-offset">(\d+)</td>', page))
+    assert shown == {"0": "5", "1": "5"}, page
+    assert f"New offset (100) is higher than latest offset for topic partition {topic}-0. Value will be set to 5" in page
+    status, page, _ = post(port, path, {**form, "to": "offset", "offset": "2", "op": "preview"})
+    assert dict(re.findall(rf'<tr data-topic="{topic}" data-partition="(\d+)">.*?<td class="new-offset">(\d+)</td>', page)) == {"0": "2", "1": "2"}
+    assert committed() == {0: "5", 1: "5"}
+    # Bad input is refused next to the form.
+    status, page, _ = post(port, path, {**form, "to": "offset", "offset": "x"})
+    assert "The offset must be a whole number." in page and committed() == {0: "5", 1: "5"}
+    status, page, _ = post(port, path, {**form, "topic": "no-such-topic"})
+    assert "UNKNOWN_TOPIC_OR_PARTITION (3)" in page and committed() == {0: "5", 1: "5"}
+    status, _, _ = post(port, path, {**form, "csrf": "0" * 32})
+    assert status == 403 and committed() == {0: "5", 1: "5"}
+
+    # The reset: committed, back on the group page with a notice; a consumer of the group
+    # starts again from the beginning.
+    status, page, location = post(port, path, form, follow=False)
+    assert status in (302, 303) and location.startswith(f"/groups/{urllib.parse.quote(group)}?notice="), (status, location)
+    assert committed() == {0: "0", 1: "0"}
+    status, page, _ = post(port, path, {**form, "topic": "", "to": "offset", "offset": "3"})
+    assert status == 200 and "Reset the committed offsets of 2 partitions" in page, page
+    assert committed() == {0: "3", 1: "3"}
+    c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": group, "enable.auto.commit": False})
+    c.subscribe([topic])
+    try:
+        m = c.poll(20)
+        assert m is not None and not m.error() and m.offset() == 3, m
+    finally:
+        c.close()
+
+
 def test_matrix_marks_replicas_a_reassignment_adds_and_removes(tmp_path):
     """A partition being moved {1002,1001} -> {1002,1003}: its matrix row shows 1003 as
     adding and 1001 as removing (from ListPartitionReassignments), the leader as leader; after

@@ -14,14 +14,12 @@ use std::process::ExitCode;
 use anyhow::{anyhow, bail, Context as _};
 use clap::Args;
 use client::Connection;
+use group_coordinator::reset::{self, ResetTo};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
-use kafka_protocol::messages::offset_commit_request::{
-    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
-};
 use kafka_protocol::messages::{
     BrokerId, DeleteGroupsRequest, DescribeGroupsRequest, DescribeGroupsResponse,
     FindCoordinatorRequest, GroupId, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
-    OffsetCommitRequest, OffsetFetchRequest, TopicName,
+    OffsetFetchRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -729,8 +727,8 @@ async fn execute_reset(cluster: &mut Cluster, args: &ConsumerGroupsArgs) -> anyh
         .first()
         .map(|g| g.group_state.to_string())
         .unwrap_or_else(|| "Dead".to_owned());
-    if state != "Empty" && state != "Dead" {
-        bail!("Assignments can only be reset if the group '{group}' is inactive, but the current state is {state}.");
+    if let Some(refused) = reset::refuse_active(group, &state) {
+        bail!("{refused}");
     }
     let mut partitions = BTreeSet::new();
     if args.all_topics {
@@ -754,46 +752,21 @@ async fn execute_reset(cluster: &mut Cluster, args: &ConsumerGroupsArgs) -> anyh
         let (Some(&low), Some(&high)) = (earliest.get(tp), latest.get(tp)) else {
             bail!("cannot read the offsets of {}-{}", tp.0, tp.1);
         };
-        let offset = if args.to_earliest {
-            low
+        let to = if args.to_earliest {
+            ResetTo::Earliest
         } else if args.to_latest {
-            high
+            ResetTo::Latest
         } else {
-            let wanted = args.to_offset.unwrap_or(low);
-            if wanted > high {
-                let _ = writeln!(out.stdout, "New offset ({wanted}) is higher than latest offset for topic partition {}-{}. Value will be set to {high}", tp.0, tp.1);
-                high
-            } else if wanted < low {
-                let _ = writeln!(out.stdout, "New offset ({wanted}) is lower than earliest offset for topic partition {}-{}. Value will be set to {low}", tp.0, tp.1);
-                low
-            } else {
-                wanted
-            }
+            ResetTo::Offset(args.to_offset.unwrap_or(low))
         };
+        let (offset, notice) = reset::new_offset(to, &tp.0, tp.1, low, high);
+        if let Some(notice) = notice {
+            let _ = writeln!(out.stdout, "{notice}");
+        }
         new_offsets.insert(tp.clone(), offset);
     }
     if args.execute {
-        let mut topics: BTreeMap<&str, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
-        for ((topic, partition), offset) in &new_offsets {
-            topics.entry(topic).or_default().push(
-                OffsetCommitRequestPartition::default()
-                    .with_partition_index(*partition)
-                    .with_committed_offset(*offset),
-            );
-        }
-        let request = OffsetCommitRequest::default()
-            .with_group_id(GroupId(StrBytes::from_string(group.clone())))
-            .with_generation_id_or_member_epoch(-1)
-            .with_topics(
-                topics
-                    .into_iter()
-                    .map(|(t, ps)| {
-                        OffsetCommitRequestTopic::default()
-                            .with_name(TopicName(StrBytes::from_string(t.to_owned())))
-                            .with_partitions(ps)
-                    })
-                    .collect(),
-            );
+        let request = reset::commit_request(group, &new_offsets);
         let response = cluster.coordinator(group).await?.send(request).await?;
         for topic in response.topics {
             for p in topic.partitions {

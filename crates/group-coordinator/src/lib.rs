@@ -84,6 +84,7 @@ mod error;
 mod membership;
 mod offset_ops;
 mod offsets;
+pub mod reset;
 mod service;
 mod sync;
 

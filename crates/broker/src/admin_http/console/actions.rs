@@ -37,7 +37,7 @@ fn wire_name(name: &str) -> TopicName {
 }
 
 /// Runs `call` with a bound a little past [`ACTION_TIMEOUT_MS`].
-async fn bounded<T>(
+pub(crate) async fn bounded<T>(
     call: impl std::future::Future<Output = Result<T, CallError>>,
 ) -> Result<T, Error> {
     tokio::time::timeout(

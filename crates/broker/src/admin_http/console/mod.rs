@@ -7,7 +7,8 @@
 //!
 //! Everything shown is read with Kafka requests through the broker's own handlers
 //! ([`super::kafka::Cluster`]), and every action is the Kafka request the CLI would send
-//! (CreateTopics, CreatePartitions, DeleteTopics, IncrementalAlterConfigs), so an action is
+//! (CreateTopics, CreatePartitions, DeleteTopics, IncrementalAlterConfigs, ElectLeaders, and
+//! OffsetCommit for a group's offset reset), so an action is
 //! checked exactly as a Kafka client's would be; errors are shown as Kafka's code and
 //! message. Creating a topic first shows the placement the controller would produce (a
 //! `validateOnly` CreateTopics, whose answer carries the assignment it would write).
@@ -17,6 +18,7 @@
 
 mod actions;
 mod data;
+mod group_reset;
 mod html;
 mod matrix;
 mod pages;
@@ -133,7 +135,15 @@ impl Console {
                 self.show("groups", pages::groups(cluster, caller).await, &query)
             }
             ("GET", ["groups", group]) => {
-                self.show("groups", pages::group(cluster, caller, group).await, &query)
+                let mut parts = pages::group(cluster, caller, group).await;
+                if let Some(notice) = query.get("notice") {
+                    parts.before = format!(
+                        "<p class=\"notice\" role=\"status\">{}</p>",
+                        html::esc(notice)
+                    );
+                }
+                parts.after = group_reset::form(self, group, &Form::default(), "");
+                self.show("groups", parts, &query)
             }
             ("GET", ["znodes", rest @ ..]) => {
                 let znode = format!("/{}", rest.join("/"));
@@ -156,6 +166,9 @@ impl Console {
                     ["topics", "new"] => actions::create_topic(self, cluster, caller, &form).await,
                     ["topics", name, what] => {
                         actions::topic_action(self, cluster, caller, name, what, &form).await
+                    }
+                    ["groups", group, "reset"] => {
+                        group_reset::reset(self, cluster, caller, group, &form).await
                     }
                     _ => not_found("No such action."),
                 }

@@ -26,6 +26,7 @@
 
   document.querySelectorAll("form[data-confirm]").forEach(function (form) {
     form.addEventListener("submit", function (e) {
+      if (e.submitter && e.submitter.hasAttribute("data-no-confirm")) return;
       if (!window.confirm(form.getAttribute("data-confirm"))) e.preventDefault();
     });
   });
