@@ -17,7 +17,7 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
 if [ "${SKIP_INSTALL:-0}" != 1 ]; then
-  step "system packages (zookeeper, kcat, java)"
+  step "system packages (zookeeper, kcat, java, chromium)"
   missing=()
   [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
   command -v kcat >/dev/null || missing+=(kcat)
@@ -37,6 +37,9 @@ if [ "${SKIP_INSTALL:-0}" != 1 ]; then
   # tests/e2e/test_go_sarama.py builds a sarama (Go) program with Debian's Go and sarama.
   command -v go >/dev/null || missing+=(golang-go)
   [ -d /usr/share/gocode/src/github.com/Shopify/sarama ] || missing+=(golang-github-shopify-sarama-dev)
+  # tests/e2e/test_console_browser.py drives the web console in headless Chromium.
+  command -v chromium >/dev/null || missing+=(chromium)
+  command -v chromedriver >/dev/null || missing+=(chromium-driver)
   if [ ${#missing[@]} -gt 0 ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
