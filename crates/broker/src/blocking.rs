@@ -13,8 +13,17 @@ where
     T: Send + 'static,
     F: FnOnce() -> T + Send + 'static,
 {
-    match tokio::task::spawn_blocking(work).await {
-        Ok(value) => value,
+    // The time the work ran counts against the request's `request_percentage` quota.
+    let timed = move || {
+        let start = std::time::Instant::now();
+        let value = work();
+        (value, start.elapsed())
+    };
+    match tokio::task::spawn_blocking(timed).await {
+        Ok((value, spent)) => {
+            crate::quotas::add_request_time(spent);
+            value
+        }
         Err(err) => match err.try_into_panic() {
             Ok(panic) => std::panic::resume_unwind(panic),
             // Only a runtime shutting down cancels a blocking task; so is this task.

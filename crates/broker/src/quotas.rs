@@ -1,5 +1,6 @@
-//! Client byte-rate quotas (Kafka's `ClientQuotaManager` for produce and fetch, KIP-13 and
-//! KIP-55): `producer_byte_rate` and `consumer_byte_rate` from `/config/users/<u>`,
+//! Client quotas (Kafka's `ClientQuotaManager` for produce and fetch, KIP-13 and KIP-55, and
+//! its `ClientRequestQuotaManager`, KIP-124): `producer_byte_rate`, `consumer_byte_rate` and
+//! `request_percentage` from `/config/users/<u>`,
 //! `/config/clients/<c>` and `/config/users/<u>/clients/<c>`, each with `<default>`
 //! entities, measured per broker.
 //!
@@ -18,8 +19,17 @@
 //!   not counted.
 //! - Changes arrive through `/config/changes` (`config_changes.rs` calls [`Quotas::reload`]).
 //!
-//! Not here yet: `request_percentage` (the request-time quota), DescribeClientQuotas /
-//! AlterClientQuotas and `gregor configs`.
+//! - `request_percentage` (Kafka's `ClientRequestQuotaManager`, KIP-124): the share of one
+//!   request thread's time a user/client may use, in percent (200 = two threads' worth),
+//!   with the same entities, precedence, buckets and sampled rate. A request's time is what
+//!   its handler spent running: the time inside the polls of its future plus the work it ran
+//!   on the blocking pool ([`crate::blocking::run`]), not the time it waited (a long-polling
+//!   Fetch or a Produce waiting for acks costs nothing while parked, as in Kafka's
+//!   purgatory). Its throttle is capped at one window (`quota.window.size.seconds`), as
+//!   Kafka's. Every answer then carries `throttle_time_ms` (the larger of a byte-rate and the
+//!   request throttle) and mutes the connection; a consumer Fetch over it gets no records.
+//!   Exempt, as in Kafka: the controller's requests (LeaderAndIsr, UpdateMetadata,
+//!   StopReplica, ControlledShutdown, AlterPartition) and followers' fetches.
 
 use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
@@ -33,11 +43,93 @@ use znodes::zk_client::KafkaZkClient;
 pub(crate) const DEFAULT: &str = "<default>";
 pub(crate) const PRODUCER_BYTE_RATE: &str = "producer_byte_rate";
 pub(crate) const CONSUMER_BYTE_RATE: &str = "consumer_byte_rate";
+pub(crate) const REQUEST_PERCENTAGE: &str = "request_percentage";
 
 tokio::task_local! {
     /// Milliseconds the connection handling this request stays muted after (or before) it
     /// answers; set by the handlers, read by `connection.rs`.
     pub(crate) static THROTTLE: Cell<u32>;
+}
+
+/// The time a request's handler has spent running so far (see the module docs).
+#[derive(Debug, Default)]
+struct RequestClock {
+    /// Polls finished and blocking-pool work done.
+    spent: Cell<Duration>,
+    /// When the poll running now started.
+    polling_since: Cell<Option<std::time::Instant>>,
+    /// Whether the handler already counted its time against the request quota (Fetch does,
+    /// to send a throttled consumer no records).
+    recorded: Cell<bool>,
+}
+
+tokio::task_local! {
+    static CLOCK: RequestClock;
+}
+
+/// Runs a request's handler, measuring the time it spends running ([`RequestClock`]).
+pub(crate) async fn timed<F: std::future::Future>(handler: F) -> F::Output {
+    let mut handler = std::pin::pin!(handler);
+    CLOCK
+        .scope(
+            RequestClock::default(),
+            std::future::poll_fn(|cx| {
+                let start = std::time::Instant::now();
+                CLOCK.with(|c| c.polling_since.set(Some(start)));
+                let polled = handler.as_mut().poll(cx);
+                CLOCK.with(|c| {
+                    c.polling_since.set(None);
+                    c.spent.set(c.spent.get() + start.elapsed());
+                });
+                polled
+            }),
+        )
+        .await
+}
+
+/// Counts work done for the request being handled elsewhere (on the blocking pool).
+pub(crate) fn add_request_time(spent: Duration) {
+    let _ = CLOCK.try_with(|c| c.spent.set(c.spent.get() + spent));
+}
+
+/// The request's running time so far; `None` outside [`timed`].
+fn request_time_so_far() -> Option<Duration> {
+    CLOCK
+        .try_with(|c| {
+            let running = c
+                .polling_since
+                .get()
+                .map_or(Duration::ZERO, |since| since.elapsed());
+            c.spent.get() + running
+        })
+        .ok()
+}
+
+/// Counts the request's time so far against the client's `request_percentage` (once per
+/// request); the throttle (ms), also set for the connection's mute. 0 when no request quota
+/// applies or the client is within it.
+pub(crate) fn throttle_request(
+    ctx: &crate::context::BrokerContext,
+    rctx: &crate::auth::RequestContext,
+    header: &kafka_protocol::messages::RequestHeader,
+) -> i32 {
+    if !ctx.quotas.any(QuotaType::Request) {
+        return 0;
+    }
+    let Some(spent) = request_time_so_far() else {
+        return 0;
+    };
+    if CLOCK.with(|c| c.recorded.replace(true)) {
+        return 0;
+    }
+    let (user, client_id) = who(rctx, header);
+    // Kafka's NanosToPercentagePerSecond: a second of thread time is 100 (percent).
+    let percent = spent.as_secs_f64() * 100.0;
+    let ms = ctx
+        .quotas
+        .record_value(QuotaType::Request, user, client_id, percent);
+    set_throttle(ms);
+    i32::try_from(ms).unwrap_or(i32::MAX)
 }
 
 /// Records the throttle of the request being handled (the longest one wins).
@@ -106,12 +198,14 @@ pub(crate) fn throttle_produce(
 }
 
 /// Counts a consumer Fetch's record bytes against its quota. When that throttles it (ms
-/// returned, set for the mute) the bytes are taken back: the response goes without records.
+/// returned, set for the mute), or the request quota already did (`throttled`), the bytes
+/// are taken back: the response goes without records.
 pub(crate) fn throttle_fetch(
     ctx: &crate::context::BrokerContext,
     rctx: &crate::auth::RequestContext,
     header: &kafka_protocol::messages::RequestHeader,
     bytes: i64,
+    throttled: bool,
 ) -> i32 {
     if !ctx.quotas.any(QuotaType::Fetch) {
         return 0;
@@ -119,7 +213,7 @@ pub(crate) fn throttle_fetch(
     let (user, client_id) = who(rctx, header);
     let bytes = usize::try_from(bytes).unwrap_or(0);
     let ms = ctx.quotas.record(QuotaType::Fetch, user, client_id, bytes);
-    if ms > 0 {
+    if ms > 0 || throttled {
         ctx.quotas
             .unrecord(QuotaType::Fetch, user, client_id, bytes);
         set_throttle(ms);
@@ -127,11 +221,99 @@ pub(crate) fn throttle_fetch(
     i32::try_from(ms).unwrap_or(i32::MAX)
 }
 
-/// Produce or Fetch.
+/// Puts a throttle into an answer that has `throttle_time_ms` (the larger one stays; the
+/// versions without the field do not encode it).
+pub(crate) fn set_response_throttle(
+    response: &mut kafka_protocol::messages::ResponseKind,
+    ms: i32,
+) {
+    macro_rules! with_throttle {
+        ($($variant:ident),* $(,)?) => {
+            match response {
+                $(kafka_protocol::messages::ResponseKind::$variant(r) => {
+                    r.throttle_time_ms = r.throttle_time_ms.max(ms);
+                })*
+                _ => {}
+            }
+        };
+    }
+    with_throttle!(
+        AddOffsetsToTxn,
+        AddPartitionsToTxn,
+        AddRaftVoter,
+        AllocateProducerIds,
+        AlterClientQuotas,
+        AlterConfigs,
+        AlterPartition,
+        AlterPartitionReassignments,
+        AlterReplicaLogDirs,
+        AlterUserScramCredentials,
+        ApiVersions,
+        AssignReplicasToDirs,
+        BrokerHeartbeat,
+        BrokerRegistration,
+        ConsumerGroupDescribe,
+        ConsumerGroupHeartbeat,
+        ControllerRegistration,
+        CreateAcls,
+        CreateDelegationToken,
+        CreatePartitions,
+        CreateTopics,
+        DeleteAcls,
+        DeleteGroups,
+        DeleteRecords,
+        DeleteTopics,
+        DescribeAcls,
+        DescribeClientQuotas,
+        DescribeCluster,
+        DescribeConfigs,
+        DescribeDelegationToken,
+        DescribeGroups,
+        DescribeLogDirs,
+        DescribeProducers,
+        DescribeTopicPartitions,
+        DescribeTransactions,
+        DescribeUserScramCredentials,
+        ElectLeaders,
+        EndTxn,
+        ExpireDelegationToken,
+        Fetch,
+        FetchSnapshot,
+        FindCoordinator,
+        GetTelemetrySubscriptions,
+        Heartbeat,
+        IncrementalAlterConfigs,
+        InitProducerId,
+        JoinGroup,
+        LeaveGroup,
+        ListClientMetricsResources,
+        ListGroups,
+        ListOffsets,
+        ListPartitionReassignments,
+        ListTransactions,
+        Metadata,
+        OffsetCommit,
+        OffsetDelete,
+        OffsetFetch,
+        OffsetForLeaderEpoch,
+        Produce,
+        PushTelemetry,
+        RemoveRaftVoter,
+        RenewDelegationToken,
+        SyncGroup,
+        TxnOffsetCommit,
+        UnregisterBroker,
+        UpdateFeatures,
+        UpdateRaftVoter,
+    );
+}
+
+/// Produce or Fetch bytes, or request time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum QuotaType {
     Produce,
     Fetch,
+    Request,
 }
 
 /// One side of an entity: a name, the `<default>`, or absent.
@@ -154,11 +336,12 @@ impl Part {
 /// An entity with config: (user, client id).
 type Entity = (Option<Part>, Option<Part>);
 
-/// One configured entity's quotas in bytes per second.
+/// One configured entity's quotas: bytes per second, and percent of a request thread.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 struct Limits {
     producer: Option<f64>,
     consumer: Option<f64>,
+    request: Option<f64>,
 }
 
 impl Limits {
@@ -166,6 +349,7 @@ impl Limits {
         match kind {
             QuotaType::Produce => self.producer,
             QuotaType::Fetch => self.consumer,
+            QuotaType::Request => self.request,
         }
     }
 }
@@ -248,19 +432,35 @@ impl Quotas {
     /// Counts `bytes` for the client and returns how long it is throttled (ms), 0 when no
     /// quota applies or it is within it.
     pub(crate) fn record(&self, kind: QuotaType, user: &str, client_id: &str, bytes: usize) -> u32 {
+        self.record_value(kind, user, client_id, bytes as f64)
+    }
+
+    /// Counts `value` (bytes, or percent-seconds of request time) for the client; the
+    /// throttle (ms) as [`Quotas::record`].
+    pub(crate) fn record_value(
+        &self,
+        kind: QuotaType,
+        user: &str,
+        client_id: &str,
+        value: f64,
+    ) -> u32 {
         let Some((quota, bucket)) = self.quota_for(kind, user, client_id) else {
             return 0;
         };
         let now = tokio::time::Instant::now();
         let mut rates = self.rates.lock().unwrap_or_else(|p| p.into_inner());
         let rate = rates.entry(bucket).or_insert_with(Rate::new);
-        rate.record(bytes as f64, now, self.window, self.num);
+        rate.record(value, now, self.window, self.num);
         let (observed, seconds) = rate.measure(now, self.window, self.num);
         if observed <= quota {
             return 0;
         }
-        // Kafka's QuotaUtils.throttleTime.
-        let ms = (observed - quota) / quota * seconds * 1000.0;
+        // Kafka's QuotaUtils.throttleTime; the request quota's is bounded by one window
+        // (ClientRequestQuotaManager's maxThrottleTimeMs).
+        let mut ms = (observed - quota) / quota * seconds * 1000.0;
+        if kind == QuotaType::Request {
+            ms = ms.min(self.window.as_secs_f64() * 1000.0);
+        }
         ms.round().clamp(0.0, f64::from(i32::MAX as u32)) as u32
     }
 
@@ -367,6 +567,7 @@ impl Quotas {
         let limits = Limits {
             producer: rate(PRODUCER_BYTE_RATE),
             consumer: rate(CONSUMER_BYTE_RATE),
+            request: rate(REQUEST_PERCENTAGE),
         };
         let mut configs = self.configs.write().unwrap_or_else(|p| p.into_inner());
         let before = configs.get(&entity).copied();
@@ -377,7 +578,8 @@ impl Quotas {
         }
         if before != Some(limits) {
             info!(entity = entity_path, producer_byte_rate = ?limits.producer,
-                consumer_byte_rate = ?limits.consumer, "client quota changed");
+                consumer_byte_rate = ?limits.consumer, request_percentage = ?limits.request,
+                "client quota changed");
         }
     }
 }
@@ -420,7 +622,7 @@ mod tests {
     fn produce(rate: f64) -> Limits {
         Limits {
             producer: Some(rate),
-            consumer: None,
+            ..Limits::default()
         }
     }
 
@@ -501,13 +703,74 @@ mod tests {
         let q = quotas(&[(
             "clients/c",
             Limits {
-                producer: None,
                 consumer: Some(1000.0),
+                ..Limits::default()
             },
         )]);
         assert!(q.record(QuotaType::Fetch, "u", "c", 50_000) > 0);
         q.unrecord(QuotaType::Fetch, "u", "c", 50_000);
         assert_eq!(q.record(QuotaType::Fetch, "u", "c", 100), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn request_time_is_throttled_like_bytes_but_at_most_one_window() {
+        let request = |percent: f64| Limits {
+            request: Some(percent),
+            ..Limits::default()
+        };
+        let q = quotas(&[
+            ("users/u", request(10.0)),
+            ("clients/<default>", request(50.0)),
+        ]);
+        // The user's quota wins over the default client's (Kafka's precedence), shared by
+        // every client id of that user.
+        assert_eq!(
+            q.quota_for(QuotaType::Request, "u", "a").unwrap(),
+            (10.0, (QuotaType::Request, Some("u".to_owned()), None))
+        );
+        // 50 percent-seconds over at least 10 s: 5 %, within 10 %.
+        assert_eq!(q.record_value(QuotaType::Request, "u", "a", 50.0), 0);
+        // 150 over 10 s: 15 %, (15 - 10) / 10 * 10 s = 5 s, capped at one 1 s window.
+        assert_eq!(q.record_value(QuotaType::Request, "u", "b", 100.0), 1_000);
+        // Just over: 10.5 % gives 0.05 * 10 s = 500 ms.
+        let q = quotas(&[("clients/c", request(10.0))]);
+        assert_eq!(q.record_value(QuotaType::Request, "x", "c", 105.0), 500);
+        // Byte quotas do not count request time and the other way round.
+        assert_eq!(q.record(QuotaType::Produce, "x", "c", 1 << 30), 0);
+        // Another user with no quota of its own gets the default client's, per client id.
+        let q = quotas(&[
+            ("users/u", request(10.0)),
+            ("clients/<default>", request(50.0)),
+        ]);
+        assert_eq!(
+            q.quota_for(QuotaType::Request, "v", "a").unwrap(),
+            (50.0, (QuotaType::Request, None, Some("a".to_owned())))
+        );
+    }
+
+    /// The clock counts time spent running (polls and blocking-pool work), not waiting.
+    #[tokio::test]
+    async fn the_request_clock_counts_running_not_waiting() {
+        // Waits a second for a signal: two short polls around it. (Only polls that took a
+        // whole second between them could fail this, not a slow machine's scheduling.)
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let signal = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let _ = tx.send(());
+        });
+        let spent = timed(async {
+            let _ = rx.await;
+            add_request_time(Duration::from_millis(7));
+            request_time_so_far().unwrap()
+        })
+        .await;
+        signal.await.unwrap();
+        assert!(spent >= Duration::from_millis(7), "{spent:?}");
+        assert!(
+            spent < Duration::from_secs(1),
+            "the wait was counted: {spent:?}"
+        );
+        assert_eq!(request_time_so_far(), None);
     }
 
     /// A client that sends as fast as it is let (waiting out each throttle, as a muted

@@ -171,7 +171,7 @@ async fn issue_14_client_quotas_through_the_admin_apis() {
         vec![
             (
                 entity(&[("client-id", Some("app"))]),
-                vec![set("request_percentage", 50.0)],
+                vec![set("controller_mutation_rate", 50.0)],
             ),
             (
                 entity(&[("client-id", Some("app"))]),
@@ -197,6 +197,14 @@ async fn issue_14_client_quotas_through_the_admin_apis() {
             (
                 entity(&[("user", Some(""))]),
                 vec![set("producer_byte_rate", 10.0)],
+            ),
+            (
+                entity(&[("client-id", Some("app"))]),
+                vec![set("request_percentage", 0.0)],
+            ),
+            (
+                entity(&[("client-id", Some("app"))]),
+                vec![set("request_percentage", f64::NAN)],
             ),
         ],
         false,
@@ -240,7 +248,10 @@ async fn issue_14_client_quotas_through_the_admin_apis() {
             ),
             (
                 entity(&[("user", Some("alice"))]),
-                vec![set("consumer_byte_rate", 2_000_000.0)],
+                vec![
+                    set("consumer_byte_rate", 2_000_000.0),
+                    set("request_percentage", 12.5),
+                ],
             ),
             (
                 entity(&[("user", None), ("client-id", None)]),
@@ -272,6 +283,10 @@ async fn issue_14_client_quotas_through_the_admin_apis() {
         alice.get("SCRAM-SHA-256").map(String::as_str),
         Some("[iterations=4096]")
     );
+    assert_eq!(
+        alice.get("request_percentage").map(String::as_str),
+        Some("12.5")
+    );
     assert!(!zk
         .get_entity_config("users/bob%20smith/clients/etl%2A")
         .await
@@ -296,7 +311,10 @@ async fn issue_14_client_quotas_through_the_admin_apis() {
     // Only quota keys are described, not the user's other config.
     assert_eq!(
         all[&key(Some("alice"), None)],
-        BTreeMap::from([("consumer_byte_rate".to_owned(), 2_000_000.0)])
+        BTreeMap::from([
+            ("consumer_byte_rate".to_owned(), 2_000_000.0),
+            ("request_percentage".to_owned(), 12.5)
+        ])
     );
     assert!(all.contains_key(&key(Some("bob smith"), Some("etl*"))));
     // Exact client id, strict: that entity only.

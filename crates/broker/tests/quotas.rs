@@ -2,7 +2,9 @@
 //! (`/config/clients/<c>`, applied live through `/config/changes`) holds within ±20 % while a
 //! client without a quota on the same broker keeps producing much faster; the throttled
 //! responses carry `throttle_time_ms`. A `consumer_byte_rate` (`/config/users/<default>`,
-//! every user's own bucket) holds the same way for Fetch.
+//! every user's own bucket) holds the same way for Fetch. A `request_percentage` (the
+//! request-time quota, set through AlterClientQuotas) throttles the client over it, on every
+//! API it sends (Metadata, Fetch with no records), while another client is never throttled.
 
 mod common;
 
@@ -242,6 +244,110 @@ async fn issue_14_a_client_quota_holds_and_others_keep_their_throughput() {
     );
     drop((admin, consumer));
     zk.close().await;
+    broker.shutdown().await;
+}
+
+/// Metadata for every topic from `conn`: its throttle_time_ms.
+async fn metadata_throttle(conn: &mut Connection) -> i32 {
+    conn.send(MetadataRequest::default().with_topics(None))
+        .await
+        .unwrap()
+        .throttle_time_ms
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_14_a_request_percentage_throttles_that_client_only() {
+    use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
+    use kafka_protocol::protocol::StrBytes;
+
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    eventually("controller", || broker.is_controller()).await;
+    let addr = broker.local_addr().to_string();
+    let mut admin = Connection::connect(&addr, "admin").await.unwrap();
+    let created = admin
+        .send(
+            CreateTopicsRequest::default()
+                .with_timeout_ms(10_000)
+                .with_topics(vec![CreatableTopic::default()
+                    .with_name(name(TOPIC))
+                    .with_num_partitions(1)
+                    .with_replication_factor(1)]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.topics[0].error_code, 0);
+    let records = one_record_batch(1_000, b'r');
+    let start = Instant::now();
+    while produce(&mut admin, 0, &records).await.0 != 0 {
+        assert!(start.elapsed() < Duration::from_secs(30), "topic not ready");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // 0.001 % of one request thread: 100 µs of handling time over the 10 s the rate counts
+    // at least. A handful of requests is over it, however fast the machine.
+    let s = |t: &str| StrBytes::from_string(t.to_owned());
+    let altered = admin
+        .send(
+            AlterClientQuotasRequest::default().with_entries(vec![EntryData::default()
+                .with_entity(vec![EntityData::default()
+                    .with_entity_type(s("client-id"))
+                    .with_entity_name(Some(s("busy")))])
+                .with_ops(vec![OpData::default()
+                    .with_key(s("request_percentage"))
+                    .with_value(0.001)])]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(altered.entries[0].error_code, 0, "{:?}", altered.entries[0]);
+
+    // The busy client is throttled once its handling time is over the quota (applied live
+    // through /config/changes, so it may take a moment).
+    let mut busy = Connection::connect(&addr, "busy").await.unwrap();
+    let start = Instant::now();
+    let throttle = loop {
+        let throttle = metadata_throttle(&mut busy).await;
+        if throttle > 0 {
+            break throttle;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the client over its request quota was never throttled"
+        );
+    };
+    // Bounded by one quota window (1 s by default), as Kafka's request quota.
+    assert!(throttle <= 1_000, "throttle {throttle} ms");
+    // Every API answers with the throttle: a Fetch over the quota gets no records.
+    let fetch = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_min_bytes(1)
+        .with_max_bytes(1_000_000)
+        .with_session_epoch(-1)
+        .with_topics(vec![fetch_request::FetchTopic::default()
+            .with_topic(name(TOPIC))
+            .with_partitions(vec![fetch_request::FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1_000_000)])]);
+    let response = busy.send(fetch.clone()).await.unwrap();
+    assert!(response.throttle_time_ms > 0);
+    assert!(response.responses.iter().all(|t| t
+        .partitions
+        .iter()
+        .all(|p| p.records.as_ref().is_none_or(Bytes::is_empty))));
+
+    // Another client on the same broker is never throttled, and gets its records.
+    let mut idle = Connection::connect(&addr, "idle").await.unwrap();
+    for _ in 0..20 {
+        assert_eq!(metadata_throttle(&mut idle).await, 0);
+    }
+    let response = idle.send(fetch).await.unwrap();
+    assert_eq!(response.throttle_time_ms, 0);
+    assert!(response.responses[0].partitions[0]
+        .records
+        .as_ref()
+        .is_some_and(|r| !r.is_empty()));
+    drop((admin, busy, idle));
     broker.shutdown().await;
 }
 

@@ -180,6 +180,18 @@ fn client_quotas_set_describe_delete_and_throttle() {
         "Completed updating default config for clients in the cluster.\n"
     );
 
+    // The request-time quota, on the default user.
+    let out = server.configs(
+        "--alter --entity-type users --entity-default --add-config request_percentage=200",
+    );
+    assert_eq!(
+        ok(&out),
+        "Completed updating default config for users in the cluster.\n"
+    );
+    server.describe_until(
+        "--entity-type users --entity-default",
+        "Quota configs for the default user-principal are request_percentage=200.0\n",
+    );
     server.describe_until(
         "--entity-type clients --entity-name throttled",
         "Quota configs for client-id 'throttled' are consumer_byte_rate=2048.0, producer_byte_rate=1024.0\n",

@@ -6,10 +6,11 @@
 //! every broker's quota manager ([`crate::quotas`]) reads again: a quota set here holds on
 //! every broker within a moment.
 //!
-//! Gregor enforces `producer_byte_rate` and `consumer_byte_rate`. The other quota keys Kafka
-//! knows (`request_percentage`, `controller_mutation_rate`) and IP quotas
-//! (`connection_creation_rate`) are refused with INVALID_REQUEST saying so, rather than stored
-//! and silently not enforced.
+//! Gregor enforces `producer_byte_rate`, `consumer_byte_rate` (whole bytes per second, at
+//! least 1) and `request_percentage` (a positive number: Kafka takes any DOUBLE, but zero or
+//! less would throttle every request for ever). The other quota key Kafka knows
+//! (`controller_mutation_rate`) and IP quotas (`connection_creation_rate`) are refused with
+//! INVALID_REQUEST saying so, rather than stored and silently not enforced.
 
 use std::collections::BTreeMap;
 
@@ -30,7 +31,9 @@ use tracing::{info, warn};
 use znodes::zk_client::KafkaZkClient;
 
 use crate::context::BrokerContext;
-use crate::quotas::{desanitize, sanitize, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE};
+use crate::quotas::{
+    desanitize, sanitize, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE,
+};
 
 /// Kafka's `ClientQuotaEntity` types.
 const USER: &str = "user";
@@ -39,7 +42,7 @@ const IP: &str = "ip";
 /// The store's name of a default entity.
 const DEFAULT: &str = "<default>";
 /// Quota keys Kafka accepts for users and clients that this broker does not enforce.
-const NOT_ENFORCED: [&str; 2] = ["request_percentage", "controller_mutation_rate"];
+const NOT_ENFORCED: [&str; 1] = ["controller_mutation_rate"];
 
 /// A filter component's match (`match_type` 0, 1, 2).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -241,7 +244,10 @@ async fn stored_entities(
 }
 
 fn is_quota_key(key: &str) -> bool {
-    key == PRODUCER_BYTE_RATE || key == CONSUMER_BYTE_RATE || NOT_ENFORCED.contains(&key)
+    key == PRODUCER_BYTE_RATE
+        || key == CONSUMER_BYTE_RATE
+        || key == REQUEST_PERCENTAGE
+        || NOT_ENFORCED.contains(&key)
 }
 
 fn store_error(err: &znodes::zk_client::ZkClientError) -> (ResponseError, String) {
@@ -348,9 +354,16 @@ async fn alter_one(
                 )));
             }
             config.insert(key.to_owned(), format!("{}", whole as i64));
+        } else if key == REQUEST_PERCENTAGE {
+            if !op.value.is_finite() || op.value <= 0.0 {
+                return Err(invalid(format!(
+                    "Configuration {key} must be a positive number (percent of one request thread's time); remove it to lift the quota"
+                )));
+            }
+            config.insert(key.to_owned(), format!("{}", op.value));
         } else if NOT_ENFORCED.contains(&key) {
             return Err(invalid(format!(
-                "{key} is not enforced by this broker; it enforces producer_byte_rate and consumer_byte_rate"
+                "{key} is not enforced by this broker; it enforces producer_byte_rate, consumer_byte_rate and request_percentage"
             )));
         } else {
             return Err(invalid(format!("Invalid configuration key {key}")));

@@ -163,11 +163,15 @@ pub(super) async fn handle(
             _ => break read().await,
         }
     };
-    // A consumer over its `consumer_byte_rate` gets Kafka's throttled answer: no records
-    // (their bytes are not counted), `throttle_time_ms`, the session left as the request
-    // found it (an incremental one keeps its id; a full fetch creates none).
+    // A consumer over its `consumer_byte_rate` or its `request_percentage` gets Kafka's
+    // throttled answer: no records (their bytes are not counted), `throttle_time_ms` (the
+    // larger of the two), the session left as the request found it (an incremental one keeps
+    // its id; a full fetch creates none).
     if !privileged {
-        let throttle = crate::quotas::throttle_fetch(ctx, rctx, header, reads.bytes);
+        let request_throttle = crate::quotas::throttle_request(ctx, rctx, header);
+        let throttle =
+            crate::quotas::throttle_fetch(ctx, rctx, header, reads.bytes, request_throttle > 0)
+                .max(request_throttle);
         if throttle > 0 {
             let session_id = match opened.context {
                 FetchContext::Incremental { session_id } => session_id,
@@ -236,7 +240,7 @@ const LEADER_THROTTLE_RECHECK: Duration = Duration::from_millis(20);
 const UNKNOWN_ID_PREFIX: char = '\u{0}';
 
 /// The fetching replica's id (-1 for a consumer): in `replica_state` from v15.
-fn replica_id(request: &FetchRequest, version: i16) -> i32 {
+pub(super) fn replica_id(request: &FetchRequest, version: i16) -> i32 {
     if version >= 15 {
         request.replica_state.replica_id.0
     } else {

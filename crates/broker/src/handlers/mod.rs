@@ -75,8 +75,44 @@ pub(crate) fn current_leader<'a>(
     }
 }
 
-/// Handles one decoded request of a supported API and version.
+/// Handles one decoded request of a supported API and version; the time its handler runs
+/// counts against the client's `request_percentage` quota (except for the requests Kafka
+/// exempts), whose throttle goes into the answer.
 pub(crate) async fn handle(
+    ctx: &Arc<BrokerContext>,
+    rctx: &RequestContext,
+    header: &RequestHeader,
+    request: RequestKind,
+) -> ResponseKind {
+    let exempt = request_quota_exempt(&request, header.request_api_version);
+    crate::quotas::timed(async {
+        let mut response = dispatch(ctx, rctx, header, request).await;
+        if !exempt {
+            let throttle = crate::quotas::throttle_request(ctx, rctx, header);
+            if throttle > 0 {
+                crate::quotas::set_response_throttle(&mut response, throttle);
+            }
+        }
+        response
+    })
+    .await
+}
+
+/// The requests Kafka answers with `sendResponseExemptThrottle`: the controller's and
+/// other brokers' (a follower's Fetch).
+fn request_quota_exempt(request: &RequestKind, version: i16) -> bool {
+    match request {
+        RequestKind::LeaderAndIsr(_)
+        | RequestKind::UpdateMetadata(_)
+        | RequestKind::StopReplica(_)
+        | RequestKind::ControlledShutdown(_)
+        | RequestKind::AlterPartition(_) => true,
+        RequestKind::Fetch(fetch) => fetch::replica_id(fetch, version) >= 0,
+        _ => false,
+    }
+}
+
+async fn dispatch(
     ctx: &Arc<BrokerContext>,
     rctx: &RequestContext,
     header: &RequestHeader,
