@@ -403,3 +403,41 @@ def test_matrix_marks_replicas_a_reassignment_adds_and_removes(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_with_an_authorizer_the_admin_listener_asks_for_a_scram_login(make_server):
+    """With `authorizer.class.name` set, every admin path but /v1/health needs HTTP Basic
+    checked against the user's SCRAM credentials; a wrong password or an unknown user gets a
+    401 challenge and sees nothing."""
+    import base64
+
+    server = make_server("authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+                         "super.users=User:ANONYMOUS;User:alice")
+    port = server.admin_port
+    out = gregor_cli("configs", "--bootstrap-server", server.bootstrap, "--entity-type", "users",
+                     "--entity-name", "alice", "--alter", "--add-config", "SCRAM-SHA-512=[password=alice-secret]")
+    assert out.returncode == 0, out.stderr
+
+    def fetch(path, auth=None):
+        headers = {"Authorization": "Basic " + base64.b64encode(auth.encode()).decode()} if auth else {}
+        req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, r.headers, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers, e.read().decode()
+
+    assert fetch("/v1/health")[0] == 200, "health stays open for load balancers"
+    for path in ["/", "/topics", "/metrics", "/v1/meta/brokers/ids"]:
+        status, headers, body = fetch(path)
+        assert status == 401 and headers["WWW-Authenticate"].startswith("Basic realm="), (path, status, body)
+        assert "log in" in body and "cluster-id" not in body, body
+    for wrong in ["alice:wrong", "bob:alice-secret", "alice:", "nonsense"]:
+        status, _, body = fetch("/topics", wrong)
+        assert status == 401, (wrong, status, body)
+    status, _, body = fetch("/", "alice:alice-secret")
+    assert status == 200 and 'id="cluster-id"' in body, body
+    status, _, body = fetch("/metrics", "alice:alice-secret")
+    assert status == 200 and "kafka_controller_kafkacontroller_activecontrollercount" in body
+    wait_until(lambda: "admin listener: failed authentication" in server.log_path.read_text(),
+               what="the refused logins in the broker's log")

@@ -1,6 +1,8 @@
 //! The HTTP admin listener (`admin.listener`): `GET /v1/health`, Prometheus `GET /metrics`,
 //! read-only access to the metadata tree at `GET /v1/meta/<znode path>`, and the web
-//! console on every other path ([`console`]).
+//! console on every other path ([`console`]). With an authorizer configured, every path but
+//! `/v1/health` needs HTTP Basic authentication against the user's SCRAM credentials
+//! ([`basic_auth`]), and the user is the principal of every Kafka request the path sends.
 //!
 //! A deliberately tiny HTTP/1.1 server (one request per connection, bounded request head
 //! and body) rather than a framework: the console's pages are server-rendered and its
@@ -20,6 +22,7 @@ use tracing::debug;
 use crate::context::BrokerContext;
 use crate::error::BrokerError;
 
+mod basic_auth;
 mod console;
 mod kafka;
 mod scrape;
@@ -137,6 +140,8 @@ pub(crate) struct HttpResponse {
     pub body: String,
     /// `Location` of a redirect.
     pub location: Option<String>,
+    /// The `WWW-Authenticate` challenge of a 401.
+    pub www_authenticate: Option<&'static str>,
 }
 
 impl HttpResponse {
@@ -146,6 +151,7 @@ impl HttpResponse {
             content_type,
             body: body.into(),
             location: None,
+            www_authenticate: None,
         }
     }
 
@@ -237,6 +243,7 @@ async fn serve(
     let reason = match response.status {
         200 => "OK",
         303 => "See Other",
+        401 => "Unauthorized",
         403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
@@ -256,6 +263,9 @@ async fn serve(
     if let Some(location) = &response.location {
         head.push_str(&format!("Location: {location}\r\n"));
     }
+    if let Some(challenge) = response.www_authenticate {
+        head.push_str(&format!("WWW-Authenticate: {challenge}\r\n"));
+    }
     head.push_str("\r\n");
     stream.write_all(head.as_bytes()).await?;
     stream.write_all(response.body.as_bytes()).await?;
@@ -268,24 +278,30 @@ async fn route(
     cluster: &Cluster,
     console: &console::Console,
 ) -> HttpResponse {
-    let caller = Caller {
-        principal: Arc::from(crate::auth::ANONYMOUS),
-        peer,
-    };
     let path = request.path.as_str();
-    let is_api = path == "/v1/health" || path == "/metrics" || path.starts_with("/v1/");
+    if path == "/v1/health" {
+        return if request.method != "GET" {
+            HttpResponse::text(405, "only GET is supported\n")
+        } else if cluster.any().is_err() {
+            HttpResponse::text(503, "no broker\n")
+        } else {
+            HttpResponse::text(200, "ok\n")
+        };
+    }
+    let Ok(any) = cluster.any() else {
+        return HttpResponse::text(503, "no broker\n");
+    };
+    let principal = match basic_auth::principal(any, request, peer).await {
+        Ok(principal) => principal,
+        Err(refused) => return refused,
+    };
+    let caller = Caller { principal, peer };
+    let is_api = path == "/metrics" || path.starts_with("/v1/");
     if !is_api {
         return console.route(request, cluster, &caller).await;
     }
     if request.method != "GET" {
         return HttpResponse::text(405, "only GET is supported\n");
-    }
-    if path == "/v1/health" {
-        return if cluster.any().is_err() {
-            HttpResponse::text(503, "no broker\n")
-        } else {
-            HttpResponse::text(200, "ok\n")
-        };
     }
     if path == "/metrics" {
         return HttpResponse::new(

@@ -309,7 +309,7 @@ impl Exchange {
 
 /// `user`'s stored credential for `mechanism`; `None` when it has none. A store failure is
 /// an authentication failure (the client may retry), never a pass.
-async fn scram_credential(
+pub(crate) async fn scram_credential(
     ctx: &BrokerContext,
     mechanism: ScramMechanism,
     user: &str,
