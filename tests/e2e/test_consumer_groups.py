@@ -339,3 +339,44 @@ def test_offsets_members_and_owners_in_zookeeper(make_server):
         probe.close()
     finally:
         zk.stop()
+
+
+def test_any_string_is_a_group_id_and_stays_under_consumers(make_server):
+    """Issue 14: group ids are any string in Kafka. Ids with '/', '..' or a path in them form
+    groups, commit and read back their offsets (across a restart), list and describe by their
+    own name, and nothing is written outside /consumers."""
+    server = make_server(*GROUP_OVERRIDES)
+    topic = unique("odd")
+    create_topic(server.bootstrap, topic, 1)
+    produce(server.bootstrap, topic, 5, 1)
+    groups = ["a/b", "..", "a/../../brokers", "100% odd id"]
+    for i, group in enumerate(groups):
+        c = rdkafka_consumer(server.bootstrap, group, "classic")
+        c.subscribe([topic])
+        got = 0
+        deadline = time.time() + 30
+        while got < i + 1 and time.time() < deadline:
+            m = c.poll(1)
+            if m is not None and not m.error():
+                got += 1
+                last = m
+        assert got == i + 1, group
+        c.commit(message=last, asynchronous=False)
+        committed = c.committed([TopicPartition(topic, 0)], timeout=10)
+        assert committed[0].offset == i + 1, (group, committed)
+        c.close()
+    server.restart()
+    listed = gregor_cli("consumer-groups", "--bootstrap-server", server.bootstrap, "--list")
+    assert listed.returncode == 0, listed.stderr
+    for group in groups:
+        assert group in listed.stdout.splitlines(), (group, listed.stdout)
+    for i, group in enumerate(groups):
+        out = gregor_cli("consumer-groups", "--bootstrap-server", server.bootstrap, "--describe", "--group", group)
+        assert out.returncode == 0 and topic in out.stdout, (group, out.stdout, out.stderr)
+        probe = rdkafka_consumer(server.bootstrap, group, "classic")
+        committed = probe.committed([TopicPartition(topic, 0)], timeout=10)
+        probe.close()
+        assert committed[0].offset == i + 1, (group, committed)
+    tree = gregor_cli("meta", "ls", "/brokers", "--admin", f"http://127.0.0.1:{server.admin_port}")
+    assert tree.returncode == 0, tree.stderr
+    assert "offsets" not in tree.stdout.split(), tree.stdout

@@ -133,7 +133,10 @@ impl KafkaZkClient {
     /// offsets (foreign data) are skipped, not fatal.
     pub async fn get_all_consumer_offsets(&self) -> Result<AllConsumerOffsets> {
         let mut all = AllConsumerOffsets::new();
-        for group in self.children_or_empty(paths::consumers()).await? {
+        for segment in self.children_or_empty(paths::consumers()).await? {
+            let Some(group) = paths::group_from_segment(&segment) else {
+                continue;
+            };
             let offsets_root = format!("{}/offsets", paths::consumer_group(&group));
             for topic in self.children_or_empty(&offsets_root).await? {
                 let Ok(topic) = TopicName::try_from(topic.as_str()) else {
@@ -195,7 +198,10 @@ impl KafkaZkClient {
 
     /// Deletes every group's `/consumers/<group>/offsets/<topic>` subtree (a deleted topic).
     pub async fn delete_topic_consumer_offsets(&self, topic: &TopicName) -> Result<()> {
-        for group in self.children_or_empty(paths::consumers()).await? {
+        for segment in self.children_or_empty(paths::consumers()).await? {
+            let Some(group) = paths::group_from_segment(&segment) else {
+                continue;
+            };
             let ops = self
                 .subtree_deletes(&paths::consumer_offsets(&group, topic))
                 .await?;
@@ -427,6 +433,81 @@ mod tests {
             .await
             .expect("exists")
             .is_none());
+    }
+
+    /// Issue 14: any string is a group id. Each odd id is one node under `/consumers`,
+    /// reads back as itself, and nothing lands outside `/consumers`.
+    #[tokio::test]
+    async fn any_group_id_is_one_node_under_consumers() {
+        let (_dir, zk) = client();
+        zk.ensure_persistent_paths().await.expect("paths");
+        let odd = [
+            "a/b",
+            "..",
+            ".",
+            "a/../../brokers",
+            "with space",
+            "100%",
+            "ünïcode",
+            "plain.group-1_x",
+        ];
+        for (i, group) in odd.iter().enumerate() {
+            zk.commit_consumer_offsets(group, &[(tp("t", 0), i as i64)])
+                .await
+                .unwrap_or_else(|e| panic!("commit for {group:?}: {e}"));
+            let reg = ConsumerMemberZNode {
+                version: 1,
+                subscription: BTreeMap::from([("t".to_owned(), 1)]),
+                pattern: "white_list".to_owned(),
+                timestamp: 1,
+            };
+            zk.register_consumer_member(group, "client/with/slashes-1", &reg)
+                .await
+                .unwrap_or_else(|e| panic!("member of {group:?}: {e}"));
+        }
+        let all = zk.get_all_consumer_offsets().await.expect("load");
+        for (i, group) in odd.iter().enumerate() {
+            assert_eq!(all[*group][&tp("t", 0)].offset, i as i64, "{group:?}");
+        }
+        assert_eq!(all.len(), odd.len());
+        let mut children = zk
+            .client()
+            .get_children("/consumers", false)
+            .await
+            .expect("children");
+        children.sort();
+        assert_eq!(children.len(), odd.len(), "{children:?}");
+        assert!(
+            children.contains(&"plain.group-1_x".to_owned()),
+            "plain ids unchanged"
+        );
+        assert!(children.contains(&"a%2Fb".to_owned()));
+        assert!(children.contains(&"%2E%2E".to_owned()));
+        assert_eq!(
+            zk.client()
+                .get_children("/brokers", false)
+                .await
+                .expect("brokers")
+                .iter()
+                .filter(|c| c.as_str() == "offsets")
+                .count(),
+            0,
+            "nothing written under /brokers"
+        );
+        zk.delete_consumer_group("a/../../brokers")
+            .await
+            .expect("delete");
+        assert!(!zk
+            .get_all_consumer_offsets()
+            .await
+            .expect("load")
+            .contains_key("a/../../brokers"));
+        assert!(zk
+            .client()
+            .exists("/brokers", false)
+            .await
+            .expect("exists")
+            .is_some());
     }
 
     #[tokio::test]

@@ -198,39 +198,56 @@ pub fn consumers() -> &'static str {
     "/consumers"
 }
 
+/// A group id or member id as one znode name: URL encoded as [`sanitize_entity_name`] does,
+/// with the names ZooKeeper refuses (`.` and `..`) written `%2E` by `%2E`. Any string is a
+/// legal group id in Kafka (`a/b`, `..`, `a/../../brokers`); encoded, each stays one node
+/// under `/consumers` and nothing is written outside it. Ids made of letters, digits, `.`,
+/// `-` and `_` (other than `.` and `..`) are unchanged, so existing groups keep their nodes.
+pub fn group_segment(id: &str) -> String {
+    if id == "." || id == ".." {
+        return "%2E".repeat(id.len());
+    }
+    sanitize_entity_name(id)
+}
+
+/// The id a [`group_segment`] names; `None` for a name that is not one (foreign data).
+pub fn group_from_segment(segment: &str) -> Option<String> {
+    desanitize_entity_name(segment)
+}
+
 /// `/consumers/<group>`.
 pub fn consumer_group(group: &str) -> String {
-    format!("/consumers/{group}")
+    format!("/consumers/{}", group_segment(group))
 }
 
 /// `/consumers/<group>/ids`: one ephemeral child per group member.
 pub fn consumer_ids(group: &str) -> String {
-    format!("/consumers/{group}/ids")
+    format!("{}/ids", consumer_group(group))
 }
 
 /// `/consumers/<group>/ids/<member>`: a member's registration (ephemeral).
 pub fn consumer_member(group: &str, member: &str) -> String {
-    format!("/consumers/{group}/ids/{member}")
+    format!("{}/ids/{}", consumer_group(group), group_segment(member))
 }
 
 /// `/consumers/<group>/owners/<t>`.
 pub fn consumer_owners(group: &str, topic: &TopicName) -> String {
-    format!("/consumers/{group}/owners/{topic}")
+    format!("{}/owners/{topic}", consumer_group(group))
 }
 
 /// `/consumers/<group>/owners/<t>/<p>`: the member that owns a partition (ephemeral).
 pub fn consumer_owner(group: &str, topic: &TopicName, partition: i32) -> String {
-    format!("/consumers/{group}/owners/{topic}/{partition}")
+    format!("{}/owners/{topic}/{partition}", consumer_group(group))
 }
 
 /// `/consumers/<group>/offsets/<t>`.
 pub fn consumer_offsets(group: &str, topic: &TopicName) -> String {
-    format!("/consumers/{group}/offsets/{topic}")
+    format!("{}/offsets/{topic}", consumer_group(group))
 }
 
 /// `/consumers/<group>/offsets/<t>/<p>`: a committed offset (decimal text).
 pub fn consumer_offset(group: &str, topic: &TopicName, partition: i32) -> String {
-    format!("/consumers/{group}/offsets/{topic}/{partition}")
+    format!("{}/offsets/{topic}/{partition}", consumer_group(group))
 }
 
 /// `/cluster`.
