@@ -1056,6 +1056,14 @@ async fn zookeeper_backend_create_add_delete_and_failover() {
     let handle = first.controller.clone();
     eventually("broker 0 is controller", async || handle.is_active()).await;
     let second = zk_node(1).await;
+    // Broker 1's registration reaches the controller by a ZooKeeper watch: a create sent
+    // before that sees one live broker (CI once got "Replication factor: 2 larger than
+    // available brokers: 1.").
+    let fake0 = first.fake.clone();
+    eventually("the controller sees broker 1", async || {
+        last_live_brokers(&fake0) == vec![0, 1]
+    })
+    .await;
 
     let response = first
         .controller
