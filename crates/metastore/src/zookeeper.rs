@@ -28,8 +28,28 @@
 //!
 //! Connection loss: a request issued while disconnected waits inside the crate until the
 //! session reconnects (or expires); an idempotent read whose connection drops while it is in
-//! flight (`ConnectionLoss`) is retried up to [`READ_ATTEMPTS`] times. Writes are not
-//! retried: the caller gets [`Error::ConnectionLoss`], as a write may or may not have applied.
+//! flight (`ConnectionLoss`) is retried up to [`READ_ATTEMPTS`] times.
+//!
+//! Writes are retried across connection loss too, as Kafka's `KafkaZkClient` does, for as long
+//! as the session may still be alive (twice its timeout; an expired session ends the retries
+//! with [`Error::SessionExpired`]). A write whose answer was lost may or may not have applied,
+//! so before each retry, and again when the retry is refused in the way an applied first
+//! attempt would make it refused, the node is read back:
+//! - create: the node exists with our data (an ephemeral one owned by this session): done;
+//!   `NodeExists` after a lost attempt is success only then.
+//! - sequential create: the parent's `cversion` is read before the first attempt (it is the
+//!   sequence number the node gets); a child with our name prefix, a sequence at least that,
+//!   our data (and, if ephemeral, our session) is ours. A concurrent writer creating the same
+//!   name prefix with identical data at that moment would be taken for us: for Kafka's
+//!   sequential nodes (change notifications) a duplicate and a missing one are equivalent.
+//! - set data: the node holds our data (and, for a conditional write at version `v`, is at
+//!   `v + 1`): done; `BadVersion` after a lost attempt is success only then.
+//! - delete: the node is gone: done (`NoNode` after a lost attempt is success).
+//! - multi: every create, set and delete of it is visible as above: done (checks change
+//!   nothing and are not verified). A multi with a sequential create is not retried.
+//!
+//! So a retried write is applied once. Deadline reached still disconnected: the caller gets
+//! [`Error::ConnectionLoss`].
 //!
 //! The cost: each client receives every change under its chroot. For Kafka's metadata (a few
 //! clients per cluster: brokers and the controller) that traffic is small.
@@ -55,6 +75,8 @@ use crate::{
 /// Attempts of an idempotent read when the connection is lost (the crate reconnects meanwhile).
 const READ_ATTEMPTS: u32 = 5;
 const READ_RETRY_BACKOFF: Duration = Duration::from_millis(200);
+/// The pause before a write is sent again after a connection loss.
+const WRITE_RETRY_BACKOFF: Duration = Duration::from_millis(100);
 /// How long [`ZkClient::close`] waits for ZooKeeper to confirm the session's end.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Session and connection timeout of the second connection that expires a session.
@@ -151,17 +173,134 @@ impl ZkClient {
 
     pub async fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> Result<String> {
         validate_path(path)?;
-        let client = self.client()?;
         let options = zk_mode(mode).with_acls(zk::Acls::anyone_all());
-        let (_, sequence) = client
-            .create(path, data, &options)
-            .await
-            .map_err(|err| map_error(err, path))?;
-        Ok(if mode.is_sequential() {
-            format!("{path}{sequence}")
-        } else {
-            path.to_string()
+        let options = &options;
+        let write = |c: zk::Client| async move {
+            let (_, sequence) = c.create(path, data, options).await?;
+            Ok(if mode.is_sequential() {
+                format!("{path}{sequence}")
+            } else {
+                path.to_string()
+            })
+        };
+        if mode.is_sequential() {
+            // The sequence the node will get is the parent's cversion now (or later).
+            let (parent, prefix) = parent_and_name(path);
+            let first_sequence = match self
+                .retry_read(parent, |c| async move { c.check_stat(parent).await })
+                .await
+            {
+                Ok(Some(stat)) => i64::from(stat.cversion),
+                // No parent: the create fails with NoNode, no read back needed.
+                Ok(None) => i64::MAX,
+                Err(err) => return Err(err),
+            };
+            let landed = || async move {
+                self.find_sequential(parent, prefix, first_sequence, data, mode)
+                    .await
+            };
+            return self.write(path, write, landed, |_| false).await;
+        }
+        let landed = || async move {
+            let (existing, stat) = self
+                .retry_read(path, |c| async move { c.get_data(path).await })
+                .await
+                .ok()?;
+            let ours = existing == data
+                && (!mode.is_ephemeral() || stat.ephemeral_owner == self.session_id);
+            ours.then(|| path.to_string())
+        };
+        self.write(path, write, landed, |err| {
+            matches!(err, zk::Error::NodeExists)
         })
+        .await
+    }
+
+    /// Sends a write, and again after a connection loss, until it is answered or the session
+    /// cannot be alive any more. After a lost attempt, `landed` reads back whether that
+    /// attempt applied (`Some`: its result) before the write is sent again, and once more if
+    /// the retry's refusal is one an applied first attempt causes (`maybe_ours`).
+    async fn write<R, W, WF, L, LF>(
+        &self,
+        path: &str,
+        write: W,
+        landed: L,
+        maybe_ours: impl Fn(&zk::Error) -> bool,
+    ) -> Result<R>
+    where
+        W: Fn(zk::Client) -> WF,
+        WF: Future<Output = std::result::Result<R, zk::Error>>,
+        L: Fn() -> LF,
+        LF: Future<Output = Option<R>>,
+    {
+        let deadline = tokio::time::Instant::now() + self.session_timeout * 2;
+        let mut lost = false;
+        loop {
+            let client = self.client()?;
+            match write(client).await {
+                Ok(value) => return Ok(value),
+                Err(err) if connection_lost(&err) && tokio::time::Instant::now() < deadline => {
+                    tracing::info!(%path, error = %err, "connection lost during a write; checking whether it applied before sending it again");
+                    lost = true;
+                    tokio::time::sleep(WRITE_RETRY_BACKOFF).await;
+                    if let Some(value) = landed().await {
+                        tracing::info!(%path, "the write applied before the connection was lost");
+                        return Ok(value);
+                    }
+                }
+                Err(err) if lost && maybe_ours(&err) => {
+                    return match landed().await {
+                        Some(value) => Ok(value),
+                        None => Err(map_error(err, path)),
+                    };
+                }
+                Err(err) if connection_lost(&err) => return Err(Error::ConnectionLoss),
+                Err(err) => return Err(map_error(err, path)),
+            }
+        }
+    }
+
+    /// A child of `parent` that a sequential create of `prefix` with `data` made at sequence
+    /// `first_sequence` or later (owned by this session if ephemeral): its path.
+    async fn find_sequential(
+        &self,
+        parent: &str,
+        prefix: &str,
+        first_sequence: i64,
+        data: &[u8],
+        mode: CreateMode,
+    ) -> Option<String> {
+        let (children, _) = self
+            .retry_read(parent, |c| async move { c.get_children(parent).await })
+            .await
+            .ok()?;
+        let mut candidates: Vec<(i64, String)> = children
+            .into_iter()
+            .filter_map(|child| {
+                let sequence: i64 = child.strip_prefix(prefix)?.parse().ok()?;
+                (sequence >= first_sequence).then_some((sequence, child))
+            })
+            .collect();
+        candidates.sort();
+        for (_, child) in candidates {
+            let full = if parent == "/" {
+                format!("/{child}")
+            } else {
+                format!("{parent}/{child}")
+            };
+            let full_ref = full.as_str();
+            let Ok((existing, stat)) = self
+                .retry_read(full_ref, |c| async move { c.get_data(full_ref).await })
+                .await
+            else {
+                continue;
+            };
+            if existing == data && (!mode.is_ephemeral() || stat.ephemeral_owner == self.session_id)
+            {
+                return Some(full);
+            }
+        }
+        None
     }
 
     pub async fn get_data(&self, path: &str, watch: bool) -> Result<(Vec<u8>, Stat)> {
@@ -201,11 +340,22 @@ impl ZkClient {
 
     pub async fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> Result<Stat> {
         validate_path(path)?;
-        let client = self.client()?;
-        let stat = client
-            .set_data(path, data, version)
+        let write = |c: zk::Client| async move { c.set_data(path, data, version).await };
+        let landed = || async move {
+            let (existing, stat) = self
+                .retry_read(path, |c| async move { c.get_data(path).await })
+                .await
+                .ok()?;
+            let ours =
+                existing == data && version.is_none_or(|v| stat.version == v.wrapping_add(1));
+            ours.then_some(stat)
+        };
+        let stat = self
+            .write(path, write, landed, |err| {
+                version.is_some() && matches!(err, zk::Error::BadVersion)
+            })
             .await
-            .map_err(|err| map_version_error(err, path, version))?;
+            .map_err(|err| with_expected_version(err, path, version))?;
         Ok(convert_stat(&stat))
     }
 
@@ -216,20 +366,107 @@ impl ZkClient {
                 "the root node cannot be deleted".to_string(),
             ));
         }
-        let client = self.client()?;
-        client
-            .delete(path, version)
+        let write = |c: zk::Client| async move { c.delete(path, version).await };
+        let landed = || async move {
+            let stat = self
+                .retry_read(path, |c| async move { c.check_stat(path).await })
+                .await
+                .ok()?;
+            stat.is_none().then_some(())
+        };
+        self.write(path, write, landed, |err| matches!(err, zk::Error::NoNode))
             .await
-            .map_err(|err| map_version_error(err, path, version))
+            .map_err(|err| with_expected_version(err, path, version))
     }
 
     pub async fn multi(&self, ops: Vec<Op>) -> Result<Vec<OpResult>> {
         for op in &ops {
             validate_path(op_path(op))?;
         }
+        let sequential = ops
+            .iter()
+            .any(|op| matches!(op, Op::Create { mode, .. } if mode.is_sequential()));
+        let changes = ops.iter().any(|op| !matches!(op, Op::Check { .. }));
+        let deadline = tokio::time::Instant::now() + self.session_timeout * 2;
+        let mut lost = false;
+        loop {
+            match self.multi_once(&ops).await {
+                Err(Error::ConnectionLoss)
+                    if !sequential && tokio::time::Instant::now() < deadline =>
+                {
+                    tracing::info!(ops = ops.len(), "connection lost during a multi; checking whether it applied before sending it again");
+                    lost = true;
+                    tokio::time::sleep(WRITE_RETRY_BACKOFF).await;
+                    if changes {
+                        if let Some(results) = self.multi_landed(&ops).await {
+                            tracing::info!("the multi applied before the connection was lost");
+                            return Ok(results);
+                        }
+                    }
+                }
+                Err(err @ Error::Multi { .. }) if lost && changes => {
+                    return match self.multi_landed(&ops).await {
+                        Some(results) => Ok(results),
+                        None => Err(err),
+                    };
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Whether every create, set and delete of `ops` is visible in the store (see the module
+    /// docs): the results the multi would have answered.
+    async fn multi_landed(&self, ops: &[Op]) -> Option<Vec<OpResult>> {
+        let mut results = Vec::with_capacity(ops.len());
+        for op in ops {
+            let path = op_path(op);
+            let result = match op {
+                Op::Check { .. } => OpResult::Checked,
+                Op::Delete { .. } => {
+                    let stat = self
+                        .retry_read(path, |c| async move { c.check_stat(path).await })
+                        .await
+                        .ok()?;
+                    if stat.is_some() {
+                        return None;
+                    }
+                    OpResult::Deleted
+                }
+                Op::Create { data, mode, .. } => {
+                    let (existing, stat) = self
+                        .retry_read(path, |c| async move { c.get_data(path).await })
+                        .await
+                        .ok()?;
+                    let ours = existing == *data
+                        && (!mode.is_ephemeral() || stat.ephemeral_owner == self.session_id);
+                    if !ours {
+                        return None;
+                    }
+                    OpResult::Created(path.to_string())
+                }
+                Op::SetData { data, version, .. } => {
+                    let (existing, stat) = self
+                        .retry_read(path, |c| async move { c.get_data(path).await })
+                        .await
+                        .ok()?;
+                    let ours = existing == *data
+                        && version.is_none_or(|v| stat.version == v.wrapping_add(1));
+                    if !ours {
+                        return None;
+                    }
+                    OpResult::SetData(convert_stat(&stat))
+                }
+            };
+            results.push(result);
+        }
+        Some(results)
+    }
+
+    async fn multi_once(&self, ops: &[Op]) -> Result<Vec<OpResult>> {
         let client = self.client()?;
         let mut writer = client.new_multi_writer();
-        for op in &ops {
+        for op in ops {
             let added = match op {
                 Op::Create { path, data, mode } => writer.add_create(
                     path,
@@ -247,9 +484,12 @@ impl ZkClient {
             added.map_err(|err| map_error(err, op_path(op)))?;
         }
         let results = writer.commit().await.map_err(|err| match err {
+            zk::MultiWriteError::RequestFailed { source } if connection_lost(&source) => {
+                Error::ConnectionLoss
+            }
             zk::MultiWriteError::RequestFailed { source } => map_error(source, "(multi)"),
             zk::MultiWriteError::OperationFailed { index, source } => {
-                let op = &ops[index.min(ops.len() - 1)];
+                let op = &ops[index.min(ops.len().saturating_sub(1))];
                 Error::Multi {
                     index,
                     source: Box::new(map_version_error(source, op_path(op), op_version(op))),
@@ -371,8 +611,8 @@ impl ZkClient {
             let client = self.client()?;
             match read(client).await {
                 Ok(value) => return Ok(value),
-                Err(zk::Error::ConnectionLoss) if attempt < READ_ATTEMPTS => {
-                    tracing::debug!(%path, attempt, "connection lost during a read; retrying");
+                Err(err) if connection_lost(&err) && attempt < READ_ATTEMPTS => {
+                    tracing::debug!(%path, attempt, error = %err, "connection lost during a read; retrying");
                     attempt += 1;
                     tokio::time::sleep(READ_RETRY_BACKOFF).await;
                 }
@@ -620,6 +860,24 @@ fn op_version(op: &Op) -> Option<i32> {
         Op::Create { .. } => None,
         Op::SetData { version, .. } | Op::Delete { version, .. } => *version,
         Op::Check { version, .. } => Some(*version),
+    }
+}
+
+/// Whether a request failed because its connection went away (its outcome unknown): the
+/// crate answers `ConnectionLoss`, or the socket's I/O error itself (`Custom`) for requests
+/// in flight when the connection broke.
+fn connection_lost(err: &zk::Error) -> bool {
+    matches!(err, zk::Error::ConnectionLoss | zk::Error::Custom(_))
+}
+
+/// A `BadVersion` error with the version the caller expected.
+fn with_expected_version(err: Error, path: &str, version: Option<i32>) -> Error {
+    match (err, version) {
+        (Error::BadVersion { .. }, Some(expected)) => Error::BadVersion {
+            path: path.to_string(),
+            expected,
+        },
+        (err, _) => err,
     }
 }
 
