@@ -169,11 +169,14 @@ impl BatchHeader {
     pub fn size_in_bytes(&self) -> usize {
         LOG_OVERHEAD + self.batch_length as usize
     }
+    /// Saturating: a corrupt header (a base offset near `i64::MAX`, which the CRC does not
+    /// cover) must not overflow; the callers refuse offsets outside their segment.
     pub fn last_offset(&self) -> i64 {
-        self.base_offset + i64::from(self.last_offset_delta)
+        self.base_offset
+            .saturating_add(i64::from(self.last_offset_delta))
     }
     pub fn next_offset(&self) -> i64 {
-        self.last_offset() + 1
+        self.last_offset().saturating_add(1)
     }
     pub fn compression(&self) -> Option<Compression> {
         Compression::from_attributes(self.attributes)

@@ -458,7 +458,10 @@ impl Segment {
         self.next_offset = self.base_offset + i64::from(self.offset_index.last_relative());
         while position < self.size {
             let header = self.header_at(position)?;
-            if header.base_offset < self.next_offset || header.last_offset_delta < 0 {
+            // Offsets must increase and stay within the segment (relative offsets are i32s;
+            // a base offset is not covered by the CRC).
+            let beyond = header.next_offset() - self.base_offset > i64::from(i32::MAX);
+            if header.base_offset < self.next_offset || header.last_offset_delta < 0 || beyond {
                 return Err(self.corrupt(position));
             }
             self.next_offset = header.next_offset();
