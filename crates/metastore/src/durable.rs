@@ -269,11 +269,9 @@ fn load_nodes(
             .ok_or_else(|| backend("corrupt node value", &format!("at {path}")))?;
         Ok((path, data, stat))
     });
-    Tree::from_sorted(
-        usize::try_from(count).unwrap_or(0),
-        zxid_from_u64(zxid),
-        entries,
-    )
+    // A zxid past i64::MAX is not one this store wrote: corruption, not a panic.
+    let zxid = i64::try_from(zxid).map_err(|_| backend("corrupt zxid", &zxid))?;
+    Tree::from_sorted(usize::try_from(count).unwrap_or(0), zxid, entries)
 }
 
 /// Applies every log entry, oldest first; returns the newest state of every logged path.
@@ -287,6 +285,21 @@ fn replay_log(
         let (seq, record) = entry.map_err(|e| backend("cannot read the log", &e))?;
         let (zxid, changes) = decode_log_record(record.value())
             .ok_or_else(|| backend("corrupt log entry", &seq.value()))?;
+        // Zxids are never negative (found by the replay fuzz: one made the open panic when
+        // it wrote the zxid back).
+        if zxid < 0 {
+            return Err(backend("corrupt log entry (negative zxid)", &seq.value()));
+        }
+        // So are paths that are not valid node paths (an empty one made the replay panic).
+        if let Some((path, _)) = changes
+            .iter()
+            .find(|(path, _)| crate::path::validate_path(path).is_err())
+        {
+            return Err(backend(
+                "corrupt log entry (invalid path)",
+                &format!("{path:?}"),
+            ));
+        }
         // One commit's changes form a consistent tree: delete deepest first, then create or
         // update parents first.
         let (mut upserts, mut deletes): (Vec<_>, Vec<_>) =
@@ -420,8 +433,213 @@ fn zxid_to_u64(zxid: i64) -> u64 {
     u64::try_from(zxid).expect("zxids are never negative")
 }
 
-fn zxid_from_u64(zxid: u64) -> i64 {
-    i64::try_from(zxid).expect("zxids fit in i64")
+/// Issue 14: the store's log replay (what `Durable::open` does after a crash) fuzzed. Log
+/// entries as the writer encodes them (paths valid, invalid, nested and orphaned; node stats
+/// with extreme values; deletions; zxids of any sign), mutated as bytes, are written into a
+/// store file, which is then opened. Opening must answer `Ok` or `Err`, never panic. CI runs
+/// a smoke from `PROPTEST_RNG_SEED`; the long run is `cargo test -p metastore --lib
+/// replay_fuzz -- --ignored` (docs/fuzzing.md).
+#[cfg(test)]
+mod replay_fuzz {
+    use super::*;
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+    const SMOKE_CASES: u32 = 80;
+    const LONG_CASES: u32 = 5_000;
+
+    type Change = (u8, Option<(Vec<u8>, [i64; 6], [i32; 2])>);
+    type Entry = (i64, Vec<Change>, Option<(u32, u8)>);
+
+    const PATHS: [&str; 10] = [
+        "/a",
+        "/a/b",
+        "/a/b/c",
+        "/c",
+        "/",
+        "",
+        "a",
+        "/a/",
+        "//x",
+        "/orphan/child",
+    ];
+
+    fn entry() -> impl Strategy<Value = Entry> {
+        let stat = (
+            any::<[i64; 6]>(),
+            prop_oneof![Just([0i32, 0]), any::<[i32; 2]>()],
+        );
+        let extreme = prop_oneof![Just(i64::MIN), Just(-1i64), 0i64..100, Just(i64::MAX)];
+        (
+            extreme,
+            proptest::collection::vec(
+                (
+                    0u8..10,
+                    proptest::option::of((
+                        prop_oneof![
+                            proptest::collection::vec(any::<u8>(), 0..64),
+                            (0usize..200_000).prop_map(|n| vec![7u8; n]),
+                        ],
+                        stat.clone().prop_map(|(s, _)| s),
+                        stat.prop_map(|(_, v)| v),
+                    )),
+                ),
+                0..8,
+            ),
+            proptest::option::of((any::<u32>(), any::<u8>())),
+        )
+    }
+
+    fn record(entry: &Entry) -> Vec<u8> {
+        let (zxid, changes, byte_change) = entry;
+        let mut record = zxid.to_le_bytes().to_vec();
+        for (path, state) in changes {
+            let path = PATHS[*path as usize];
+            let encoded = state.as_ref().map(|(data, longs, ints)| {
+                let node = Node {
+                    data: data.clone(),
+                    stat: NodeStat {
+                        czxid: longs[0],
+                        mzxid: longs[1],
+                        pzxid: longs[2],
+                        ctime: longs[3],
+                        mtime: longs[4],
+                        // Mostly persistent nodes, sometimes an ephemeral one.
+                        ephemeral_owner: if longs[5] % 4 == 0 { longs[5] } else { 0 },
+                        version: ints[0],
+                        cversion: ints[1],
+                    },
+                    children: Default::default(),
+                };
+                let mut bytes = Vec::new();
+                encode_node(&node, &mut bytes);
+                bytes
+            });
+            encode_log_entry(&mut record, path, encoded.as_deref());
+        }
+        if let Some((at, byte)) = byte_change {
+            let i = ((u64::from(*at) * record.len() as u64) >> 32) as usize;
+            if let Some(b) = record.get_mut(i) {
+                *b = *byte;
+            }
+        }
+        record
+    }
+
+    fn replay(cases: u32) {
+        let config = Config {
+            cases,
+            failure_persistence: None,
+            max_shrink_iters: 1_000,
+            ..Config::default()
+        };
+        let strategy = (
+            proptest::collection::vec(entry(), 0..12),
+            proptest::option::of(0u64..u64::MAX),
+        );
+        let outcome = TestRunner::new(config).run(&strategy, |(entries, meta_zxid)| {
+            let dir = tempfile::tempdir().unwrap();
+            let file = dir.path().join("store.redb");
+            {
+                let db = Database::create(&file).unwrap();
+                let txn = db.begin_write().unwrap();
+                {
+                    let mut log = txn.open_table(LOG).unwrap();
+                    for (seq, e) in entries.iter().enumerate() {
+                        log.insert(seq as u64, record(e).as_slice()).unwrap();
+                    }
+                    let mut meta = txn.open_table(META).unwrap();
+                    if let Some(zxid) = meta_zxid {
+                        meta.insert(META_ZXID, zxid).unwrap();
+                    }
+                }
+                txn.commit().unwrap();
+            }
+            let opened = std::panic::catch_unwind(|| Durable::open(&file).map(|_| ()));
+            match opened {
+                Ok(_) => Ok(()),
+                Err(panic) => Err(TestCaseError::fail(format!(
+                    "opening panicked: {}",
+                    panic
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default()
+                ))),
+            }
+        });
+        if let Err(err) = outcome {
+            panic!(
+                "{err}\nPROPTEST_RNG_SEED={}",
+                std::env::var("PROPTEST_RNG_SEED").unwrap_or_else(|_| "(unset: random)".into())
+            );
+        }
+    }
+
+    /// The crashes the fuzz found, each now a refusal to open (a corrupt store), not a
+    /// panic: a log entry with a negative zxid, one with an empty path, a checkpoint zxid
+    /// past i64::MAX.
+    #[test]
+    fn found_crashes_are_errors() {
+        let node = |data: &[u8]| {
+            let mut bytes = Vec::new();
+            encode_node(
+                &Node {
+                    data: data.to_vec(),
+                    stat: NodeStat::default(),
+                    children: Default::default(),
+                },
+                &mut bytes,
+            );
+            bytes
+        };
+        let negative = {
+            let mut r = (-1i64).to_le_bytes().to_vec();
+            encode_log_entry(&mut r, "/a", Some(&node(b"x")));
+            r
+        };
+        let empty_path = {
+            let mut r = 5i64.to_le_bytes().to_vec();
+            encode_log_entry(&mut r, "", Some(&node(b"x")));
+            r
+        };
+        for (what, record, meta_zxid) in [
+            ("negative zxid", Some(negative), None),
+            ("empty path", Some(empty_path), None),
+            ("checkpoint zxid past i64::MAX", None, Some(u64::MAX)),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let file = dir.path().join("store.redb");
+            {
+                let db = Database::create(&file).unwrap();
+                let txn = db.begin_write().unwrap();
+                {
+                    let mut log = txn.open_table(LOG).unwrap();
+                    if let Some(record) = &record {
+                        log.insert(0, record.as_slice()).unwrap();
+                    }
+                    let mut meta = txn.open_table(META).unwrap();
+                    if let Some(zxid) = meta_zxid {
+                        meta.insert(META_ZXID, zxid).unwrap();
+                    }
+                }
+                txn.commit().unwrap();
+            }
+            let err = Durable::open(&file).map(|_| ()).unwrap_err();
+            assert!(err.to_string().contains("corrupt"), "{what}: {err}");
+        }
+    }
+
+    #[test]
+    fn replaying_any_log_never_panics() {
+        replay(SMOKE_CASES);
+    }
+
+    #[test]
+    #[ignore = "long fuzz run; see docs/fuzzing.md"]
+    fn replaying_any_log_never_panics_long() {
+        replay(LONG_CASES);
+    }
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use records::builder::{BatchBuilder, BatchSpec, NewRecord};
 use records::{validate_produce, validate_record_set, Compression, ProducePolicy};
 
 const SMOKE_CASES: u32 = 200;
-const LONG_CASES: u32 = 20_000;
+const LONG_CASES: u32 = 10_000;
 
 fn run<S: Strategy>(cases: u32, strategy: S, check: impl Fn(S::Value) -> Result<(), TestCaseError>)
 where

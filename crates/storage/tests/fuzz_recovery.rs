@@ -17,7 +17,7 @@ use records::testing::{decode_values, encode_batch};
 use storage::log::{Log, LogConfig};
 
 const SMOKE_CASES: u32 = 40;
-const LONG_CASES: u32 = 3_000;
+const LONG_CASES: u32 = 2_000;
 
 fn run<S: Strategy>(cases: u32, strategy: S, check: impl Fn(S::Value) -> Result<(), TestCaseError>)
 where
