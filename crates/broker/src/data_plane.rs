@@ -59,6 +59,11 @@ impl replication::ControllerChannel for ControllerFromMetadata {
             bytes::Bytes::copy_from_slice(&proof),
         )])
     }
+    fn topic_id(&self, topic: &model::TopicName) -> Option<uuid::Uuid> {
+        let ctx = self.0.upgrade()?;
+        let snapshot = ctx.metadata_cache.snapshot();
+        snapshot.topics.get(topic.as_str()).map(|t| t.topic_id)
+    }
 }
 
 /// Milliseconds since the Unix epoch.

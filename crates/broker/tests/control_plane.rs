@@ -91,11 +91,27 @@ fn forgeries(
         .with_controller_id(BrokerId(controller_id))
         .with_controller_epoch(epoch);
     let update_v7 = update_v0.clone().with_broker_epoch(broker_epoch);
+    let update_v8 = update_v7.clone();
     vec![
         (ApiKey::StopReplica, 0, RequestKind::StopReplica(stop_v0)),
-        (ApiKey::StopReplica, 3, RequestKind::StopReplica(stop_v3)),
+        (
+            ApiKey::StopReplica,
+            3,
+            RequestKind::StopReplica(stop_v3.clone()),
+        ),
+        (ApiKey::StopReplica, 4, RequestKind::StopReplica(stop_v3)),
         (ApiKey::LeaderAndIsr, 1, RequestKind::LeaderAndIsr(lai_v1)),
-        (ApiKey::LeaderAndIsr, 5, RequestKind::LeaderAndIsr(lai_v5)),
+        (
+            ApiKey::LeaderAndIsr,
+            5,
+            RequestKind::LeaderAndIsr(lai_v5.clone()),
+        ),
+        (ApiKey::LeaderAndIsr, 7, RequestKind::LeaderAndIsr(lai_v5)),
+        (
+            ApiKey::UpdateMetadata,
+            8,
+            RequestKind::UpdateMetadata(update_v8),
+        ),
         (
             ApiKey::UpdateMetadata,
             0,
@@ -138,6 +154,18 @@ async fn send_raw(
     body: &RequestKind,
     tags: std::collections::BTreeMap<i32, Bytes>,
 ) -> i16 {
+    let mut payload = send_raw_body(raw, key, version, body, tags).await;
+    error_code(key, version, &mut payload)
+}
+
+/// Sends `body` and returns the response body (after its header).
+async fn send_raw_body(
+    raw: &mut TcpStream,
+    key: ApiKey,
+    version: i16,
+    body: &RequestKind,
+    tags: std::collections::BTreeMap<i32, Bytes>,
+) -> Bytes {
     use kafka_protocol::protocol::Decodable;
     use tokio::io::AsyncWriteExt;
     let frame = if key.request_header_version(version) >= 2 {
@@ -148,7 +176,7 @@ async fn send_raw(
     raw.write_all(&frame).await.unwrap();
     let mut payload = read_frame(raw).await;
     ResponseHeader::decode(&mut payload, key.response_header_version(version)).unwrap();
-    error_code(key, version, &mut payload)
+    payload
 }
 
 fn one_record(value: &str) -> Bytes {
@@ -361,6 +389,278 @@ async fn issue_13_forged_control_requests_are_refused_and_change_nothing() {
     assert_eq!(leader_of(&mut conn, "afterwards").await, Some(0));
     produce(&mut conn, "afterwards", "new").await;
     assert_eq!(fetch_values(&mut conn, "afterwards").await, ["new"]);
+
+    broker.shutdown().await;
+    store.close().await;
+}
+
+/// Issue 16: the controller's requests at Kafka 3.9's versions, signed with the cluster's key.
+/// A KRaft controller's (`is_kraft_controller`, KIP-866 migration) is refused and changes
+/// nothing; StopReplica v3+ fences a leader epoch older than the replica's
+/// (FENCED_LEADER_EPOCH, the log stays) and stops the replica at its own epoch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_16_control_requests_at_kafka_3_9_versions() {
+    use kafka_protocol::protocol::Decodable;
+    const UNKNOWN_SERVER_ERROR: i16 = -1;
+    const FENCED_LEADER_EPOCH: i16 = 74;
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, store) = start_broker_and_store(dir.path(), &[]).await;
+    eventually("controller", || broker.is_controller()).await;
+    let mut conn = Connection::connect(&broker.local_addr().to_string(), "ops")
+        .await
+        .unwrap();
+    create_topic(&mut conn, "kept").await;
+    assert_eq!(leader_of(&mut conn, "kept").await, Some(0));
+    produce(&mut conn, "kept", "v").await;
+    let log_dir = dir.path().join("logs").join("kept-0");
+    let metadata = conn
+        .send(MetadataRequest::default().with_topics(Some(vec![
+            metadata_request::MetadataRequestTopic::default().with_name(Some(name("kept"))),
+        ])))
+        .await
+        .unwrap();
+    let topic_id = metadata.topics[0].topic_id;
+    assert!(!topic_id.is_nil());
+
+    let (key, controller_id, epoch) = control_plane_key(&store).await;
+    let broker_epoch = broker.broker_epoch();
+    let tags = || proof_tags(&key, controller_id, epoch, 0);
+    let mut raw = TcpStream::connect(broker.local_addr()).await.unwrap();
+
+    // From a KRaft controller: refused at every version that can say so, nothing changes.
+    for (api, version, body) in forgeries("kept", topic_id, controller_id, epoch, broker_epoch) {
+        let body = match body {
+            RequestKind::StopReplica(r) if version >= 4 => {
+                RequestKind::StopReplica(r.with_is_k_raft_controller(true))
+            }
+            RequestKind::LeaderAndIsr(r) if version >= 7 => {
+                RequestKind::LeaderAndIsr(r.with_is_k_raft_controller(true))
+            }
+            RequestKind::UpdateMetadata(r) if version >= 8 => {
+                RequestKind::UpdateMetadata(r.with_is_k_raft_controller(true))
+            }
+            _ => continue,
+        };
+        let code = send_raw(&mut raw, api, version, &body, tags()).await;
+        assert_eq!(code, UNKNOWN_SERVER_ERROR, "{api:?} v{version} from KRaft");
+    }
+    assert!(log_dir.exists());
+    assert_eq!(leader_of(&mut conn, "kept").await, Some(0));
+    assert_eq!(fetch_values(&mut conn, "kept").await, ["v"]);
+
+    // The controller (this key, this epoch) moves the partition to leader epoch 5 at v7.
+    let lai = LeaderAndIsrRequest::default()
+        .with_controller_id(BrokerId(controller_id))
+        .with_controller_epoch(epoch)
+        .with_broker_epoch(broker_epoch)
+        .with_topic_states(vec![LeaderAndIsrTopicState::default()
+            .with_topic_name(name("kept"))
+            .with_topic_id(topic_id)
+            .with_partition_states(vec![LeaderAndIsrPartitionState::default()
+                .with_partition_index(0)
+                .with_controller_epoch(epoch)
+                .with_leader(BrokerId(0))
+                .with_leader_epoch(5)
+                .with_isr(vec![BrokerId(0)])
+                .with_partition_epoch(1_000)
+                .with_replicas(vec![BrokerId(0)])
+                .with_leader_recovery_state(1)])])
+        .with_live_leaders(vec![LeaderAndIsrLiveLeader::default()
+            .with_broker_id(BrokerId(0))
+            .with_host_name(StrBytes::from_static_str("127.0.0.1"))
+            .with_port(broker.local_addr().port() as i32)]);
+    let mut body = send_raw_body(
+        &mut raw,
+        ApiKey::LeaderAndIsr,
+        7,
+        &RequestKind::LeaderAndIsr(lai),
+        tags(),
+    )
+    .await;
+    let response = LeaderAndIsrResponse::decode(&mut body, 7).unwrap();
+    assert_eq!(response.error_code, 0);
+    assert_eq!(response.topics[0].topic_id, topic_id);
+    assert_eq!(response.topics[0].partition_errors[0].error_code, 0);
+    // A RECOVERING leader marks itself recovered (Kafka 3.9) and serves.
+    produce(&mut conn, "kept", "w").await;
+
+    let stop = |leader_epoch: i32, delete: bool| {
+        StopReplicaRequest::default()
+            .with_controller_id(BrokerId(controller_id))
+            .with_controller_epoch(epoch)
+            .with_broker_epoch(broker_epoch)
+            .with_topic_states(vec![StopReplicaTopicState::default()
+                .with_topic_name(name("kept"))
+                .with_partition_states(vec![StopReplicaPartitionState::default()
+                    .with_partition_index(0)
+                    .with_leader_epoch(leader_epoch)
+                    .with_delete_partition(delete)])])
+    };
+    for version in [3, 4] {
+        let mut body = send_raw_body(
+            &mut raw,
+            ApiKey::StopReplica,
+            version,
+            &RequestKind::StopReplica(stop(4, true)),
+            tags(),
+        )
+        .await;
+        let response = StopReplicaResponse::decode(&mut body, version).unwrap();
+        assert_eq!(response.error_code, 0, "v{version}");
+        assert_eq!(
+            response.partition_errors[0].error_code, FENCED_LEADER_EPOCH,
+            "StopReplica v{version} at an older leader epoch"
+        );
+        assert!(
+            log_dir.exists(),
+            "v{version}: the fenced StopReplica deleted the log"
+        );
+        assert_eq!(fetch_values(&mut conn, "kept").await, ["v", "w"]);
+    }
+    // At the replica's own epoch it stops (no delete: the log stays on disk).
+    let mut body = send_raw_body(
+        &mut raw,
+        ApiKey::StopReplica,
+        4,
+        &RequestKind::StopReplica(stop(5, false)),
+        tags(),
+    )
+    .await;
+    let response = StopReplicaResponse::decode(&mut body, 4).unwrap();
+    assert_eq!(response.partition_errors[0].error_code, 0);
+    assert!(log_dir.exists());
+
+    broker.shutdown().await;
+    store.close().await;
+}
+
+/// Issue 16: Fetch v13+ names topics by id. An id the metadata cache does not know is
+/// UNKNOWN_TOPIC_ID; an id it knows for a name whose local log holds another topic id (here
+/// the controller, with the cluster's key, announces a new id for the topic while this
+/// broker's log is the old topic's) is INCONSISTENT_TOPIC_ID, as Kafka 3.9's ReplicaManager;
+/// by name (v12) the log is read as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_16_fetch_by_a_topic_id_the_log_does_not_have() {
+    use kafka_protocol::messages::update_metadata_request::{
+        UpdateMetadataBroker, UpdateMetadataEndpoint, UpdateMetadataPartitionState,
+        UpdateMetadataTopicState,
+    };
+    use kafka_protocol::protocol::Decodable;
+    const UNKNOWN_TOPIC_ID: i16 = 100;
+    const INCONSISTENT_TOPIC_ID: i16 = 103;
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, store) = start_broker_and_store(dir.path(), &[]).await;
+    eventually("controller", || broker.is_controller()).await;
+    let mut conn = Connection::connect(&broker.local_addr().to_string(), "ops")
+        .await
+        .unwrap();
+    create_topic(&mut conn, "ids").await;
+    assert_eq!(leader_of(&mut conn, "ids").await, Some(0));
+    produce(&mut conn, "ids", "one").await;
+    let metadata = conn
+        .send(MetadataRequest::default().with_topics(Some(vec![
+            metadata_request::MetadataRequestTopic::default().with_name(Some(name("ids"))),
+        ])))
+        .await
+        .unwrap();
+    let log_id = metadata.topics[0].topic_id;
+    assert!(!log_id.is_nil());
+    let mut raw = TcpStream::connect(broker.local_addr()).await.unwrap();
+
+    let fetch = |id: uuid::Uuid, version: i16| {
+        let topic = fetch_request::FetchTopic::default().with_partitions(vec![
+            fetch_request::FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20),
+        ]);
+        let topic = if version >= 13 {
+            topic.with_topic_id(id)
+        } else {
+            topic.with_topic(name("ids"))
+        };
+        RequestKind::Fetch(
+            FetchRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_max_wait_ms(0)
+                .with_min_bytes(1)
+                .with_max_bytes(1 << 20)
+                .with_session_epoch(-1)
+                .with_topics(vec![topic]),
+        )
+    };
+    async fn code(raw: &mut TcpStream, body: &RequestKind, version: i16) -> (i16, bool) {
+        let mut payload =
+            send_raw_body(raw, ApiKey::Fetch, version, body, Default::default()).await;
+        let response = FetchResponse::decode(&mut payload, version).unwrap();
+        let p = &response.responses[0].partitions[0];
+        (
+            p.error_code,
+            p.records.as_ref().is_some_and(|r| !r.is_empty()),
+        )
+    }
+    // The log's own id reads at every by-id version.
+    for version in [13, 16, 17] {
+        assert_eq!(
+            code(&mut raw, &fetch(log_id, version), version).await,
+            (0, true),
+            "v{version}"
+        );
+    }
+    let stranger = uuid::Uuid::from_u128(0x5eed);
+    assert_eq!(
+        code(&mut raw, &fetch(stranger, 13), 13).await,
+        (UNKNOWN_TOPIC_ID, false)
+    );
+
+    // The metadata now says the topic "ids" has another id; the log still has the old one.
+    let (key, controller_id, epoch) = control_plane_key(&store).await;
+    let new_id = uuid::Uuid::from_u128(0xfeed);
+    let addr = broker.local_addr();
+    let update = UpdateMetadataRequest::default()
+        .with_controller_id(BrokerId(controller_id))
+        .with_controller_epoch(epoch)
+        .with_broker_epoch(broker.broker_epoch())
+        .with_topic_states(vec![UpdateMetadataTopicState::default()
+            .with_topic_name(name("ids"))
+            .with_topic_id(new_id)
+            .with_partition_states(vec![UpdateMetadataPartitionState::default()
+                .with_partition_index(0)
+                .with_controller_epoch(epoch)
+                .with_leader(BrokerId(0))
+                .with_leader_epoch(0)
+                .with_isr(vec![BrokerId(0)])
+                .with_replicas(vec![BrokerId(0)])])])
+        .with_live_brokers(vec![UpdateMetadataBroker::default()
+            .with_id(BrokerId(0))
+            .with_endpoints(vec![UpdateMetadataEndpoint::default()
+                .with_host(StrBytes::from_string(addr.ip().to_string()))
+                .with_port(i32::from(addr.port()))
+                .with_listener(StrBytes::from_static_str("PLAINTEXT"))
+                .with_security_protocol(0)])]);
+    let code_um = send_raw(
+        &mut raw,
+        ApiKey::UpdateMetadata,
+        8,
+        &RequestKind::UpdateMetadata(update),
+        proof_tags(&key, controller_id, epoch, 0),
+    )
+    .await;
+    assert_eq!(code_um, 0);
+    for version in [13, 17] {
+        assert_eq!(
+            code(&mut raw, &fetch(new_id, version), version).await,
+            (INCONSISTENT_TOPIC_ID, false),
+            "v{version}: the cache's id is not the log's"
+        );
+        assert_eq!(
+            code(&mut raw, &fetch(log_id, version), version).await,
+            (UNKNOWN_TOPIC_ID, false),
+            "v{version}: the cache no longer knows the old id"
+        );
+    }
+    // By name there is no id to check.
+    assert_eq!(code(&mut raw, &fetch(log_id, 12), 12).await, (0, true));
 
     broker.shutdown().await;
     store.close().await;

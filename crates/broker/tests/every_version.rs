@@ -822,18 +822,28 @@ async fn exercise(wire: &mut Wire, fx: &mut Fixture, api: ApiKey, version: i16) 
         ApiKey::AlterPartition => {
             // An ISR change from a client (no broker proof), even naming this broker: refused
             // as a whole, nothing written.
+            // v0-1 name the topic, v2+ give its id; v3 lists the ISR with broker epochs.
+            let mut partition = alter_partition_request::PartitionData::default()
+                .with_partition_index(0)
+                .with_leader_epoch(0)
+                .with_partition_epoch(0);
+            if version >= 3 {
+                partition.new_isr_with_epochs =
+                    vec![alter_partition_request::BrokerState::default()
+                        .with_broker_id(BrokerId(fx.broker_id))
+                        .with_broker_epoch(-1)];
+            } else {
+                partition.new_isr = vec![BrokerId(fx.broker_id)];
+            }
+            let topic = if version >= 2 {
+                alter_partition_request::TopicData::default().with_topic_id(fx.topic_id)
+            } else {
+                alter_partition_request::TopicData::default().with_topic_name(topic_name(TOPIC))
+            };
             let request = AlterPartitionRequest::default()
                 .with_broker_id(BrokerId(fx.broker_id))
                 .with_broker_epoch(-1)
-                .with_topics(vec![alter_partition_request::TopicData::default()
-                    .with_topic_name(topic_name(TOPIC))
-                    .with_partitions(vec![
-                        alter_partition_request::PartitionData::default()
-                            .with_partition_index(0)
-                            .with_leader_epoch(0)
-                            .with_new_isr(vec![BrokerId(fx.broker_id)])
-                            .with_partition_epoch(0),
-                    ])]);
+                .with_topics(vec![topic.with_partitions(vec![partition])]);
             let response = wire.call(request, version).await;
             assert_eq!(
                 response.error_code, CLUSTER_AUTHORIZATION_FAILED,

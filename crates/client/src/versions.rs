@@ -43,7 +43,7 @@ mod tests {
             client_versions(ApiKey::CreateTopics),
             VersionRange { min: 0, max: 7 }
         );
-        assert_eq!(client_versions(ApiKey::LeaderAndIsr).max, 5);
+        assert_eq!(client_versions(ApiKey::LeaderAndIsr).max, 7);
         assert_eq!(client_versions(ApiKey::Fetch).max, FETCH_BY_NAME_MAX);
         for api in ApiKey::iter() {
             let range = client_versions(api);

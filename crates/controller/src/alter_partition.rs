@@ -12,9 +12,17 @@
 //! request that names the current state is answered with it (an idempotent retry); an older
 //! partition epoch INVALID_UPDATE_VERSION; an ISR that is empty, repeats a broker, leaves out
 //! the leader or names a broker outside the assignment INVALID_REQUEST; an ISR member that is
-//! not live or is in controlled shutdown OPERATION_NOT_ATTEMPTED (KIP-841; v0-v1 have no
-//! INELIGIBLE_REPLICA). For the whole
-//! request: a broker that is not live, or live with another broker epoch, STALE_BROKER_EPOCH.
+//! not live or is in controlled shutdown INELIGIBLE_REPLICA (KIP-841; OPERATION_NOT_ATTEMPTED
+//! below v2, which has no INELIGIBLE_REPLICA); a leader recovery state of RECOVERING
+//! INVALID_REQUEST (Kafka refuses it with more than one ISR member, or when the partition is
+//! RECOVERED, which every partition of this controller is: it never elects a RECOVERING
+//! leader, see docs/protocol-versions.md). For the whole request: a broker that is not live,
+//! or live with another broker epoch, STALE_BROKER_EPOCH.
+//!
+//! Versions (Kafka 3.9's ZooKeeper controller): v1 adds the leader recovery state; v2 names
+//! topics by id (an unknown id is UNKNOWN_TOPIC_ID for each of its partitions) and answers by
+//! id; v3 lists the ISR with each member's broker epoch, of which, as Kafka's ZooKeeper
+//! controller, only the broker ids are read.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -36,19 +44,34 @@ use crate::effect::Effect;
 
 /// `LeaderRecoveryState.RECOVERING` (KIP-704): the leader was elected uncleanly.
 const RECOVERING: i8 = 1;
+/// Kafka's INELIGIBLE_REPLICA (KIP-841), newer than `kafka-protocol`'s error table.
+pub const INELIGIBLE_REPLICA: i16 = 107;
 
 /// What [`plan`] decided, to be completed by [`response`] once the effects ran.
 #[derive(Debug)]
 pub struct Plan {
     /// The requested partitions, by topic as the request named it, in request order.
-    topics: Vec<(String, Vec<(i32, Decision)>)>,
+    topics: Vec<(TopicKey, Vec<(i32, Decision)>)>,
+    /// The request's version: the response names topics as the request did.
+    api_version: i16,
     /// Store writes and the UpdateMetadata, for the event loop.
     pub effects: Vec<Effect>,
+}
+
+/// A topic as the request named it (v0-1 by name, v2+ by id) and what the controller calls it.
+#[derive(Debug)]
+struct TopicKey {
+    name: String,
+    id: uuid::Uuid,
+    known: Option<TopicName>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Decision {
     Refused(ResponseError),
+    /// An ISR member may not be in the ISR (KIP-841): INELIGIBLE_REPLICA from v2,
+    /// OPERATION_NOT_ATTEMPTED below.
+    Ineligible,
     /// The partition already has the requested state: answer it.
     Current,
     /// The state was written unless the write failed; `previous` is what the context held.
@@ -86,21 +109,54 @@ pub fn plan(
             return Err(ResponseError::StaleBrokerEpoch);
         }
     }
+    let by_id: BTreeMap<[u8; 16], TopicName> = if api_version >= 2 {
+        ctx.topic_ids
+            .iter()
+            .map(|(name, id)| (*id.as_bytes(), name.clone()))
+            .collect()
+    } else {
+        BTreeMap::new()
+    };
     let mut topics = Vec::new();
     let mut effects = Vec::new();
     let mut known = Vec::new();
     let mut seen = BTreeSet::new();
     for topic in &request.topics {
-        let name = topic.topic_name.0.to_string();
+        let key = if api_version >= 2 {
+            TopicKey {
+                name: String::new(),
+                id: topic.topic_id,
+                known: by_id.get(topic.topic_id.as_bytes()).cloned(),
+            }
+        } else {
+            let name = topic.topic_name.0.to_string();
+            TopicKey {
+                known: name.parse().ok(),
+                name,
+                id: uuid::Uuid::nil(),
+            }
+        };
         let mut partitions = Vec::new();
         for p in &topic.partitions {
-            let parsed: Option<TopicName> = name.parse().ok();
+            let unknown = if api_version >= 2 {
+                ResponseError::UnknownTopicId
+            } else {
+                ResponseError::UnknownTopicOrPartition
+            };
+            let parsed = key.known.clone();
             let decision = match parsed.map(|t| TopicPartition::new(t, p.partition_index)) {
                 Some(tp) if !seen.insert(tp.clone()) => {
                     Decision::Refused(ResponseError::InvalidRequest)
                 }
                 Some(tp) => {
-                    let isr: Vec<BrokerId> = p.new_isr.iter().map(|b| b.0).collect();
+                    let isr: Vec<BrokerId> = if api_version >= 3 {
+                        p.new_isr_with_epochs
+                            .iter()
+                            .map(|b| b.broker_id.0)
+                            .collect()
+                    } else {
+                        p.new_isr.iter().map(|b| b.0).collect()
+                    };
                     let recovery = if api_version >= 1 {
                         p.leader_recovery_state
                     } else {
@@ -135,11 +191,11 @@ pub fn plan(
                     }
                     decision
                 }
-                None => Decision::Refused(ResponseError::UnknownTopicOrPartition),
+                None => Decision::Refused(unknown),
             };
             partitions.push((p.partition_index, decision));
         }
-        topics.push((name, partitions));
+        topics.push((key, partitions));
     }
     // Kafka tells every live broker about every requested partition, changed or not.
     if !known.is_empty() {
@@ -148,7 +204,11 @@ pub fn plan(
             partitions: known,
         });
     }
-    Ok(Plan { topics, effects })
+    Ok(Plan {
+        topics,
+        effects,
+        api_version,
+    })
 }
 
 /// The response once the effects ran: `failed` lists the partitions whose state write failed
@@ -159,8 +219,8 @@ pub fn response(
     failed: &BTreeSet<TopicPartition>,
 ) -> AlterPartitionResponse {
     let mut topics = Vec::with_capacity(plan.topics.len());
-    for (name, partitions) in std::mem::take(&mut plan.topics) {
-        let topic: Option<TopicName> = name.parse().ok();
+    for (key, partitions) in std::mem::take(&mut plan.topics) {
+        let topic = key.known.clone();
         let results = partitions
             .into_iter()
             .map(|(partition, decision)| {
@@ -168,13 +228,15 @@ pub fn response(
                     .as_ref()
                     .map(|t| TopicPartition::new(t.clone(), partition));
                 let answer = match (decision, tp) {
-                    (Decision::Refused(error), _) => Err(error),
-                    (_, None) => Err(ResponseError::UnknownTopicOrPartition),
+                    (Decision::Refused(error), _) => Err(error.code()),
+                    (Decision::Ineligible, _) if plan.api_version >= 2 => Err(INELIGIBLE_REPLICA),
+                    (Decision::Ineligible, _) => Err(ResponseError::OperationNotAttempted.code()),
+                    (_, None) => Err(ResponseError::UnknownTopicOrPartition.code()),
                     (Decision::Current, Some(tp)) => ctx
                         .leadership
                         .get(&tp)
                         .cloned()
-                        .ok_or(ResponseError::UnknownTopicOrPartition),
+                        .ok_or(ResponseError::UnknownTopicOrPartition.code()),
                     (
                         Decision::Written {
                             previous,
@@ -189,16 +251,18 @@ pub fn response(
                         written,
                         requested_partition_epoch,
                         failed,
-                    ),
+                    )
+                    .map_err(|e| e.code()),
                 };
                 partition_result(partition, answer)
             })
             .collect();
-        topics.push(
-            TopicResult::default()
-                .with_topic_name(WireTopicName(StrBytes::from_string(name)))
-                .with_partitions(results),
-        );
+        let result = if plan.api_version >= 2 {
+            TopicResult::default().with_topic_id(key.id)
+        } else {
+            TopicResult::default().with_topic_name(WireTopicName(StrBytes::from_string(key.name)))
+        };
+        topics.push(result.with_partitions(results));
     }
     AlterPartitionResponse::default().with_topics(topics)
 }
@@ -234,7 +298,9 @@ fn decide(ctx: &ControllerContext, tp: &TopicPartition, ask: &Ask) -> Decision {
         // One leader per epoch: another broker asking at the leader's epoch is confused.
         return Refused(ResponseError::NotLeaderOrFollower);
     }
-    if same_members(&ask.isr, &current.isr) {
+    // Every partition of this controller is RECOVERED, so a RECOVERING ask is never the
+    // current state.
+    if !ask.recovering && same_members(&ask.isr, &current.isr) {
         return Decision::Current;
     }
     if ask.partition_epoch < current.zk_version {
@@ -246,13 +312,15 @@ fn decide(ctx: &ControllerContext, tp: &TopicPartition, ask: &Ask) -> Decision {
         || distinct.len() != ask.isr.len()
         || !distinct.contains(&current.leader)
         || !distinct.iter().all(|b| replicas.contains(b))
-        || (ask.recovering && ask.isr.len() > 1)
+        // Kafka refuses RECOVERING with more than one ISR member, and any change from
+        // RECOVERED to RECOVERING: here the partition is always RECOVERED.
+        || ask.recovering
     {
         return Refused(ResponseError::InvalidRequest);
     }
     // KIP-841: only registered brokers outside controlled shutdown may be in an ISR.
     if !distinct.iter().all(|&b| ctx.is_replica_online(b)) {
-        return Refused(ResponseError::OperationNotAttempted);
+        return Decision::Ineligible;
     }
     Decision::Written {
         previous: current.clone(),
@@ -298,7 +366,7 @@ fn written_answer(
 
 fn partition_result(
     partition: i32,
-    answer: Result<LeaderIsrAndControllerEpoch, ResponseError>,
+    answer: Result<LeaderIsrAndControllerEpoch, i16>,
 ) -> PartitionResult {
     match answer {
         Ok(state) => PartitionResult::default()
@@ -309,7 +377,7 @@ fn partition_result(
             .with_partition_epoch(state.zk_version),
         Err(error) => PartitionResult::default()
             .with_partition_index(partition)
-            .with_error_code(error.code())
+            .with_error_code(error)
             .with_leader_id(WireBrokerId(-1))
             .with_leader_epoch(-1)
             .with_partition_epoch(-1),
@@ -620,5 +688,117 @@ mod tests {
                 (ResponseError::FencedLeaderEpoch.code(), vec![], -1)
             ]
         );
+    }
+
+    /// `req` (built by name) at v2+: topics by id, and at v3 the ISR with broker epochs.
+    fn by_id(
+        mut req: AlterPartitionRequest,
+        id: uuid::Uuid,
+        version: i16,
+    ) -> AlterPartitionRequest {
+        use kafka_protocol::messages::alter_partition_request::BrokerState;
+        for topic in &mut req.topics {
+            topic.topic_name = WireTopicName::default();
+            topic.topic_id = id;
+            if version >= 3 {
+                for p in &mut topic.partitions {
+                    p.new_isr_with_epochs = std::mem::take(&mut p.new_isr)
+                        .into_iter()
+                        .map(|b| {
+                            BrokerState::default()
+                                .with_broker_id(b)
+                                .with_broker_epoch(-1)
+                        })
+                        .collect();
+                }
+            }
+        }
+        req
+    }
+
+    #[test]
+    fn v2_and_v3_name_topics_by_id_and_answer_by_id() {
+        let id = uuid::Uuid::from_bytes([7; 16]);
+        for version in [2, 3] {
+            let mut ctx = ctx();
+            ctx.topic_ids
+                .insert("t".parse().unwrap(), model::TopicId::from_bytes([7; 16]));
+            let req = by_id(request(0, 100, &[("t", 0, 3, &[0, 1], 7)]), id, version);
+            let plan = super::plan(&mut ctx, &req, version).unwrap();
+            let resp = super::response(plan, &mut ctx, &BTreeSet::new());
+            let topic = &resp.topics[0];
+            assert_eq!(topic.topic_id, id, "v{version}");
+            assert_eq!(
+                topic.topic_name.0.as_str(),
+                "",
+                "v{version}: no name past v1"
+            );
+            let p = &topic.partitions[0];
+            assert_eq!((p.error_code, p.partition_epoch), (0, 8), "v{version}");
+            assert_eq!(p.isr.iter().map(|b| b.0).collect::<Vec<_>>(), vec![0, 1]);
+            assert_eq!(ctx.leadership[&tp("t", 0)].isr, vec![0, 1], "v{version}");
+
+            // An id the controller does not know: UNKNOWN_TOPIC_ID, nothing written.
+            let mut ctx = self::ctx();
+            let unknown = uuid::Uuid::from_bytes([9; 16]);
+            let req = by_id(
+                request(0, 100, &[("t", 0, 3, &[0, 1], 7)]),
+                unknown,
+                version,
+            );
+            let plan = super::plan(&mut ctx, &req, version).unwrap();
+            assert!(plan.effects.is_empty(), "v{version}");
+            let resp = super::response(plan, &mut ctx, &BTreeSet::new());
+            assert_eq!(resp.topics[0].topic_id, unknown);
+            assert_eq!(
+                resp.topics[0].partitions[0].error_code,
+                ResponseError::UnknownTopicId.code(),
+                "v{version}"
+            );
+            assert_eq!(ctx.leadership[&tp("t", 0)].isr, vec![0, 1, 2]);
+        }
+    }
+
+    #[test]
+    fn an_ineligible_member_is_ineligible_replica_from_v2() {
+        for (version, code) in [
+            (0, ResponseError::OperationNotAttempted.code()),
+            (1, ResponseError::OperationNotAttempted.code()),
+            (2, INELIGIBLE_REPLICA),
+            (3, INELIGIBLE_REPLICA),
+        ] {
+            let mut ctx = ctx();
+            ctx.topic_ids
+                .insert("t".parse().unwrap(), model::TopicId::from_bytes([7; 16]));
+            ctx.leadership.get_mut(&tp("t", 0)).unwrap().isr = vec![0];
+            ctx.live_brokers.remove(&2);
+            let mut req = request(0, 100, &[("t", 0, 3, &[0, 2], 7)]);
+            if version >= 2 {
+                req = by_id(req, uuid::Uuid::from_bytes([7; 16]), version);
+            }
+            let plan = super::plan(&mut ctx, &req, version).unwrap();
+            let resp = super::response(plan, &mut ctx, &BTreeSet::new());
+            assert_eq!(resp.topics[0].partitions[0].error_code, code, "v{version}");
+            assert_eq!(ctx.leadership[&tp("t", 0)].isr, vec![0], "v{version}");
+        }
+    }
+
+    #[test]
+    fn recovering_is_refused_from_a_recovered_partition() {
+        // Kafka refuses RECOVERING with more than one member, and RECOVERED -> RECOVERING
+        // (every partition of this controller is RECOVERED), even for the current ISR.
+        for isr in [&[0, 1][..], &[0], &[0, 1, 2]] {
+            let mut ctx = ctx();
+            let mut req = request(0, 100, &[("t", 0, 3, isr, 7)]);
+            req.topics[0].partitions[0].leader_recovery_state = RECOVERING;
+            let plan = super::plan(&mut ctx, &req, 1).unwrap();
+            let resp = super::response(plan, &mut ctx, &BTreeSet::new());
+            assert_eq!(
+                resp.topics[0].partitions[0].error_code,
+                ResponseError::InvalidRequest.code(),
+                "{isr:?}"
+            );
+            assert_eq!(ctx.leadership[&tp("t", 0)].isr, vec![0, 1, 2]);
+        }
     }
 }

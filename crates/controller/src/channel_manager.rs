@@ -1,7 +1,12 @@
 //! Control requests to brokers (Kafka's `ControllerChannelManager` and
 //! `ControllerBrokerRequestBatch`): one bounded send queue and one task per live broker,
-//! sending LeaderAndIsr v5, UpdateMetadata v7 and StopReplica v3 over the Kafka protocol with
-//! `client::Connection` to the broker's PLAINTEXT endpoint. A failed send reconnects with
+//! sending LeaderAndIsr, UpdateMetadata and StopReplica over the Kafka protocol with
+//! `client::Connection` to the broker's PLAINTEXT endpoint, each at the newest version both
+//! this controller and the broker's ApiVersions offer (Kafka picks it from
+//! `inter.broker.protocol.version`; between Gregor brokers it is Kafka 3.9's: LeaderAndIsr v7,
+//! UpdateMetadata v8, StopReplica v4). The requests are built with topic ids, so a broker
+//! offering less than [`LEADER_AND_ISR_MIN_VERSION`] / [`UPDATE_METADATA_MIN_VERSION`] /
+//! [`STOP_REPLICA_MIN_VERSION`] cannot be sent to (the send fails and is retried, logged). A failed send reconnects with
 //! backoff and retries the same request until the broker is removed; StopReplica responses
 //! come back to the event loop as events.
 //!
@@ -35,8 +40,8 @@ use kafka_protocol::messages::update_metadata_request::{
     UpdateMetadataTopicState,
 };
 use kafka_protocol::messages::{
-    BrokerId as WireBrokerId, LeaderAndIsrRequest, StopReplicaRequest, TopicName as WireTopicName,
-    UpdateMetadataRequest,
+    ApiKey, BrokerId as WireBrokerId, LeaderAndIsrRequest, StopReplicaRequest,
+    TopicName as WireTopicName, UpdateMetadataRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 use std::sync::Mutex;
@@ -53,12 +58,12 @@ use crate::event::ControllerEvent;
 use crate::replica_state_machine::ReplicaState;
 use crate::request_queue::{Push, RequestQueue};
 
-/// LeaderAndIsr version sent to brokers (with topic ids).
-pub const LEADER_AND_ISR_VERSION: i16 = 5;
-/// UpdateMetadata version sent to brokers.
-pub const UPDATE_METADATA_VERSION: i16 = 7;
-/// StopReplica version sent to brokers.
-pub const STOP_REPLICA_VERSION: i16 = 3;
+/// The oldest LeaderAndIsr version the controller builds (topic ids and `type`).
+pub const LEADER_AND_ISR_MIN_VERSION: i16 = 5;
+/// The oldest UpdateMetadata version the controller builds (topic ids).
+pub const UPDATE_METADATA_MIN_VERSION: i16 = 7;
+/// The oldest StopReplica version the controller builds (per-partition epochs and deletes).
+pub const STOP_REPLICA_MIN_VERSION: i16 = 3;
 /// How many control requests may wait for one broker.
 pub const BROKER_QUEUE_CAPACITY: usize = 1024;
 /// The listener name and security protocol control requests use.
@@ -557,6 +562,27 @@ fn proof_tags(
     BTreeMap::from([(PROOF_TAG, Bytes::copy_from_slice(&proof))])
 }
 
+/// The version a control request goes to `conn`'s broker at: the newest both sides offer,
+/// refused when that is older than `min`, the oldest this controller can build.
+fn control_version<R: kafka_protocol::protocol::Request>(
+    conn: &Connection,
+    min: i16,
+) -> Result<i16, ClientError> {
+    let version = conn.negotiated_version::<R>()?;
+    if version < min {
+        let api = ApiKey::try_from(R::KEY).map_err(|()| ClientError::Protocol {
+            addr: conn.addr().to_owned(),
+            message: format!("unknown api key {}", R::KEY),
+        })?;
+        return Err(ClientError::UnsupportedVersion {
+            api,
+            client: format!("{min}..{}", R::VERSIONS.max),
+            broker: conn.broker_versions(api),
+        });
+    }
+    Ok(version)
+}
+
 /// Sends one request; returns the event its response produces, if any.
 async fn send_once(
     broker: BrokerId,
@@ -575,9 +601,17 @@ async fn send_once(
     };
     match request {
         ControlRequest::LeaderAndIsr(req) => {
-            let response = conn
-                .send_version_tagged(req.clone(), LEADER_AND_ISR_VERSION, tags)
-                .await?;
+            let version = control_version::<LeaderAndIsrRequest>(conn, LEADER_AND_ISR_MIN_VERSION)?;
+            let mut req = req.clone();
+            if version < 6 {
+                // Leader recovery state is v6+ (KIP-704); older brokers do not know it.
+                for topic in &mut req.topic_states {
+                    for p in &mut topic.partition_states {
+                        p.leader_recovery_state = 0;
+                    }
+                }
+            }
+            let response = conn.send_version_tagged(req, version, tags).await?;
             if response.error_code == stale {
                 return Err(SendError::StaleControllerEpoch);
             }
@@ -592,9 +626,9 @@ async fn send_once(
             Ok(None)
         }
         ControlRequest::UpdateMetadata(req) => {
-            let response = conn
-                .send_version_tagged(req.clone(), UPDATE_METADATA_VERSION, tags)
-                .await?;
+            let version =
+                control_version::<UpdateMetadataRequest>(conn, UPDATE_METADATA_MIN_VERSION)?;
+            let response = conn.send_version_tagged(req.clone(), version, tags).await?;
             if response.error_code == stale {
                 return Err(SendError::StaleControllerEpoch);
             }
@@ -604,8 +638,9 @@ async fn send_once(
             Ok(None)
         }
         ControlRequest::StopReplica { request, deleted } => {
+            let version = control_version::<StopReplicaRequest>(conn, STOP_REPLICA_MIN_VERSION)?;
             let response = conn
-                .send_version_tagged(request.clone(), STOP_REPLICA_VERSION, tags)
+                .send_version_tagged(request.clone(), version, tags)
                 .await?;
             if response.error_code == stale {
                 return Err(SendError::StaleControllerEpoch);
@@ -770,7 +805,7 @@ fn group_by_topic<'a, V>(
     by_topic
 }
 
-/// LeaderAndIsr v5 for `broker`; `None` when no partition has leadership yet.
+/// LeaderAndIsr (v5+: topic ids) for `broker`; `None` when no partition has leadership yet.
 pub fn leader_and_isr_request(
     ctx: &ControllerContext,
     controller_id: BrokerId,
@@ -838,7 +873,7 @@ pub fn leader_and_isr_request(
     )
 }
 
-/// UpdateMetadata v7 for `broker`: the live brokers and the given partitions (leader -2 for
+/// UpdateMetadata (v7+: topic ids) for `broker`: the live brokers and the given partitions (leader -2 for
 /// topics being deleted; partitions without leadership are left out).
 pub fn update_metadata_request(
     ctx: &ControllerContext,
@@ -928,7 +963,7 @@ fn endpoints(broker: &LiveBroker) -> Vec<UpdateMetadataEndpoint> {
         .collect()
 }
 
-/// StopReplica v3 for `broker` (leader epoch -2 for topics being deleted, as Kafka).
+/// StopReplica (v3+) for `broker` (leader epoch -2 for topics being deleted, as Kafka).
 pub fn stop_replica_request(
     ctx: &ControllerContext,
     controller_id: BrokerId,
@@ -1107,6 +1142,139 @@ mod tests {
             }
         });
         port
+    }
+
+    /// A broker advertising `ranges` (api, max) that answers every control request with an
+    /// empty success at the version asked, and reports each (api, version) it received.
+    async fn recording_broker(
+        ranges: Vec<(kafka_protocol::messages::ApiKey, i16)>,
+    ) -> (
+        i32,
+        mpsc::UnboundedReceiver<(kafka_protocol::messages::ApiKey, i16)>,
+    ) {
+        use kafka_protocol::messages::api_versions_response::ApiVersion;
+        use kafka_protocol::messages::{
+            ApiKey, ApiVersionsResponse, LeaderAndIsrResponse, ResponseHeader, StopReplicaResponse,
+            UpdateMetadataResponse,
+        };
+        use kafka_protocol::protocol::Encodable;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = i32::from(listener.local_addr().unwrap().port());
+        let (seen, received) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let ranges = ranges.clone();
+                let seen = seen.clone();
+                tokio::spawn(async move {
+                    loop {
+                        let mut size = [0u8; 4];
+                        if stream.read_exact(&mut size).await.is_err() {
+                            return;
+                        }
+                        let mut frame = vec![0u8; u32::from_be_bytes(size) as usize];
+                        if stream.read_exact(&mut frame).await.is_err() {
+                            return;
+                        }
+                        let api =
+                            ApiKey::try_from(i16::from_be_bytes([frame[0], frame[1]])).unwrap();
+                        let version = i16::from_be_bytes([frame[2], frame[3]]);
+                        let correlation_id =
+                            i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+                        let mut out = bytes::BytesMut::new();
+                        ResponseHeader::default()
+                            .with_correlation_id(correlation_id)
+                            .encode(&mut out, api.response_header_version(version))
+                            .unwrap();
+                        match api {
+                            ApiKey::ApiVersions => {
+                                let keys = std::iter::once((ApiKey::ApiVersions, 3))
+                                    .chain(ranges.iter().copied())
+                                    .map(|(key, max)| {
+                                        ApiVersion::default()
+                                            .with_api_key(key as i16)
+                                            .with_max_version(max)
+                                    })
+                                    .collect();
+                                ApiVersionsResponse::default()
+                                    .with_api_keys(keys)
+                                    .encode(&mut out, version)
+                                    .unwrap();
+                            }
+                            ApiKey::LeaderAndIsr => LeaderAndIsrResponse::default()
+                                .encode(&mut out, version)
+                                .unwrap(),
+                            ApiKey::UpdateMetadata => UpdateMetadataResponse::default()
+                                .encode(&mut out, version)
+                                .unwrap(),
+                            ApiKey::StopReplica => StopReplicaResponse::default()
+                                .encode(&mut out, version)
+                                .unwrap(),
+                            other => panic!("unexpected {other:?}"),
+                        }
+                        if api != ApiKey::ApiVersions {
+                            let _ = seen.send((api, version));
+                        }
+                        if stream
+                            .write_all(&(out.len() as u32).to_be_bytes())
+                            .await
+                            .is_err()
+                            || stream.write_all(&out).await.is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (port, received)
+    }
+
+    #[tokio::test]
+    async fn control_requests_go_at_the_newest_version_both_sides_offer() {
+        use kafka_protocol::messages::ApiKey;
+        let both = |broker_max: [i16; 3]| {
+            vec![
+                (ApiKey::LeaderAndIsr, broker_max[0]),
+                (ApiKey::UpdateMetadata, broker_max[1]),
+                (ApiKey::StopReplica, broker_max[2]),
+            ]
+        };
+        // A Kafka 3.9 broker (this table), one newer than us, and a Kafka 2.8 broker.
+        for (offered, expected) in [
+            ([7, 8, 4], [7, 8, 4]),
+            ([9, 9, 9], [7, 8, 4]),
+            ([5, 7, 3], [5, 7, 3]),
+        ] {
+            let mut ctx = ctx();
+            let (port, mut received) = recording_broker(both(offered)).await;
+            ctx.live_brokers.get_mut(&0).unwrap().port = port;
+            let (events, _queue) = mpsc::channel(16);
+            let mut channels = ChannelManager::new(7, Duration::from_secs(60), None, events);
+            channels.add_broker(&ctx.live_brokers[&0]);
+            let mut batch = RequestBatch::default();
+            batch.add_leader_and_isr(&[0], &tp("t", 0), false);
+            batch.add_update_metadata(&[0], &[tp("t", 0)]);
+            batch.add_stop_replica(0, &tp("t", 1), false);
+            channels.send_batch(&ctx, 7, batch);
+            let mut got = Vec::new();
+            for _ in 0..3 {
+                got.push(received.recv().await.unwrap());
+            }
+            assert_eq!(
+                got,
+                vec![
+                    (ApiKey::LeaderAndIsr, expected[0]),
+                    (ApiKey::UpdateMetadata, expected[1]),
+                    (ApiKey::StopReplica, expected[2]),
+                ],
+                "broker offers {offered:?}"
+            );
+        }
     }
 
     #[tokio::test]

@@ -2,8 +2,11 @@
 //! partitions this broker leads go to the active controller in batches, one request in flight
 //! at a time and at most one change per partition, retried until the controller answers.
 //!
-//! Where the controller is and this broker's epoch come from the broker through
-//! [`ControllerChannel`]. Each answer goes back to its partition, which commits the new ISR,
+//! Where the controller is, this broker's epoch and the topics' ids come from the broker
+//! through [`ControllerChannel`]. A request goes at the newest version both sides offer
+//! (Kafka 3.9's v3 between Gregor brokers: topics by id, the ISR with broker epochs, here -1,
+//! "not known", as followers do not send their epochs), or at v1, by name, when a topic's id
+//! is not known yet, as Kafka's `AlterPartitionManager`. Each answer goes back to its partition, which commits the new ISR,
 //! resubmits after a retriable error, or stays pending until the next LeaderAndIsr.
 
 use std::collections::BTreeMap;
@@ -21,8 +24,8 @@ use tracing::{debug, info, warn};
 
 use crate::ReplicaManager;
 
-/// The AlterPartition version sent (Kafka 2.8's AlterIsr v0).
-pub const ALTER_PARTITION_VERSION: i16 = 0;
+/// The newest AlterPartition version that names topics (v2+ name them by id).
+pub const ALTER_PARTITION_BY_NAME_MAX: i16 = 1;
 /// Pause before resending after a failed request or a top-level error (Kafka: 50 ms).
 const RETRY_BACKOFF: Duration = Duration::from_millis(50);
 /// How long to wait for the controller's answer before reconnecting.
@@ -38,6 +41,8 @@ pub trait ControllerChannel: Send + Sync + std::fmt::Debug + 'static {
     /// The request header's tagged fields that prove a broker of this cluster sends it, for
     /// `broker_epoch` (the controller refuses AlterPartition without them).
     fn proof_tags(&self, broker_epoch: i64) -> BTreeMap<i32, bytes::Bytes>;
+    /// The topic's id as this broker's metadata knows it (`None` when not known).
+    fn topic_id(&self, topic: &model::TopicName) -> Option<uuid::Uuid>;
 }
 
 /// One proposed ISR change.
@@ -142,12 +147,29 @@ pub(crate) async fn send_loop(
             continue;
         };
         let broker_epoch = channel.broker_epoch();
-        let request = build_request(local_id, broker_epoch, &items);
+        let ids: BTreeMap<model::TopicName, uuid::Uuid> = items
+            .iter()
+            .filter_map(|i| Some((i.tp.topic.clone(), channel.topic_id(&i.tp.topic)?)))
+            .filter(|(_, id)| !id.is_nil())
+            .collect();
+        let newest = match conn.negotiated_version::<AlterPartitionRequest>() {
+            Ok(v) => v,
+            Err(err) => {
+                warn!(%addr, error = %err, "the controller offers no AlterPartition version we send; retrying");
+                connection = None;
+                tokio::time::sleep(RETRY_BACKOFF * 4).await;
+                continue;
+            }
+        };
+        let all_ids = items.iter().all(|i| ids.contains_key(&i.tp.topic));
+        let version = if all_ids {
+            newest
+        } else {
+            newest.min(ALTER_PARTITION_BY_NAME_MAX)
+        };
+        let request = build_request(local_id, broker_epoch, &items, &ids, version);
         let tags = channel.proof_tags(broker_epoch);
-        let response = match conn
-            .send_version_tagged(request, ALTER_PARTITION_VERSION, &tags)
-            .await
-        {
+        let response = match conn.send_version_tagged(request, version, &tags).await {
             Ok(response) => response,
             Err(err) => {
                 debug!(%addr, error = %err, "AlterPartition failed; reconnecting");
@@ -177,7 +199,14 @@ pub(crate) async fn send_loop(
         let mut answers: BTreeMap<TopicPartition, Result<AlterIsrResult, ResponseError>> =
             BTreeMap::new();
         for topic in &response.topics {
-            let Ok(name) = topic.topic_name.0.parse::<model::TopicName>() else {
+            let name = if version >= 2 {
+                ids.iter()
+                    .find(|(_, id)| **id == topic.topic_id)
+                    .map(|(name, _)| name.clone())
+            } else {
+                topic.topic_name.0.parse::<model::TopicName>().ok()
+            };
+            let Some(name) = name else {
                 continue;
             };
             for p in &topic.partitions {
@@ -190,8 +219,7 @@ pub(crate) async fn send_loop(
                         partition_epoch: p.partition_epoch,
                     })
                 } else {
-                    Err(ResponseError::try_from_code(p.error_code)
-                        .unwrap_or(ResponseError::UnknownServerError))
+                    Err(answer_error(p.error_code))
                 };
                 answers.insert(tp, answer);
             }
@@ -221,34 +249,137 @@ pub(crate) async fn send_loop(
     }
 }
 
+/// Kafka's INELIGIBLE_REPLICA (KIP-841), newer than `kafka-protocol`'s error table.
+const INELIGIBLE_REPLICA: i16 = 107;
+
+/// A partition's error code as the partition reads it: INELIGIBLE_REPLICA (v2+) is what
+/// OPERATION_NOT_ATTEMPTED was below v2, and UNKNOWN_TOPIC_ID (v2+) what
+/// UNKNOWN_TOPIC_OR_PARTITION was (both wait for the next LeaderAndIsr, as Kafka's leader).
+fn answer_error(code: i16) -> ResponseError {
+    match code {
+        INELIGIBLE_REPLICA => ResponseError::OperationNotAttempted,
+        c if c == ResponseError::UnknownTopicId.code() => ResponseError::UnknownTopicOrPartition,
+        c => ResponseError::try_from_code(c).unwrap_or(ResponseError::UnknownServerError),
+    }
+}
+
 fn build_request(
     local_id: i32,
     broker_epoch: i64,
     items: &[AlterIsrItem],
+    ids: &BTreeMap<model::TopicName, uuid::Uuid>,
+    version: i16,
 ) -> AlterPartitionRequest {
-    let mut topics: Vec<TopicData> = Vec::new();
+    use kafka_protocol::messages::alter_partition_request::BrokerState;
+    let mut topics: Vec<(model::TopicName, TopicData)> = Vec::new();
     for item in items {
-        let data = PartitionData::default()
+        let mut data = PartitionData::default()
             .with_partition_index(item.tp.partition)
             .with_leader_epoch(item.leader_epoch)
-            .with_new_isr(item.new_isr.iter().map(|&b| BrokerId(b)).collect())
             .with_partition_epoch(item.partition_epoch);
-        match topics
-            .iter_mut()
-            .find(|t| t.topic_name.0.as_str() == item.tp.topic.as_str())
-        {
-            Some(topic) => topic.partitions.push(data),
-            None => topics.push(
-                TopicData::default()
-                    .with_topic_name(TopicName(StrBytes::from_string(
+        if version >= 3 {
+            data.new_isr_with_epochs = item
+                .new_isr
+                .iter()
+                .map(|&b| {
+                    BrokerState::default()
+                        .with_broker_id(BrokerId(b))
+                        .with_broker_epoch(-1)
+                })
+                .collect();
+        } else {
+            data.new_isr = item.new_isr.iter().map(|&b| BrokerId(b)).collect();
+        }
+        match topics.iter_mut().find(|(name, _)| *name == item.tp.topic) {
+            Some((_, topic)) => topic.partitions.push(data),
+            None => {
+                let topic = if version >= 2 {
+                    TopicData::default()
+                        .with_topic_id(ids.get(&item.tp.topic).copied().unwrap_or_default())
+                } else {
+                    TopicData::default().with_topic_name(TopicName(StrBytes::from_string(
                         item.tp.topic.as_str().to_owned(),
                     )))
-                    .with_partitions(vec![data]),
-            ),
+                };
+                topics.push((item.tp.topic.clone(), topic.with_partitions(vec![data])));
+            }
         }
     }
+    let topics = topics.into_iter().map(|(_, t)| t).collect();
     AlterPartitionRequest::default()
         .with_broker_id(BrokerId(local_id))
         .with_broker_epoch(broker_epoch)
         .with_topics(topics)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(topic: &str, partition: i32) -> AlterIsrItem {
+        AlterIsrItem {
+            tp: TopicPartition::new(topic.parse().unwrap(), partition),
+            leader_epoch: 3,
+            new_isr: vec![1, 2],
+            partition_epoch: 7,
+            proposal: 1,
+        }
+    }
+
+    #[test]
+    fn requests_name_topics_by_name_below_v2_and_by_id_from_it() {
+        use kafka_protocol::protocol::Encodable;
+        let items = [item("a", 0), item("a", 1), item("b", 0)];
+        let ids = BTreeMap::from([
+            ("a".parse().unwrap(), uuid::Uuid::from_bytes([1; 16])),
+            ("b".parse().unwrap(), uuid::Uuid::from_bytes([2; 16])),
+        ]);
+        for version in 0..=3 {
+            let request = build_request(5, 100, &items, &ids, version);
+            let mut buf = bytes::BytesMut::new();
+            request
+                .encode(&mut buf, version)
+                .unwrap_or_else(|e| panic!("v{version}: {e}"));
+            assert_eq!(request.topics.len(), 2, "v{version}");
+            assert_eq!(request.topics[0].partitions.len(), 2, "v{version}");
+            let first = &request.topics[0];
+            if version >= 2 {
+                assert_eq!(first.topic_id, uuid::Uuid::from_bytes([1; 16]));
+                assert!(first.topic_name.0.is_empty());
+            } else {
+                assert_eq!(first.topic_name.0.as_str(), "a");
+            }
+            let p = &first.partitions[1];
+            assert_eq!(
+                (p.partition_index, p.leader_epoch, p.partition_epoch),
+                (1, 3, 7)
+            );
+            let isr: Vec<(i32, i64)> = if version >= 3 {
+                assert!(p.new_isr.is_empty());
+                p.new_isr_with_epochs
+                    .iter()
+                    .map(|b| (b.broker_id.0, b.broker_epoch))
+                    .collect()
+            } else {
+                p.new_isr.iter().map(|b| (b.0, -1)).collect()
+            };
+            assert_eq!(isr, vec![(1, -1), (2, -1)], "v{version}");
+        }
+    }
+
+    #[test]
+    fn newer_codes_read_as_their_older_equivalents() {
+        assert_eq!(
+            answer_error(INELIGIBLE_REPLICA),
+            ResponseError::OperationNotAttempted
+        );
+        assert_eq!(
+            answer_error(ResponseError::UnknownTopicId.code()),
+            ResponseError::UnknownTopicOrPartition
+        );
+        assert_eq!(
+            answer_error(ResponseError::FencedLeaderEpoch.code()),
+            ResponseError::FencedLeaderEpoch
+        );
+    }
 }

@@ -287,6 +287,10 @@ pub struct Partition {
     local_id: i32,
     /// `replica.lag.time.max.ms`.
     lag_time_max_ms: i64,
+    /// The log's topic id (its `partition.metadata`, or the first LeaderAndIsr's, which the
+    /// LogManager checked against it), which a Fetch by topic id must match (Kafka's
+    /// `Partition.topicId`). A log's id never changes.
+    topic_id: std::sync::OnceLock<model::TopicId>,
     state: Mutex<PartitionState>,
 }
 
@@ -317,10 +321,21 @@ impl Partition {
         epochs.truncate_from_end(log.log_end_offset())?;
         epochs.truncate_from_start(log.log_start_offset())?;
         let high_watermark = high_watermark.clamp(log.log_start_offset(), log.log_end_offset());
+        // Unreadable metadata is the LogManager's to report (it refuses the partition on the
+        // next LeaderAndIsr that names an id); here it only means no check.
+        let topic_id = std::sync::OnceLock::new();
+        if let Some(id) = storage::read_partition_metadata(dir)
+            .ok()
+            .flatten()
+            .filter(|id| *id != model::TopicId::ZERO)
+        {
+            let _ = topic_id.set(id);
+        }
         Ok(Partition {
             tp,
             local_id,
             lag_time_max_ms,
+            topic_id,
             state: Mutex::new(PartitionState {
                 log,
                 config,
@@ -343,6 +358,29 @@ impl Partition {
     /// The partition.
     pub fn topic_partition(&self) -> &TopicPartition {
         &self.tp
+    }
+
+    /// The topic id of the log (its `partition.metadata` when opened), if it has one.
+    pub fn topic_id(&self) -> Option<model::TopicId> {
+        self.topic_id.get().copied()
+    }
+
+    /// Records the log's topic id when it has none yet (a LeaderAndIsr names it; the
+    /// LogManager refused the partition if it differed from `partition.metadata`).
+    pub fn set_topic_id(&self, id: model::TopicId) {
+        if id != model::TopicId::ZERO {
+            let _ = self.topic_id.set(id);
+        }
+    }
+
+    /// Whether a request naming `requested` (nil: by name) may read or write this log: the
+    /// ids agree, or either side has none (Kafka's `hasConsistentTopicId`).
+    pub fn has_consistent_topic_id(&self, requested: uuid::Uuid) -> bool {
+        requested.is_nil()
+            || self
+                .topic_id
+                .get()
+                .is_none_or(|id| id.as_bytes() == requested.as_bytes())
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, PartitionState> {
@@ -799,6 +837,7 @@ impl Partition {
         match answer {
             Err(
                 E::UnknownTopicOrPartition
+                | E::UnknownTopicId
                 | E::FencedLeaderEpoch
                 | E::InvalidUpdateVersion
                 | E::InvalidRequest,

@@ -1,6 +1,7 @@
 //! Fetch (v0–v17): whole record batches straight from the segment files, with long polling
 //! and incremental fetch sessions (KIP-227, v7+). From v13 topics are named by id (an id the
-//! metadata cache does not know is UNKNOWN_TOPIC_ID); v15 moves the follower's id into
+//! metadata cache does not know is UNKNOWN_TOPIC_ID, one the local log's `partition.metadata`
+//! does not have INCONSISTENT_TOPIC_ID, as Kafka 3.9); v15 moves the follower's id into
 //! `replica_state`; v16 adds, for NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH, the current
 //! leader and its endpoint (KIP-951); v17 adds the follower's directory id (ignored: one
 //! directory per partition). Fetch v0–v3 consumers get message format v0/v1, down-converted
@@ -338,7 +339,19 @@ fn read_all(
             .clone()
             .map(|n| TopicPartition::new(n, *partition_index))
             .ok_or(unknown)
-            .and_then(|tp| rm.partition(&tp).map_err(|e| e.response_error()));
+            .and_then(|tp| rm.partition(&tp).map_err(|e| e.response_error()))
+            .and_then(|partition| {
+                // v13+: the id the request named (the metadata cache's for this name) must be
+                // the log's, as Kafka's `ReplicaManager.readFromLog` checks.
+                let requested = snapshot
+                    .and_then(|s| s.topics.get(topic.as_str()))
+                    .map_or(Uuid::nil(), |info| info.topic_id);
+                if partition.has_consistent_topic_id(requested) {
+                    Ok(partition)
+                } else {
+                    Err(ResponseError::InconsistentTopicId)
+                }
+            });
         let limit = i64::from(position.max_bytes.max(0)).min(remaining);
         let epoch = position.current_leader_epoch;
         let result = partition.and_then(|partition| {

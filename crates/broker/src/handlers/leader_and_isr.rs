@@ -50,6 +50,10 @@ pub(super) async fn handle(
     {
         return LeaderAndIsrResponse::default().with_error_code(code.code());
     }
+    if let Err(code) = super::refuse_kraft_controller("LeaderAndIsr", request.is_k_raft_controller)
+    {
+        return LeaderAndIsrResponse::default().with_error_code(code.code());
+    }
     if ctx.is_broker_epoch_stale(request.broker_epoch) {
         warn!(
             request_epoch = request.broker_epoch,
@@ -282,6 +286,9 @@ fn apply(
             }
             err.response_error()
         })?;
+    if let (Some(id), Some(partition)) = (topic_id, ctx.replica_manager.get(&tp)) {
+        partition.set_topic_id(id);
+    }
     if transition != replication::Transition::SameEpoch {
         ctx.replicas().insert(tp, role);
     }

@@ -75,6 +75,25 @@ pub(crate) fn current_leader<'a>(
     }
 }
 
+/// Refuses a control request from a KRaft controller (`isKRaftController`, LeaderAndIsr v7+,
+/// StopReplica v4+, UpdateMetadata v8+; KIP-866). Only a broker migrating from ZooKeeper to
+/// KRaft accepts one; Gregor has no migration, and Kafka 3.9's ZooKeeper broker without it
+/// fails such a request (an IllegalStateException, UNKNOWN_SERVER_ERROR), as here.
+pub(crate) fn refuse_kraft_controller(
+    api: &str,
+    is_kraft_controller: bool,
+) -> Result<(), kafka_protocol::error::ResponseError> {
+    if !is_kraft_controller {
+        return Ok(());
+    }
+    tracing::warn!(
+        api,
+        "refusing a control request from a KRaft controller: this broker runs in ZooKeeper mode \
+         and has no KRaft migration (KIP-866)"
+    );
+    Err(kafka_protocol::error::ResponseError::UnknownServerError)
+}
+
 /// Handles one decoded request of a supported API and version; the time its handler runs
 /// counts against the client's `request_percentage` quota (except for the requests Kafka
 /// exempts), whose throttle goes into the answer.

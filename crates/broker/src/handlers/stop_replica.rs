@@ -2,6 +2,11 @@
 //! being deleted); with `delete_partition`, hand its directory to the LogManager for the
 //! rename-then-remove deletion. The partitions of one request are one job on the blocking
 //! pool, so deleting 10,000 logs never holds an async worker.
+//!
+//! From v3 each partition carries the controller's leader epoch (KIP-570): one older than the
+//! epoch this broker's replica has is FENCED_LEADER_EPOCH and stops nothing; -1 (no epoch)
+//! and -2 (the topic is being deleted) always stop, as Kafka 3.9's `ReplicaManager`. v4 adds
+//! `is_kraft_controller`, refused (see [`super::refuse_kraft_controller`]).
 
 use std::sync::Arc;
 
@@ -32,6 +37,9 @@ pub(super) async fn handle(
     {
         return StopReplicaResponse::default().with_error_code(code.code());
     }
+    if let Err(code) = super::refuse_kraft_controller("StopReplica", request.is_k_raft_controller) {
+        return StopReplicaResponse::default().with_error_code(code.code());
+    }
     if ctx.is_broker_epoch_stale(request.broker_epoch) {
         warn!(
             request_epoch = request.broker_epoch,
@@ -49,18 +57,20 @@ pub(super) async fn handle(
         return StopReplicaResponse::default()
             .with_error_code(ResponseError::StaleControllerEpoch.code());
     }
-    // v0 lists partitions flat, v1-v2 group them by topic, v3 carries delete per partition.
-    let mut work: Vec<(String, i32, bool)> = Vec::new();
+    // v0 lists partitions flat, v1-v2 group them by topic, v3+ carry the leader epoch and
+    // delete per partition (older versions: no epoch, -1).
+    let mut work: Vec<(String, i32, bool, i32)> = Vec::new();
     for p in &request.ungrouped_partitions {
         work.push((
             p.topic_name.0.to_string(),
             p.partition_index,
             request.delete_partitions,
+            NO_EPOCH,
         ));
     }
     for t in &request.topics {
         for &p in &t.partition_indexes {
-            work.push((t.name.0.to_string(), p, request.delete_partitions));
+            work.push((t.name.0.to_string(), p, request.delete_partitions, NO_EPOCH));
         }
     }
     for t in &request.topic_states {
@@ -69,6 +79,7 @@ pub(super) async fn handle(
                 t.topic_name.0.to_string(),
                 p.partition_index,
                 p.delete_partition,
+                p.leader_epoch,
             ));
         }
     }
@@ -79,8 +90,8 @@ pub(super) async fn handle(
     let log_manager = ctx.log_manager.clone();
     let stopped = crate::blocking::run(move || {
         work.into_iter()
-            .map(|(topic, partition, delete)| {
-                let result = stop(&rm, &log_manager, &topic, partition, delete);
+            .map(|(topic, partition, delete, leader_epoch)| {
+                let result = stop(&rm, &log_manager, &topic, partition, delete, leader_epoch);
                 (topic, partition, delete, result)
             })
             .collect::<Vec<_>>()
@@ -105,6 +116,12 @@ pub(super) async fn handle(
     StopReplicaResponse::default().with_partition_errors(partition_errors)
 }
 
+/// A StopReplica partition without a leader epoch (versions below 3, or the controller knows
+/// none): never fenced.
+const NO_EPOCH: i32 = -1;
+/// The leader epoch the controller sends for a topic being deleted: never fenced.
+const EPOCH_DURING_DELETE: i32 = -2;
+
 /// Closes the partition's log and, with `delete`, renames its directory for removal.
 /// Returns the partition when it was stopped (even if its deletion then failed).
 fn stop(
@@ -113,11 +130,21 @@ fn stop(
     topic: &str,
     partition: i32,
     delete: bool,
+    leader_epoch: i32,
 ) -> (Option<TopicPartition>, Result<(), ResponseError>) {
     let Ok(name) = topic.parse::<model::TopicName>() else {
         return (None, Err(ResponseError::InvalidTopicException));
     };
     let tp = TopicPartition::new(name, partition);
+    if let Some(hosted) = rm.get(&tp) {
+        let current = hosted.leader_epoch();
+        if leader_epoch != NO_EPOCH && leader_epoch != EPOCH_DURING_DELETE && leader_epoch < current
+        {
+            warn!(%tp, delete, leader_epoch, current,
+                "ignoring StopReplica: its leader epoch is older than the replica's");
+            return (None, Err(ResponseError::FencedLeaderEpoch));
+        }
+    }
     rm.stop_replica(&tp, delete);
     let deleted = if delete {
         log_manager.delete_partition(&tp).map(drop).map_err(|err| {

@@ -25,6 +25,11 @@ pub(super) async fn handle(
     {
         return UpdateMetadataResponse::default().with_error_code(code.code());
     }
+    if let Err(code) =
+        super::refuse_kraft_controller("UpdateMetadata", request.is_k_raft_controller)
+    {
+        return UpdateMetadataResponse::default().with_error_code(code.code());
+    }
     if ctx.is_broker_epoch_stale(request.broker_epoch) {
         warn!(
             request_epoch = request.broker_epoch,
