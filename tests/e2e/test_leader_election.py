@@ -61,7 +61,9 @@ def test_preferred_election_by_command_and_by_znode_and_unclean_election(cluster
     assert run.returncode == 0, run.stdout + run.stderr
     assert f"Successfully completed leader election (PREFERRED) for partitions {topic}-0" in run.stdout, run.stdout
     assert "Valid replica already elected for partitions" in run.stdout, run.stdout
-    assert metadata_leaders(c, topic) == preferred(ASSIGNMENT)
+    # The answer comes once the controller wrote the leaders (as Kafka's); the brokers'
+    # metadata follows with UpdateMetadata.
+    wait_until(lambda: metadata_leaders(c, topic) == preferred(ASSIGNMENT), timeout=30, what="Metadata shows it")
 
     # Nothing left to do: every named partition says so, exit 0.
     spec = tmp_path / "election.json"
@@ -105,7 +107,7 @@ def test_preferred_election_by_command_and_by_znode_and_unclean_election(cluster
     by_partition = {tp.partition: err for tp, err in results.items()}
     assert by_partition[2] is None, by_partition
     assert by_partition[0].code() == KafkaError.ELECTION_NOT_NEEDED, by_partition
-    assert metadata_leaders(c, topic) == preferred(ASSIGNMENT)
+    wait_until(lambda: metadata_leaders(c, topic) == preferred(ASSIGNMENT), timeout=30, what="Metadata shows it")
 
     # UNCLEAN: the only in-sync replica dies; the out-of-sync one may lead only when asked.
     dirty = "dirty"

@@ -356,17 +356,30 @@ async fn respond(
             );
         }
         RequestBody::Unsupported(kind) => {
-            match handlers::unsupported::error_response(&kind, version) {
-                Some(body) => {
-                    debug!("unsupported API or version; answering UNSUPPORTED_VERSION");
-                    body
+            // The body is answered at the version the request was read at (see
+            // `protocol::request::codec_version`), under the header of the version asked.
+            let body_version = protocol::request::codec_version(api_key, version);
+            let Some(body) = handlers::unsupported::error_response(&kind, body_version) else {
+                warn!(%peer, ?api_key, version, "closing connection: API or version not supported and no error response exists for it");
+                ctx.metrics.request_error();
+                return (None, answered);
+            };
+            debug!(
+                ?api_key,
+                version, "unsupported API or version; answering UNSUPPORTED_VERSION"
+            );
+            return match protocol::encode_unsupported_response(
+                api_key,
+                version,
+                correlation_id,
+                &body,
+            ) {
+                Ok(frame) => (Some(frame), answered),
+                Err(err) => {
+                    tracing::error!(%peer, error = %err, "closing connection: cannot encode response");
+                    (None, answered)
                 }
-                None => {
-                    warn!(%peer, "closing connection: API or version not supported and no error response exists for it");
-                    ctx.metrics.request_error();
-                    return (None, answered);
-                }
-            }
+            };
         }
     };
     match encode_response(api_key, version, correlation_id, &body) {

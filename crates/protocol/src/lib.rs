@@ -20,7 +20,7 @@ pub use api_versions::{supported_range, ApiVersionRange, SUPPORTED_APIS};
 pub use error_code::ErrorCode;
 pub use frame::{FrameError, DEFAULT_MAX_REQUEST_BYTES};
 pub use request::{decode_request, DecodedRequest, RequestError};
-pub use response::{encode_response, ResponseEncodeError};
+pub use response::{encode_response, encode_unsupported_response, ResponseEncodeError};
 
 /// Re-exported so dependants use the exact `kafka-protocol` version this crate glues.
 pub use kafka_protocol;

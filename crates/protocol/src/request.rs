@@ -38,8 +38,12 @@ pub enum RequestBody {
     /// broker answers in the v0 format with `UNSUPPORTED_VERSION` and the versions it knows,
     /// so the client can retry with one of them.
     UnsupportedApiVersions,
-    /// An API or version we do not handle that `kafka-protocol` could still decode, so the
-    /// broker can answer with that API's own error response instead of closing the connection.
+    /// An API or version we do not handle, decoded (leniently) at [`codec_version`] of its
+    /// version, so the broker can answer with that API's own error response (UNSUPPORTED_VERSION)
+    /// instead of closing the connection. A version newer than any this broker knows is read
+    /// at the newest it knows: when the newer version only added tagged fields (or nothing),
+    /// that is the request; otherwise the items echoed in the error answer may be off, which
+    /// only matters for an answer that refuses them all anyway.
     Unsupported(RequestKind),
 }
 
@@ -131,7 +135,7 @@ pub fn decode_request(frame: Bytes) -> Result<DecodedRequest, RequestError> {
         RequestBody::UnsupportedApiVersions
     } else {
         RequestBody::Unsupported(
-            RequestKind::decode(api_key, &mut buf, api_version)
+            RequestKind::decode(api_key, &mut buf, codec_version(api_key, api_version))
                 .map_err(|e| body_error(e.into()))?,
         )
     };
@@ -140,6 +144,14 @@ pub fn decode_request(frame: Bytes) -> Result<DecodedRequest, RequestError> {
         api_key,
         body,
     })
+}
+
+/// The version `kafka-protocol` reads and writes for a request of `api_key` at `version`:
+/// `version` itself when the codec knows it, else the nearest it knows (a version from a
+/// newer Kafka is read as the newest this broker knows; see [`RequestBody::Unsupported`]).
+pub fn codec_version(api_key: ApiKey, version: i16) -> i16 {
+    let known = api_key.valid_versions();
+    version.clamp(known.min, known.max)
 }
 
 /// How much of a frame is copied to decode its header from (api key, version, correlation

@@ -28,6 +28,38 @@ pub fn encode_response(
     correlation_id: i32,
     body: &ResponseKind,
 ) -> Result<BytesMut, ResponseEncodeError> {
+    // ConsumerGroupHeartbeat v1 responses are byte for byte v0's (see `kip848`).
+    let body_version = if api_key == ApiKey::ConsumerGroupHeartbeat {
+        api_version.min(crate::kip848::CODEC_VERSION)
+    } else {
+        api_version
+    };
+    encode_response_at(api_key, api_version, body_version, correlation_id, body)
+}
+
+/// The error answer to a request at a version outside the table
+/// ([`crate::request::RequestBody::Unsupported`]):
+/// the response header of the version asked for, the body at
+/// [`crate::request::codec_version`] of it (the version itself when `kafka-protocol` knows
+/// it; for a version from a newer Kafka, the newest this broker knows, which a client of
+/// that version reads as long as the newer version added only tagged fields).
+pub fn encode_unsupported_response(
+    api_key: ApiKey,
+    api_version: i16,
+    correlation_id: i32,
+    body: &ResponseKind,
+) -> Result<BytesMut, ResponseEncodeError> {
+    let body_version = crate::request::codec_version(api_key, api_version);
+    encode_response_at(api_key, api_version, body_version, correlation_id, body)
+}
+
+fn encode_response_at(
+    api_key: ApiKey,
+    api_version: i16,
+    body_version: i16,
+    correlation_id: i32,
+    body: &ResponseKind,
+) -> Result<BytesMut, ResponseEncodeError> {
     let fail = |err: anyhow_msg::Msg| ResponseEncodeError {
         api_key,
         api_version,
@@ -39,12 +71,6 @@ pub fn encode_response(
     header
         .encode(&mut out, api_key.response_header_version(api_version))
         .map_err(|e| fail(e.into()))?;
-    // ConsumerGroupHeartbeat v1 responses are byte for byte v0's (see `kip848`).
-    let body_version = if api_key == ApiKey::ConsumerGroupHeartbeat {
-        api_version.min(crate::kip848::CODEC_VERSION)
-    } else {
-        api_version
-    };
     body.encode(&mut out, body_version)
         .map_err(|e| fail(e.into()))?;
     let size = i32::try_from(out.len() - 4).map_err(|_| ResponseEncodeError {
