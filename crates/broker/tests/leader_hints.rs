@@ -92,24 +92,57 @@ fn fetch_request(topic_id: uuid::Uuid, version: i16) -> FetchRequest {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broker_that_does_not_lead_names_the_leader_and_its_endpoint() {
+    hints(false).await;
+}
+
+/// With a client listener and an inter-broker one, the hint is the leader's endpoint on the
+/// listener the request came in on (as Kafka's `getAliveBrokerNode(leader, listenerName)`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hinted_endpoint_is_on_the_listener_the_request_used() {
+    hints(true).await;
+}
+
+async fn hints(two_listeners: bool) {
     let dir = tempfile::tempdir().unwrap();
     let store = broker::MetadataStore::from_config(&config(dir.path(), &[])).unwrap();
     let mut brokers = Vec::new();
     for id in [1000, 1001] {
         let logs = dir.path().join(format!("broker-{id}/logs"));
-        let overrides = [
+        let mut overrides = vec![
             format!("broker.id={id}"),
             format!("log.dirs={}", logs.display()),
         ];
+        if two_listeners {
+            overrides.extend([
+                "listeners=CLIENT://127.0.0.1:0,INTERNAL://127.0.0.1:0".to_string(),
+                "listener.security.protocol.map=CLIENT:PLAINTEXT,INTERNAL:PLAINTEXT".to_string(),
+                "inter.broker.listener.name=INTERNAL".to_string(),
+            ]);
+        }
         let overrides: Vec<&str> = overrides.iter().map(String::as_str).collect();
-        brokers.push(start_on(store.clone(), dir.path(), &overrides).await);
+        brokers.push(if two_listeners {
+            broker::Broker::start(config(dir.path(), &overrides), store.clone(), None)
+                .await
+                .unwrap()
+        } else {
+            start_on(store.clone(), dir.path(), &overrides).await
+        });
     }
+    let client_addr = |b: &broker::Broker| {
+        if two_listeners {
+            // The second listener: the first one is also what UpdateMetadata's default
+            // endpoint is, so only this one tells the listeners apart.
+            b.listener_addr("INTERNAL").unwrap()
+        } else {
+            b.local_addr()
+        }
+    };
     eventually("one controller", || {
         brokers.iter().filter(|b| b.is_controller()).count() == 1
     })
     .await;
     let controller = brokers.iter().find(|b| b.is_controller()).unwrap();
-    let mut admin = Connection::connect(&controller.local_addr().to_string(), "hints")
+    let mut admin = Connection::connect(&client_addr(controller).to_string(), "hints")
         .await
         .unwrap();
     let created = admin
@@ -126,7 +159,7 @@ async fn a_broker_that_does_not_lead_names_the_leader_and_its_endpoint() {
     assert_eq!(created.topics[0].error_code, 0);
 
     // Both brokers' metadata agree on the leader; the other one is the follower.
-    let addrs: Vec<String> = brokers.iter().map(|b| b.local_addr().to_string()).collect();
+    let addrs: Vec<String> = brokers.iter().map(|b| client_addr(b).to_string()).collect();
     let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
     within("both brokers know the leader", || {
         let (addrs, seen) = (addrs.clone(), seen.clone());
@@ -147,9 +180,12 @@ async fn a_broker_that_does_not_lead_names_the_leader_and_its_endpoint() {
     let (leader_id, leader_epoch, _, topic_id) = seen.unwrap();
     let leader = brokers.iter().find(|b| b.broker_id() == leader_id).unwrap();
     let follower = brokers.iter().find(|b| b.broker_id() != leader_id).unwrap();
-    let leader_addr = leader.local_addr();
+    let leader_addr = client_addr(leader);
+    if two_listeners {
+        assert_ne!(leader_addr, leader.listener_addr("CLIENT").unwrap());
+    }
 
-    let mut to_follower = Connection::connect(&follower.local_addr().to_string(), "hints")
+    let mut to_follower = Connection::connect(&client_addr(follower).to_string(), "hints")
         .await
         .unwrap();
     for version in 10..=11 {
@@ -190,7 +226,7 @@ async fn a_broker_that_does_not_lead_names_the_leader_and_its_endpoint() {
     assert!(response.node_endpoints.is_empty());
 
     // A consumer fetching from the follower: the same hint from Fetch v16 on.
-    let mut raw = TcpStream::connect(follower.local_addr()).await.unwrap();
+    let mut raw = TcpStream::connect(client_addr(follower)).await.unwrap();
     for (i, version) in (15..=17).enumerate() {
         let response: FetchResponse = roundtrip(
             &mut raw,

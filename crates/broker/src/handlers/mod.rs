@@ -75,6 +75,32 @@ pub(crate) fn current_leader<'a>(
     }
 }
 
+/// KIP-951's `node_endpoints` as clients of `listener` reach those brokers (Kafka answers with
+/// the endpoints of the listener the request came in on): each leader's host and port there,
+/// or left out when it has no such listener (its id and epoch stay in `current_leader`).
+/// Produce and Fetch have their own `NodeEndpoint` types with the same fields.
+macro_rules! endpoints_on_listener {
+    ($ctx:expr, $listener:expr, $endpoints:expr) => {
+        if !$endpoints.is_empty() {
+            let snapshot = $ctx.metadata_cache.snapshot();
+            $endpoints.retain_mut(|e| {
+                match snapshot
+                    .brokers
+                    .get(&e.node_id.0)
+                    .and_then(|b| b.on_listener($listener))
+                {
+                    Some(b) => {
+                        e.host = kafka_protocol::protocol::StrBytes::from_string(b.host);
+                        e.port = b.port;
+                        true
+                    }
+                    None => false,
+                }
+            });
+        }
+    };
+}
+
 /// Refuses a control request from a KRaft controller (`isKRaftController`, LeaderAndIsr v7+,
 /// StopReplica v4+, UpdateMetadata v8+; KIP-866). Only a broker migrating from ZooKeeper to
 /// KRaft accepts one; Gregor has no migration, and Kafka 3.9's ZooKeeper broker without it
@@ -216,11 +242,14 @@ async fn dispatch(
         RequestKind::Produce(req) => {
             let bytes = crate::quotas::produce_bytes(&req);
             let mut response = produce::handle(ctx, req, version).await;
+            endpoints_on_listener!(ctx, &rctx.listener, response.node_endpoints);
             response.throttle_time_ms = crate::quotas::throttle_produce(ctx, rctx, header, bytes);
             ResponseKind::Produce(response)
         }
         RequestKind::Fetch(req) => {
-            ResponseKind::Fetch(fetch::handle(ctx, rctx, header, req, version).await)
+            let mut response = fetch::handle(ctx, rctx, header, req, version).await;
+            endpoints_on_listener!(ctx, &rctx.listener, response.node_endpoints);
+            ResponseKind::Fetch(response)
         }
         RequestKind::ListOffsets(req) => {
             ResponseKind::ListOffsets(list_offsets::handle(ctx, req, version).await)
