@@ -270,7 +270,10 @@ fn load_nodes(
         Ok((path, data, stat))
     });
     // A zxid past i64::MAX is not one this store wrote: corruption, not a panic.
-    let zxid = i64::try_from(zxid).map_err(|_| backend("corrupt zxid", &zxid))?;
+    let zxid = i64::try_from(zxid)
+        .ok()
+        .filter(|z| *z < i64::MAX)
+        .ok_or_else(|| backend("corrupt zxid", &zxid))?;
     Tree::from_sorted(usize::try_from(count).unwrap_or(0), zxid, entries)
 }
 
@@ -287,8 +290,13 @@ fn replay_log(
             .ok_or_else(|| backend("corrupt log entry", &seq.value()))?;
         // Zxids are never negative (found by the replay fuzz: one made the open panic when
         // it wrote the zxid back).
-        if zxid < 0 {
-            return Err(backend("corrupt log entry (negative zxid)", &seq.value()));
+        // At i64::MAX no later transaction could get a zxid (the long replay fuzz found the
+        // open's own transaction overflowing there).
+        if !(0..i64::MAX).contains(&zxid) {
+            return Err(backend(
+                "corrupt log entry (zxid out of range)",
+                &seq.value(),
+            ));
         }
         // So are paths that are not valid node paths (an empty one made the replay panic).
         if let Some((path, _)) = changes
@@ -577,8 +585,9 @@ mod replay_fuzz {
     }
 
     /// The crashes the fuzz found, each now a refusal to open (a corrupt store), not a
-    /// panic: a log entry with a negative zxid, one with an empty path, a checkpoint zxid
-    /// past i64::MAX.
+    /// panic: a log entry with a negative zxid, one at i64::MAX (the open's own transaction
+    /// deleting stale ephemerals overflowed), one with an empty path, a checkpoint zxid past
+    /// i64::MAX.
     #[test]
     fn found_crashes_are_errors() {
         let node = |data: &[u8]| {
@@ -598,6 +607,23 @@ mod replay_fuzz {
             encode_log_entry(&mut r, "/a", Some(&node(b"x")));
             r
         };
+        let at_max = {
+            let mut r = i64::MAX.to_le_bytes().to_vec();
+            let mut ephemeral = Vec::new();
+            encode_node(
+                &Node {
+                    data: Vec::new(),
+                    stat: NodeStat {
+                        ephemeral_owner: 7,
+                        ..NodeStat::default()
+                    },
+                    children: Default::default(),
+                },
+                &mut ephemeral,
+            );
+            encode_log_entry(&mut r, "/c", Some(&ephemeral));
+            r
+        };
         let empty_path = {
             let mut r = 5i64.to_le_bytes().to_vec();
             encode_log_entry(&mut r, "", Some(&node(b"x")));
@@ -605,6 +631,7 @@ mod replay_fuzz {
         };
         for (what, record, meta_zxid) in [
             ("negative zxid", Some(negative), None),
+            ("zxid i64::MAX with an ephemeral node", Some(at_max), None),
             ("empty path", Some(empty_path), None),
             ("checkpoint zxid past i64::MAX", None, Some(u64::MAX)),
         ] {
