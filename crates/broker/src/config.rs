@@ -199,6 +199,9 @@ pub struct BrokerConfig {
     pub topic_defaults: BTreeMap<String, String>,
     /// Replication settings (`replica.*`, `num.replica.fetchers`, fetch sessions).
     pub replication: replication::ReplicationConfig,
+    /// `authorizer.class.name` with `super.users` and `allow.everyone.if.no.acl.found`;
+    /// `None` without an authorizer (every request allowed, as Kafka).
+    pub authorizer: Option<security::acl::AuthorizerSettings>,
     /// Every key as given, for `DescribeConfigs` on the broker.
     pub originals: BTreeMap<String, String>,
 }
@@ -212,6 +215,9 @@ impl Default for BrokerConfig {
 
 /// Keys this broker understands besides the broker-level topic defaults.
 const KNOWN_KEYS: &[&str] = &[
+    "authorizer.class.name",
+    "super.users",
+    "allow.everyone.if.no.acl.found",
     "broker.id",
     "listeners",
     "advertised.listeners",
@@ -517,6 +523,7 @@ impl BrokerConfig {
                 get("admin.listener").unwrap_or("127.0.0.1:9644"),
             )?,
             topic_defaults,
+            authorizer: parse_authorizer(&props)?,
             originals: props.clone(),
         };
         for key in &config.create_topic_policy.required_configs {
@@ -862,6 +869,44 @@ where
     } else {
         Ok(None)
     }
+}
+
+/// The names `authorizer.class.name` accepts: Kafka's ACL authorizers and Gregor's alias.
+pub const AUTHORIZER_NAMES: &[&str] = &[
+    "kafka.security.authorizer.AclAuthorizer",
+    "kafka.security.auth.SimpleAclAuthorizer",
+    "gregor",
+];
+
+fn parse_authorizer(
+    props: &BTreeMap<String, String>,
+) -> Result<Option<security::acl::AuthorizerSettings>, ConfigError> {
+    let name = props
+        .get("authorizer.class.name")
+        .map(|v| v.trim())
+        .unwrap_or("");
+    if name.is_empty() {
+        return Ok(None);
+    }
+    if !AUTHORIZER_NAMES.contains(&name) {
+        return Err(invalid(
+            "authorizer.class.name",
+            name,
+            &format!(
+                "Gregor's only authorizer is the ACL authorizer; use one of {}",
+                AUTHORIZER_NAMES.join(", ")
+            ),
+        ));
+    }
+    let super_users = match props.get("super.users") {
+        Some(text) => security::acl::AuthorizerSettings::parse_super_users(text)
+            .map_err(|e| invalid("super.users", text, &e.0))?,
+        None => Default::default(),
+    };
+    Ok(Some(security::acl::AuthorizerSettings {
+        super_users,
+        allow_everyone_if_no_acl_found: parse_bool(props, "allow.everyone.if.no.acl.found", false)?,
+    }))
 }
 
 fn parse_bool(

@@ -58,6 +58,8 @@ pub(crate) struct BrokerContext {
     pub stray_scan: tokio::sync::Notify,
     /// The broker epoch whose first UpdateMetadata started a stray-log scan (-1: none yet).
     pub stray_scan_epoch: AtomicI64,
+    /// The ACL authorizer (`authorizer.class.name`); `None`: every request is allowed.
+    pub authorizer: Option<Arc<crate::auth::authorizer::Authorizer>>,
     /// Tells the controller's requests from forgeries.
     pub control_plane: crate::auth::control_plane::ControlPlaneGuard,
     /// `queued.max.requests` and the request-bytes pool.

@@ -179,6 +179,15 @@ impl Broker {
                 .map_or(0, |(_, addr)| addr.port())
         };
         let advertised = config.advertised_endpoints(port_of);
+        // ACLs are loaded before the broker registers, so it never serves without them.
+        let authorizer = match &config.authorizer {
+            Some(settings) => {
+                let authorizer = crate::auth::authorizer::Authorizer::new(settings.clone());
+                authorizer.load(&zk).await?;
+                Some(Arc::new(authorizer))
+            }
+            None => None,
+        };
         let broker_epoch = lifecycle::register(&zk, &config, &advertised).await?;
         let groups = Arc::new(Groups::default());
         let metrics = Arc::new(Metrics::default());
@@ -219,6 +228,7 @@ impl Broker {
             stray_scan: tokio::sync::Notify::new(),
             stray_scan_epoch: AtomicI64::new(-1),
             control_plane: ControlPlaneGuard::new(control_plane_key),
+            authorizer,
             stopped: std::sync::atomic::AtomicBool::new(false),
             replica_state_change: tokio::sync::Mutex::new(()),
         });
@@ -244,6 +254,10 @@ impl Broker {
             shutdown_rx.clone(),
         ));
         tokio::spawn(crate::config_changes::listen(
+            Arc::clone(&ctx),
+            shutdown_rx.clone(),
+        ));
+        tokio::spawn(crate::auth::authorizer::listen(
             Arc::clone(&ctx),
             shutdown_rx.clone(),
         ));

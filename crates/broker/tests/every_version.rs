@@ -912,6 +912,38 @@ async fn exercise(wire: &mut Wire, fx: &mut Fixture, api: ApiKey, version: i16) 
                 "DescribeAcls v{version}"
             );
         }
+        ApiKey::CreateAcls => {
+            let request = CreateAclsRequest::default().with_creations(vec![
+                create_acls_request::AclCreation::default()
+                    .with_resource_type(2)
+                    .with_resource_name(str(TOPIC))
+                    .with_principal(str("User:alice"))
+                    .with_host(str("*"))
+                    .with_operation(3)
+                    .with_permission_type(3),
+            ]);
+            let response = wire.call(request, version).await;
+            assert_eq!(response.results.len(), 1, "CreateAcls v{version}");
+            assert_eq!(
+                response.results[0].error_code, SECURITY_DISABLED,
+                "CreateAcls v{version}"
+            );
+        }
+        ApiKey::DeleteAcls => {
+            let request = DeleteAclsRequest::default().with_filters(vec![
+                delete_acls_request::DeleteAclsFilter::default()
+                    .with_resource_type_filter(1)
+                    .with_pattern_type_filter(if version == 0 { 3 } else { 1 })
+                    .with_operation(1)
+                    .with_permission_type(1),
+            ]);
+            let response = wire.call(request, version).await;
+            assert_eq!(response.filter_results.len(), 1, "DeleteAcls v{version}");
+            assert_eq!(
+                response.filter_results[0].error_code, SECURITY_DISABLED,
+                "DeleteAcls v{version}"
+            );
+        }
         ApiKey::DescribeConfigs => {
             let request = DescribeConfigsRequest::default().with_resources(vec![
                 describe_configs_request::DescribeConfigsResource::default()

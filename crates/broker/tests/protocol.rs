@@ -100,14 +100,11 @@ async fn unsupported_api_or_version_answers_an_error_and_keeps_the_connection() 
     let dir = tempfile::tempdir().unwrap();
     let broker = start_broker(dir.path(), &[]).await;
     let mut stream = TcpStream::connect(broker.local_addr()).await.unwrap();
-    // DescribeAcls v3 (USER resources) is past our v2.
-    assert!(!protocol::api_versions::is_supported(
-        ApiKey::DescribeAcls,
-        3
-    ));
-    let acls = RequestKind::DescribeAcls(DescribeAclsRequest::default());
-    let response: DescribeAclsResponse =
-        roundtrip(&mut stream, ApiKey::DescribeAcls, 3, 1, &acls).await;
+    // ListTransactions (transactions) is not served: answered UNSUPPORTED_VERSION.
+    assert!(protocol::api_versions::supported_range(ApiKey::ListTransactions).is_none());
+    let transactions = RequestKind::ListTransactions(ListTransactionsRequest::default());
+    let response: ListTransactionsResponse =
+        roundtrip(&mut stream, ApiKey::ListTransactions, 1, 1, &transactions).await;
     assert_eq!(response.error_code, 35);
     let metadata = RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![
         metadata_request::MetadataRequestTopic::default()

@@ -2,6 +2,7 @@
 //!
 //! Each subcommand lives in its own module; this file only parses and routes.
 
+mod acls;
 mod assign;
 #[cfg(feature = "bench")]
 mod bench;
@@ -47,6 +48,8 @@ enum Command {
     ReassignPartitions(reassign::ReassignArgs),
     /// Add, delete or describe client quotas and users' SCRAM credentials (kafka-configs.sh).
     Configs(configs::ConfigsArgs),
+    /// Add, remove or list ACLs (kafka-acls.sh).
+    Acls(acls::AclsArgs),
     /// Run one broker (Kafka's kafka-server-start.sh).
     Server(server::ServerArgs),
     /// Run N brokers in one process sharing one embedded metadata store.
@@ -74,6 +77,7 @@ fn main() -> ExitCode {
         Command::LeaderElection(args) => leader_election::run(args),
         Command::ReassignPartitions(args) => reassign::run(args),
         Command::Configs(args) => configs::run(args),
+        Command::Acls(args) => acls::run(args),
         Command::Server(args) => server::run_server(args),
         Command::DevCluster(args) => server::run_dev_cluster(args),
         #[cfg(feature = "bench")]

@@ -763,6 +763,18 @@ impl AdminClient {
         }
     }
 
+    /// Sends one request to any broker (the bootstrap one) and returns its answer as is:
+    /// for APIs every broker answers alike, such as the ACL APIs (each broker reads and
+    /// writes the same ACL znodes).
+    pub async fn send_to_any<R: kafka_protocol::protocol::Request>(
+        &mut self,
+        request: R,
+    ) -> Result<R::Response, ClientError> {
+        let addr = self.any_broker.clone();
+        let response = self.connection(&addr).await?.send(request).await;
+        self.forget_if_broken(&addr, response)
+    }
+
     /// DescribeUserScramCredentials (KIP-554): per user, its (mechanism name, iterations);
     /// `users` empty describes every user that has a credential.
     pub async fn describe_user_scram_credentials(

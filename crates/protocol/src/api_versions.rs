@@ -69,7 +69,9 @@ pub const SUPPORTED_APIS: &[ApiVersionRange] = &[
     row(ApiKey::DeleteRecords, 0, 2),
     row(ApiKey::InitProducerId, 0, 5),
     row(ApiKey::OffsetForLeaderEpoch, 0, 4),
-    row(ApiKey::DescribeAcls, 0, 2),
+    row(ApiKey::DescribeAcls, 0, 3),
+    row(ApiKey::CreateAcls, 0, 3),
+    row(ApiKey::DeleteAcls, 0, 3),
     row(ApiKey::DescribeConfigs, 0, 4),
     row(ApiKey::AlterConfigs, 0, 2),
     row(ApiKey::DescribeLogDirs, 0, 4),
@@ -237,10 +239,6 @@ pub struct Difference {
 /// Every API Gregor serves at a range other than [`KAFKA_3_9_ZK`]'s (a test checks that no
 /// other row differs, and that each of these does).
 pub const DIFFERENCES: &[Difference] = &[
-    Difference {
-        api_key: ApiKey::DescribeAcls,
-        reason: "not yet raised: v3 (USER resources) belongs to the security work",
-    },
     Difference {
         api_key: ApiKey::ConsumerGroupHeartbeat,
         reason: "v1 is Kafka 4.0's (KIP-848 generally available): librdkafka 2.10+ refuses a broker with v0 only",

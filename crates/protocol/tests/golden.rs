@@ -120,21 +120,21 @@ fn flexible_metadata_request_round_trips() {
 
 #[test]
 fn unsupported_api_is_still_decoded_for_an_error_reply() {
-    // DescribeAcls v3 (USER resources) is past the supported range.
+    // AddPartitionsToTxn (transactions) is not served at all.
     assert!(!protocol::api_versions::is_supported(
-        ApiKey::DescribeAcls,
+        ApiKey::AddPartitionsToTxn,
         3
     ));
     let bytes = request_bytes(
-        ApiKey::DescribeAcls,
+        ApiKey::AddPartitionsToTxn,
         3,
         5,
-        &RequestKind::DescribeAcls(Default::default()),
+        &RequestKind::AddPartitionsToTxn(Default::default()),
     );
     let req = decode_request(bytes).unwrap();
     assert!(matches!(
         req.body,
-        RequestBody::Unsupported(RequestKind::DescribeAcls(_))
+        RequestBody::Unsupported(RequestKind::AddPartitionsToTxn(_))
     ));
 }
 

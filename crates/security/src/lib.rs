@@ -5,6 +5,7 @@
 //! `client`, which call into this crate. Every cryptographic primitive comes from a well-kept
 //! crate (`hmac`, `sha2`, `pbkdf2`); this crate only composes them as the RFCs and Kafka do.
 
+pub mod acl;
 pub mod control_plane;
 pub mod jaas;
 pub mod plain;

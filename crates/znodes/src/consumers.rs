@@ -319,7 +319,7 @@ impl KafkaZkClient {
         Ok(())
     }
 
-    async fn children_or_empty(&self, path: &str) -> Result<Vec<String>> {
+    pub(crate) async fn children_or_empty(&self, path: &str) -> Result<Vec<String>> {
         match self.client().get_children(path, false).await {
             Ok(children) => Ok(children),
             Err(metastore::Error::NoNode(_)) => Ok(Vec::new()),

@@ -10,6 +10,7 @@
 //! reading is lenient the way Kafka's is: unknown fields are ignored and older versions of a
 //! znode (without `topic_id`, `adding_replicas`, ...) still parse.
 
+pub mod acls;
 pub mod consumers;
 pub mod json;
 pub mod paths;

@@ -112,6 +112,21 @@ impl ControlPlaneGuard {
 }
 
 /// Checks a control request; on refusal logs why and returns Kafka's code.
+/// With an authorizer, control and inter-broker requests need CLUSTER_ACTION on the cluster
+/// (Kafka's `authorizeClusterOperation(request, CLUSTER_ACTION)`), before any other check.
+fn cluster_action(
+    ctx: &BrokerContext,
+    rctx: &RequestContext,
+    api: &'static str,
+) -> Result<(), ResponseError> {
+    if crate::handlers::authorized_cluster(ctx, rctx, security::acl::Operation::ClusterAction) {
+        return Ok(());
+    }
+    warn!(api, peer = %rctx.peer, listener = %rctx.listener, principal = %rctx.principal,
+        "control request refused: the principal has no CLUSTER_ACTION on the cluster; nothing changed");
+    Err(ResponseError::ClusterAuthorizationFailed)
+}
+
 pub(crate) async fn check(
     ctx: &BrokerContext,
     rctx: &RequestContext,
@@ -120,6 +135,7 @@ pub(crate) async fn check(
     controller_id: BrokerId,
     epoch: i32,
 ) -> Result<(), ResponseError> {
+    cluster_action(ctx, rctx, api)?;
     match verify(ctx, rctx, header, controller_id, epoch).await {
         Ok(()) => Ok(()),
         Err(refusal) => {
@@ -196,6 +212,7 @@ pub(crate) fn check_broker(
     broker_id: BrokerId,
     broker_epoch: i64,
 ) -> Result<(), ResponseError> {
+    cluster_action(ctx, rctx, api)?;
     let expected = ctx.config.inter_broker_listener_name();
     let refusal = if *rctx.listener != *expected {
         Some(ControlRefusal::WrongListener {

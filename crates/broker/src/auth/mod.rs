@@ -4,6 +4,7 @@
 //! Authentication happens on the connection before requests reach the handlers; the handlers
 //! only ask questions of the context.
 
+pub(crate) mod authorizer;
 pub(crate) mod control_plane;
 pub(crate) mod sasl;
 pub(crate) mod sasl_session;

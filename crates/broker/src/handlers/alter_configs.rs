@@ -18,42 +18,53 @@ pub(super) type Refusal = (ResponseError, String);
 
 pub(super) async fn handle(
     ctx: &BrokerContext,
+    rctx: &crate::auth::RequestContext,
     request: AlterConfigsRequest,
 ) -> AlterConfigsResponse {
     let mut responses = Vec::with_capacity(request.resources.len());
     for resource in &request.resources {
-        let result = match resource.resource_type {
-            RESOURCE_TOPIC => {
-                let configs: Vec<(String, String)> = resource
-                    .configs
-                    .iter()
-                    .filter_map(|c| {
-                        c.value
-                            .as_ref()
-                            .map(|v| (c.name.to_string(), v.to_string()))
+        let result = if let Some(refusal) = super::config_refusal(
+            ctx,
+            rctx,
+            security::acl::Operation::AlterConfigs,
+            resource.resource_type,
+            &resource.resource_name,
+        ) {
+            Err(refusal)
+        } else {
+            match resource.resource_type {
+                RESOURCE_TOPIC => {
+                    let configs: Vec<(String, String)> = resource
+                        .configs
+                        .iter()
+                        .filter_map(|c| {
+                            c.value
+                                .as_ref()
+                                .map(|v| (c.name.to_string(), v.to_string()))
+                        })
+                        .collect();
+                    alter_topic(ctx, &resource.resource_name, request.validate_only, |_| {
+                        Ok(configs)
                     })
-                    .collect();
-                alter_topic(ctx, &resource.resource_name, request.validate_only, |_| {
-                    Ok(configs)
-                })
-                .await
-            }
-            RESOURCE_BROKER => {
-                let configs: Vec<(String, String)> = resource
-                    .configs
-                    .iter()
-                    .filter_map(|c| {
-                        c.value
-                            .as_ref()
-                            .map(|v| (c.name.to_string(), v.to_string()))
+                    .await
+                }
+                RESOURCE_BROKER => {
+                    let configs: Vec<(String, String)> = resource
+                        .configs
+                        .iter()
+                        .filter_map(|c| {
+                            c.value
+                                .as_ref()
+                                .map(|v| (c.name.to_string(), v.to_string()))
+                        })
+                        .collect();
+                    alter_broker(ctx, &resource.resource_name, request.validate_only, |_| {
+                        Ok(configs)
                     })
-                    .collect();
-                alter_broker(ctx, &resource.resource_name, request.validate_only, |_| {
-                    Ok(configs)
-                })
-                .await
+                    .await
+                }
+                other => Err(unsupported_resource(other)),
             }
-            other => Err(unsupported_resource(other)),
         };
         responses.push(
             result_to_response(result)

@@ -93,9 +93,18 @@ fn invalid(message: impl Into<String>) -> (ResponseError, String) {
 
 pub(super) async fn describe(
     ctx: &BrokerContext,
+    rctx: &crate::auth::RequestContext,
     request: DescribeClientQuotasRequest,
 ) -> DescribeClientQuotasResponse {
-    match describe_matching(ctx, &request).await {
+    // DESCRIBE_CONFIGS on the cluster, as Kafka's handleDescribeClientQuotasRequest.
+    let allowed = super::authorized_cluster(ctx, rctx, security::acl::Operation::DescribeConfigs);
+    let outcome = if allowed {
+        describe_matching(ctx, &request).await
+    } else {
+        let error = ResponseError::ClusterAuthorizationFailed;
+        Err((error, error.to_string()))
+    };
+    match outcome {
         Ok(entries) => DescribeClientQuotasResponse::default().with_entries(Some(entries)),
         Err((error, message)) => DescribeClientQuotasResponse::default()
             .with_error_code(error.code())
@@ -259,8 +268,11 @@ fn store_error(err: &znodes::zk_client::ZkClientError) -> (ResponseError, String
 
 pub(super) async fn alter(
     ctx: &BrokerContext,
+    rctx: &crate::auth::RequestContext,
     request: AlterClientQuotasRequest,
 ) -> AlterClientQuotasResponse {
+    // ALTER_CONFIGS on the cluster, as Kafka's handleAlterClientQuotasRequest.
+    let allowed = super::authorized_cluster(ctx, rctx, security::acl::Operation::AlterConfigs);
     let mut entries = Vec::with_capacity(request.entries.len());
     for entry in request.entries {
         let echoed: Vec<AlteredEntity> = entry
@@ -272,7 +284,12 @@ pub(super) async fn alter(
                     .with_entity_name(e.entity_name.clone())
             })
             .collect();
-        let outcome = alter_one(ctx, &entry.entity, &entry.ops, request.validate_only).await;
+        let outcome = if allowed {
+            alter_one(ctx, &entry.entity, &entry.ops, request.validate_only).await
+        } else {
+            let error = ResponseError::ClusterAuthorizationFailed;
+            Err((error, error.to_string()))
+        };
         let answered = match outcome {
             Ok(()) => AlteredEntry::default(),
             Err((error, message)) => AlteredEntry::default()

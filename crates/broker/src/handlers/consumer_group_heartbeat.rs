@@ -2,15 +2,23 @@
 
 use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
 
+use crate::auth::RequestContext;
 use crate::context::BrokerContext;
 use crate::groups::client_info;
+use security::acl::Operation;
 
 pub(super) async fn handle(
     ctx: &BrokerContext,
+    rctx: &RequestContext,
     request: &ConsumerGroupHeartbeatRequest,
     client_id: Option<&str>,
 ) -> ConsumerGroupHeartbeatResponse {
-    match ctx.groups.serving(ctx).await {
+    let serving = if super::authorized_group(ctx, rctx, Operation::Read, &request.group_id) {
+        ctx.groups.serving(ctx).await
+    } else {
+        Err(super::GROUP_AUTHORIZATION_FAILED)
+    };
+    match serving {
         Ok(groups) => groups.consumer_group_heartbeat(request, &client_info(client_id)),
         Err(code) => ConsumerGroupHeartbeatResponse::default().with_error_code(code),
     }

@@ -15,21 +15,31 @@ use crate::context::BrokerContext;
 
 pub(super) async fn handle(
     ctx: &BrokerContext,
+    rctx: &crate::auth::RequestContext,
     request: DeleteRecordsRequest,
 ) -> DeleteRecordsResponse {
+    // DELETE on each topic, as Kafka's handleDeleteRecordsRequest.
+    let denied = super::denied_topics(
+        ctx,
+        rctx,
+        security::acl::Operation::Delete,
+        request.topics.iter().map(|t| t.name.0.as_str()),
+    );
     // Removing segments is disk work: off the async workers.
     let rm = ctx.replica_manager.clone();
-    crate::blocking::run(move || delete_records(&rm, request)).await
+    crate::blocking::run(move || delete_records(&rm, request, &denied)).await
 }
 
 fn delete_records(
     rm: &replication::ReplicaManager,
     request: DeleteRecordsRequest,
+    denied: &std::collections::HashSet<String>,
 ) -> DeleteRecordsResponse {
     let topics = request
         .topics
         .into_iter()
         .map(|topic| {
+            let refused = denied.contains(topic.name.0.as_str());
             let name: Option<model::TopicName> = topic.name.0.parse().ok();
             let partitions = topic
                 .partitions
@@ -38,9 +48,10 @@ fn delete_records(
                     let mut out = DeleteRecordsPartitionResult::default()
                         .with_partition_index(p.partition_index)
                         .with_low_watermark(-1);
-                    let result = name
-                        .as_ref()
-                        .ok_or(ResponseError::UnknownTopicOrPartition)
+                    let result = (!refused)
+                        .then_some(())
+                        .ok_or(ResponseError::TopicAuthorizationFailed)
+                        .and_then(|()| name.as_ref().ok_or(ResponseError::UnknownTopicOrPartition))
                         .and_then(|n| {
                             let tp = TopicPartition::new(n.clone(), p.partition_index);
                             let start = rm

@@ -26,33 +26,44 @@ const SOURCE_DEFAULT_CONFIG: i8 = 5;
 
 pub(super) async fn handle(
     ctx: &BrokerContext,
+    rctx: &crate::auth::RequestContext,
     request: DescribeConfigsRequest,
     version: i16,
 ) -> DescribeConfigsResponse {
     let mut results = Vec::with_capacity(request.resources.len());
     for resource in &request.resources {
-        let result = match resource.resource_type {
-            RESOURCE_TOPIC => {
-                describe_topic(ctx, resource, request.include_synonyms, version).await
+        let result = if let Some(refusal) = super::config_refusal(
+            ctx,
+            rctx,
+            security::acl::Operation::DescribeConfigs,
+            resource.resource_type,
+            &resource.resource_name,
+        ) {
+            Err(refusal)
+        } else {
+            match resource.resource_type {
+                RESOURCE_TOPIC => {
+                    describe_topic(ctx, resource, request.include_synonyms, version).await
+                }
+                RESOURCE_BROKER => {
+                    let dynamic = dynamic_broker_configs(ctx).await;
+                    describe_broker(ctx, resource, request.include_synonyms, version).map(
+                        |mut entries| {
+                            entries.extend(describe_dynamic(
+                                resource,
+                                &dynamic,
+                                request.include_synonyms,
+                                version,
+                            ));
+                            entries
+                        },
+                    )
+                }
+                other => Err((
+                    ResponseError::InvalidRequest,
+                    format!("unsupported resource type {other}"),
+                )),
             }
-            RESOURCE_BROKER => {
-                let dynamic = dynamic_broker_configs(ctx).await;
-                describe_broker(ctx, resource, request.include_synonyms, version).map(
-                    |mut entries| {
-                        entries.extend(describe_dynamic(
-                            resource,
-                            &dynamic,
-                            request.include_synonyms,
-                            version,
-                        ));
-                        entries
-                    },
-                )
-            }
-            other => Err((
-                ResponseError::InvalidRequest,
-                format!("unsupported resource type {other}"),
-            )),
         };
         let base = DescribeConfigsResult::default()
             .with_resource_type(resource.resource_type)

@@ -3,12 +3,42 @@
 use kafka_protocol::messages::describe_groups_response::DescribedGroup;
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 
+use crate::auth::RequestContext;
 use crate::context::BrokerContext;
+use security::acl::Operation;
 
 pub(super) async fn handle(
     ctx: &BrokerContext,
+    rctx: &RequestContext,
     request: &DescribeGroupsRequest,
 ) -> DescribeGroupsResponse {
+    // DESCRIBE on each group (Kafka's handleDescribeGroupRequest); refused groups answer
+    // GROUP_AUTHORIZATION_FAILED.
+    let (allowed, denied): (Vec<_>, Vec<_>) = request
+        .groups
+        .iter()
+        .cloned()
+        .partition(|g| super::authorized_group(ctx, rctx, Operation::Describe, g));
+    let mut response = if denied.is_empty() {
+        describe(ctx, request).await
+    } else {
+        let mut only = request.clone();
+        only.groups = allowed;
+        describe(ctx, &only).await
+    };
+    response.groups.extend(denied.into_iter().map(|g| {
+        DescribedGroup::default()
+            .with_group_id(g)
+            .with_error_code(super::GROUP_AUTHORIZATION_FAILED)
+            .with_authorized_operations(i32::MIN)
+    }));
+    response
+}
+
+async fn describe(ctx: &BrokerContext, request: &DescribeGroupsRequest) -> DescribeGroupsResponse {
+    if request.groups.is_empty() {
+        return DescribeGroupsResponse::default();
+    }
     match ctx.groups.serving(ctx).await {
         Ok(groups) => groups.describe_groups(request),
         Err(code) => DescribeGroupsResponse::default().with_groups(

@@ -27,9 +27,20 @@ const INVALID_OFFSET_LAG: i64 = -1;
 
 pub(super) async fn handle(
     ctx: &BrokerContext,
+    rctx: &crate::auth::RequestContext,
     request: DescribeLogDirsRequest,
     version: i16,
 ) -> DescribeLogDirsResponse {
+    // DESCRIBE on the cluster, as Kafka's handleDescribeLogDirsRequest: without it the
+    // answer lists nothing (v3+ also says CLUSTER_AUTHORIZATION_FAILED).
+    if !super::authorized_cluster(ctx, rctx, security::acl::Operation::Describe) {
+        let response = DescribeLogDirsResponse::default();
+        return if version >= 3 {
+            response.with_error_code(super::CLUSTER_AUTHORIZATION_FAILED)
+        } else {
+            response
+        };
+    }
     let logs = ctx.log_manager.clone();
     let replicas = ctx.replica_manager.clone();
     match tokio::task::spawn_blocking(move || describe(&logs, &replicas, &request, version)).await {

@@ -17,6 +17,7 @@ use crate::context::BrokerContext;
 
 pub(super) fn handle(
     ctx: &BrokerContext,
+    rctx: &crate::auth::RequestContext,
     request: &DescribeProducersRequest,
 ) -> DescribeProducersResponse {
     let snapshot = ctx.metadata_cache.snapshot();
@@ -26,6 +27,20 @@ pub(super) fn handle(
         .map(|t| {
             let name = t.name.0.as_str();
             let topic_error = match name.parse::<TopicName>() {
+                // READ on the topic, as Kafka's handleDescribeProducersRequest.
+                _ if !super::authorized(
+                    ctx,
+                    rctx,
+                    security::acl::Operation::Read,
+                    security::acl::ResourceType::Topic,
+                    name,
+                ) =>
+                {
+                    Some((
+                        ResponseError::TopicAuthorizationFailed,
+                        ResponseError::TopicAuthorizationFailed.to_string(),
+                    ))
+                }
                 Err(err) => Some((ResponseError::InvalidTopicException, err.to_string())),
                 Ok(_) if !snapshot.topics.contains_key(name) => Some((
                     ResponseError::UnknownTopicOrPartition,

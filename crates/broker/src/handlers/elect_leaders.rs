@@ -19,9 +19,13 @@ const CACHE_POLL: Duration = Duration::from_millis(10);
 
 pub(super) async fn handle(
     ctx: &BrokerContext,
+    rctx: &crate::auth::RequestContext,
     request: ElectLeadersRequest,
     version: i16,
 ) -> ElectLeadersResponse {
+    if !super::authorized_cluster(ctx, rctx, security::acl::Operation::Alter) {
+        return refused(&request);
+    }
     let timeout = Duration::from_millis(request.timeout_ms.max(0) as u64);
     let mut request = request;
     if version == 0 {
@@ -58,4 +62,39 @@ pub(super) async fn handle(
         }
     }
     response
+}
+
+/// ALTER on the cluster is needed: every partition (and, v1+, the request) answers
+/// CLUSTER_AUTHORIZATION_FAILED.
+fn refused(request: &ElectLeadersRequest) -> ElectLeadersResponse {
+    use kafka_protocol::messages::elect_leaders_response::{
+        PartitionResult, ReplicaElectionResult,
+    };
+    let code = ResponseError::ClusterAuthorizationFailed;
+    ElectLeadersResponse::default()
+        .with_error_code(code.code())
+        .with_replica_election_results(
+            request
+                .topic_partitions
+                .iter()
+                .flatten()
+                .map(|t| {
+                    ReplicaElectionResult::default()
+                        .with_topic(t.topic.clone())
+                        .with_partition_result(
+                            t.partitions
+                                .iter()
+                                .map(|p| {
+                                    PartitionResult::default()
+                                        .with_partition_id(*p)
+                                        .with_error_code(code.code())
+                                        .with_error_message(Some(StrBytes::from_string(
+                                            code.to_string(),
+                                        )))
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        )
 }

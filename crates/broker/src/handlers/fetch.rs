@@ -128,16 +128,36 @@ pub(super) async fn handle(
     // A consumer on a connection that can `sendfile` gets its records from the page cache
     // (Fetch v4+: older versions are down-converted in memory).
     let zero_copy = crate::zero_copy::enabled() && !privileged && version >= 4;
+    // Followers need CLUSTER_ACTION on the cluster, consumers READ on each topic (Kafka's
+    // handleFetchRequest).
+    let deny_all = privileged
+        && !super::authorized_cluster(ctx, rctx, security::acl::Operation::ClusterAction);
+    let denied = Arc::new(if privileged {
+        Default::default()
+    } else {
+        super::denied_topics(
+            ctx,
+            rctx,
+            security::acl::Operation::Read,
+            opened
+                .partitions
+                .iter()
+                .map(|((topic, _), _)| topic.as_str()),
+        )
+    });
     // The reads touch the segment files: off the async workers.
     let read = || {
         let rm = ctx.replica_manager.clone();
         let (opened, snapshot) = (Arc::clone(&opened), snapshot.clone());
+        let denied = Arc::clone(&denied);
         crate::blocking::run(move || {
             let fetch = Fetch {
                 replica,
                 max_bytes,
                 version,
                 zero_copy,
+                denied,
+                deny_all,
             };
             read_all(&rm, snapshot.as_deref(), &opened, &fetch)
         })
@@ -288,6 +308,10 @@ struct Fetch {
     max_bytes: i64,
     version: i16,
     zero_copy: bool,
+    /// Topics the principal may not read (TOPIC_AUTHORIZATION_FAILED).
+    denied: Arc<std::collections::HashSet<String>>,
+    /// A follower without CLUSTER_ACTION: every partition is refused.
+    deny_all: bool,
 }
 
 /// A partition's read: its records in memory, or where they lie.
@@ -309,6 +333,7 @@ fn read_all(
         max_bytes,
         version,
         zero_copy,
+        ..
     } = fetch;
     let mut remaining = max_bytes;
     let mut reads = Reads {
@@ -335,10 +360,16 @@ fn read_all(
             ResponseError::UnknownTopicOrPartition
         };
         let name = topic.parse::<model::TopicName>().ok();
+        let refused = fetch.deny_all || fetch.denied.contains(topic.as_str());
         let partition = name
             .clone()
+            .filter(|_| !refused)
             .map(|n| TopicPartition::new(n, *partition_index))
-            .ok_or(unknown)
+            .ok_or(if refused {
+                ResponseError::TopicAuthorizationFailed
+            } else {
+                unknown
+            })
             .and_then(|tp| rm.partition(&tp).map_err(|e| e.response_error()))
             .and_then(|partition| {
                 // v13+: the id the request named (the metadata cache's for this name) must be

@@ -35,7 +35,9 @@ pub(super) fn handle(
             .iter()
             .map(|key| {
                 let entry = Coordinator::default().with_key(key.clone());
-                match lookup(ctx, &rctx.listener, request.key_type, key.as_str(), version) {
+                match authorize(ctx, rctx, request.key_type, key.as_str()).and_then(|()| {
+                    lookup(ctx, &rctx.listener, request.key_type, key.as_str(), version)
+                }) {
                     Ok((id, host, port)) => entry
                         .with_node_id(BrokerId(id))
                         .with_host(StrBytes::from_string(host))
@@ -50,13 +52,15 @@ pub(super) fn handle(
             .collect();
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
-    match lookup(
-        ctx,
-        &rctx.listener,
-        request.key_type,
-        request.key.as_str(),
-        version,
-    ) {
+    match authorize(ctx, rctx, request.key_type, request.key.as_str()).and_then(|()| {
+        lookup(
+            ctx,
+            &rctx.listener,
+            request.key_type,
+            request.key.as_str(),
+            version,
+        )
+    }) {
         Ok((id, host, port)) => FindCoordinatorResponse::default()
             .with_node_id(BrokerId(id))
             .with_host(StrBytes::from_string(host))
@@ -66,6 +70,33 @@ pub(super) fn handle(
             .with_error_message(Some(StrBytes::from_string(message)))
             .with_node_id(BrokerId(-1))
             .with_port(-1),
+    }
+}
+
+/// DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED) or transactional id
+/// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), as Kafka's handleFindCoordinatorRequest.
+fn authorize(
+    ctx: &BrokerContext,
+    rctx: &crate::auth::RequestContext,
+    key_type: i8,
+    key: &str,
+) -> Result<(), (i16, String)> {
+    use security::acl::{Operation, ResourceType};
+    let (resource_type, error) = match key_type {
+        TRANSACTION => (
+            ResourceType::TransactionalId,
+            kafka_protocol::error::ResponseError::TransactionalIdAuthorizationFailed,
+        ),
+        SHARE => return Ok(()),
+        _ => (
+            ResourceType::Group,
+            kafka_protocol::error::ResponseError::GroupAuthorizationFailed,
+        ),
+    };
+    if super::authorized(ctx, rctx, Operation::Describe, resource_type, key) {
+        Ok(())
+    } else {
+        Err((error.code(), error.to_string()))
     }
 }
 

@@ -20,32 +20,43 @@ const OP_SUBTRACT: i8 = 3;
 
 pub(super) async fn handle(
     ctx: &BrokerContext,
+    rctx: &crate::auth::RequestContext,
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     let mut responses = Vec::with_capacity(request.resources.len());
     for resource in &request.resources {
-        let result = match resource.resource_type {
-            RESOURCE_TOPIC => {
-                let ops = resource.configs.clone();
-                alter_topic(
-                    ctx,
-                    &resource.resource_name,
-                    request.validate_only,
-                    |current| apply(current, &ops),
-                )
-                .await
+        let result = if let Some(refusal) = super::config_refusal(
+            ctx,
+            rctx,
+            security::acl::Operation::AlterConfigs,
+            resource.resource_type,
+            &resource.resource_name,
+        ) {
+            Err(refusal)
+        } else {
+            match resource.resource_type {
+                RESOURCE_TOPIC => {
+                    let ops = resource.configs.clone();
+                    alter_topic(
+                        ctx,
+                        &resource.resource_name,
+                        request.validate_only,
+                        |current| apply(current, &ops),
+                    )
+                    .await
+                }
+                RESOURCE_BROKER => {
+                    let ops = resource.configs.clone();
+                    alter_broker(
+                        ctx,
+                        &resource.resource_name,
+                        request.validate_only,
+                        |current| apply(current, &ops),
+                    )
+                    .await
+                }
+                other => Err(unsupported_resource(other)),
             }
-            RESOURCE_BROKER => {
-                let ops = resource.configs.clone();
-                alter_broker(
-                    ctx,
-                    &resource.resource_name,
-                    request.validate_only,
-                    |current| apply(current, &ops),
-                )
-                .await
-            }
-            other => Err(unsupported_resource(other)),
         };
         let response = match result {
             Ok(()) => AlterConfigsResourceResponse::default(),

@@ -28,6 +28,7 @@ pub(crate) struct ProducerIdBlock {
 
 pub(super) async fn handle(
     ctx: &BrokerContext,
+    rctx: &crate::auth::RequestContext,
     request: InitProducerIdRequest,
 ) -> InitProducerIdResponse {
     let refuse = |error: ResponseError| {
@@ -50,6 +51,11 @@ pub(super) async fn handle(
     if request.transactional_id.is_some() {
         warn!("InitProducerId with a transactional id: transactions are not supported");
         return refuse(ResponseError::TransactionalIdAuthorizationFailed);
+    }
+    // An idempotent producer needs IDEMPOTENT_WRITE on the cluster (Kafka 2.8's
+    // handleInitProducerIdRequest).
+    if !super::authorized_cluster(ctx, rctx, security::acl::Operation::IdempotentWrite) {
+        return refuse(ResponseError::ClusterAuthorizationFailed);
     }
     let mut block = ctx.producer_ids.lock().await;
     if !block.claimed || block.next > block.end {

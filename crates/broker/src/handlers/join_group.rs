@@ -2,16 +2,24 @@
 
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 
+use crate::auth::RequestContext;
 use crate::context::BrokerContext;
 use crate::groups::client_info;
+use security::acl::Operation;
 
 pub(super) async fn handle(
     ctx: &BrokerContext,
+    rctx: &RequestContext,
     request: JoinGroupRequest,
     version: i16,
     client_id: Option<&str>,
 ) -> JoinGroupResponse {
-    match ctx.groups.serving(ctx).await {
+    let serving = if super::authorized_group(ctx, rctx, Operation::Read, &request.group_id) {
+        ctx.groups.serving(ctx).await
+    } else {
+        Err(super::GROUP_AUTHORIZATION_FAILED)
+    };
+    match serving {
         Ok(groups) => {
             // Waits for the rebalance: parked.
             crate::limits::parked(groups.join_group(request, version, client_info(client_id))).await

@@ -41,18 +41,27 @@ fn special_timestamp_min_version(timestamp: i64) -> Option<i16> {
 
 pub(super) async fn handle(
     ctx: &BrokerContext,
+    rctx: &crate::auth::RequestContext,
     request: ListOffsetsRequest,
     version: i16,
 ) -> ListOffsetsResponse {
+    // DESCRIBE on each topic, as Kafka's handleListOffsetRequest.
+    let denied = super::denied_topics(
+        ctx,
+        rctx,
+        security::acl::Operation::Describe,
+        request.topics.iter().map(|t| t.name.0.as_str()),
+    );
     // Lookups by time scan the time index and a batch: off the async workers.
     let rm = ctx.replica_manager.clone();
-    crate::blocking::run(move || list_offsets(&rm, request, version)).await
+    crate::blocking::run(move || list_offsets(&rm, request, version, &denied)).await
 }
 
 fn list_offsets(
     rm: &replication::ReplicaManager,
     request: ListOffsetsRequest,
     version: i16,
+    denied: &std::collections::HashSet<String>,
 ) -> ListOffsetsResponse {
     let for_replica = request.replica_id.0 >= 0;
     let topics = request
@@ -60,6 +69,7 @@ fn list_offsets(
         .into_iter()
         .map(|topic| {
             let name: Option<model::TopicName> = topic.name.0.parse().ok();
+            let refused = denied.contains(topic.name.0.as_str());
             let partitions = topic
                 .partitions
                 .iter()
@@ -70,6 +80,7 @@ fn list_offsets(
                         .with_offset(-1)
                         .with_leader_epoch(-1);
                     let supported = match special_timestamp_min_version(p.timestamp) {
+                        _ if refused => Err(ResponseError::TopicAuthorizationFailed),
                         Some(min) if version < min => Err(ResponseError::UnsupportedVersion),
                         None if p.timestamp < 0 => Err(ResponseError::UnsupportedVersion),
                         _ => Ok(()),

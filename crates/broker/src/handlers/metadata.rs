@@ -34,11 +34,35 @@ pub(super) async fn handle(
         Some(topics) => version == 0 && topics.is_empty(),
     };
     let allow_auto_create = version < 4 || request.allow_auto_topic_creation;
+    // Kafka's handleTopicMetadataRequest: DESCRIBE on each topic (the full list leaves the
+    // others out; a named one answers TOPIC_AUTHORIZATION_FAILED), and auto-creation needs
+    // CREATE on the cluster or on the topic.
+    let describable = |name: &str| {
+        super::authorized(
+            ctx,
+            rctx,
+            security::acl::Operation::Describe,
+            security::acl::ResourceType::Topic,
+            name,
+        )
+    };
+    let creatable = |name: &str| {
+        super::authorized_cluster(ctx, rctx, security::acl::Operation::Create)
+            || super::authorized(
+                ctx,
+                rctx,
+                security::acl::Operation::Create,
+                security::acl::ResourceType::Topic,
+                name,
+            )
+    };
     let mut topics = Vec::new();
     let mut to_create = Vec::new();
     if all_topics {
         for (name, info) in &snapshot.topics {
-            topics.push(topic_metadata(name, info, &brokers, version));
+            if describable(name) {
+                topics.push(topic_metadata(name, info, &brokers, version));
+            }
         }
     } else {
         for requested in request.topics.iter().flatten() {
@@ -60,12 +84,33 @@ pub(super) async fn handle(
                     }
                 },
             };
+            if !describable(&name) {
+                let by_name = requested.name.is_some();
+                topics.push(error_topic(
+                    by_name.then_some(name),
+                    if by_name {
+                        Uuid::nil()
+                    } else {
+                        requested.topic_id
+                    },
+                    ResponseError::TopicAuthorizationFailed,
+                ));
+                continue;
+            }
             if let Some(info) = snapshot.topics.get(&name) {
                 topics.push(topic_metadata(&name, info, &brokers, version));
                 continue;
             }
             let error = match name.parse::<model::TopicName>() {
                 Err(_) => ResponseError::InvalidTopicException,
+                Ok(topic)
+                    if allow_auto_create
+                        && ctx.config.auto_create_topics_enable
+                        && !topic.is_internal()
+                        && !creatable(&name) =>
+                {
+                    ResponseError::TopicAuthorizationFailed
+                }
                 Ok(topic)
                     if allow_auto_create
                         && ctx.config.auto_create_topics_enable

@@ -1,5 +1,6 @@
 //! One file per API and one `match` to route (Kafka's `KafkaApis.handle`).
 
+mod acls;
 mod alter_configs;
 mod alter_partition;
 mod alter_partition_reassignments;
@@ -12,7 +13,6 @@ mod create_partitions;
 mod create_topics;
 mod delete_groups;
 mod delete_topics;
-mod describe_acls;
 mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
@@ -120,6 +120,147 @@ pub(crate) fn refuse_kraft_controller(
     Err(kafka_protocol::error::ResponseError::UnknownServerError)
 }
 
+/// Whether the request's principal may do `operation` on a resource (always, without an
+/// authorizer).
+pub(crate) fn authorized(
+    ctx: &BrokerContext,
+    rctx: &RequestContext,
+    operation: security::acl::Operation,
+    resource_type: security::acl::ResourceType,
+    name: &str,
+) -> bool {
+    ctx.authorizer
+        .as_ref()
+        .is_none_or(|a| a.authorize(rctx, operation, resource_type, name))
+}
+
+/// [`authorized`] on the cluster resource.
+pub(crate) fn authorized_cluster(
+    ctx: &BrokerContext,
+    rctx: &RequestContext,
+    operation: security::acl::Operation,
+) -> bool {
+    authorized(
+        ctx,
+        rctx,
+        operation,
+        security::acl::ResourceType::Cluster,
+        security::acl::CLUSTER_NAME,
+    )
+}
+
+/// Splits `items` into those whose topic (`topic_of`) the principal may do `operation` on
+/// and those it may not (Kafka's `partitionSeqByAuthorized`). Each distinct topic is asked
+/// once.
+pub(crate) fn split_authorized_topics<T>(
+    ctx: &BrokerContext,
+    rctx: &RequestContext,
+    operation: security::acl::Operation,
+    items: Vec<T>,
+    topic_of: impl Fn(&T) -> &str,
+) -> (Vec<T>, Vec<T>) {
+    if ctx.authorizer.is_none() {
+        return (items, Vec::new());
+    }
+    let mut decided: std::collections::HashMap<String, bool> = std::collections::HashMap::new();
+    let mut allowed = Vec::new();
+    let mut denied = Vec::new();
+    for item in items {
+        let topic = topic_of(&item);
+        let ok = match decided.get(topic) {
+            Some(ok) => *ok,
+            None => {
+                let ok = authorized(
+                    ctx,
+                    rctx,
+                    operation,
+                    security::acl::ResourceType::Topic,
+                    topic,
+                );
+                decided.insert(topic.to_string(), ok);
+                ok
+            }
+        };
+        if ok {
+            allowed.push(item);
+        } else {
+            denied.push(item);
+        }
+    }
+    (allowed, denied)
+}
+
+/// The topics among `topics` the principal may not do `operation` on (empty without an
+/// authorizer).
+pub(crate) fn denied_topics<'a>(
+    ctx: &BrokerContext,
+    rctx: &RequestContext,
+    operation: security::acl::Operation,
+    topics: impl Iterator<Item = &'a str>,
+) -> std::collections::HashSet<String> {
+    if ctx.authorizer.is_none() {
+        return Default::default();
+    }
+    topics
+        .filter(|t| !authorized(ctx, rctx, operation, security::acl::ResourceType::Topic, t))
+        .map(str::to_string)
+        .collect()
+}
+
+/// [`authorized`] on a consumer group.
+pub(crate) fn authorized_group(
+    ctx: &BrokerContext,
+    rctx: &RequestContext,
+    operation: security::acl::Operation,
+    group: &str,
+) -> bool {
+    authorized(
+        ctx,
+        rctx,
+        operation,
+        security::acl::ResourceType::Group,
+        group,
+    )
+}
+
+/// The refusal of a DescribeConfigs/AlterConfigs resource the principal may not touch:
+/// `operation` on the topic (TOPIC_AUTHORIZATION_FAILED) or, for brokers and broker loggers,
+/// on the cluster (CLUSTER_AUTHORIZATION_FAILED), as Kafka's config handlers.
+pub(crate) fn config_refusal(
+    ctx: &BrokerContext,
+    rctx: &RequestContext,
+    operation: security::acl::Operation,
+    resource_type: i8,
+    name: &str,
+) -> Option<(kafka_protocol::error::ResponseError, String)> {
+    use kafka_protocol::error::ResponseError;
+    ctx.authorizer.as_ref()?;
+    let error = match resource_type {
+        2 if !authorized(
+            ctx,
+            rctx,
+            operation,
+            security::acl::ResourceType::Topic,
+            name,
+        ) =>
+        {
+            ResponseError::TopicAuthorizationFailed
+        }
+        4 | 8 if !authorized_cluster(ctx, rctx, operation) => {
+            ResponseError::ClusterAuthorizationFailed
+        }
+        _ => return None,
+    };
+    Some((error, error.to_string()))
+}
+
+/// Kafka's GROUP_AUTHORIZATION_FAILED.
+pub(crate) const GROUP_AUTHORIZATION_FAILED: i16 = 30;
+/// Kafka's TOPIC_AUTHORIZATION_FAILED.
+pub(crate) const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+/// Kafka's CLUSTER_AUTHORIZATION_FAILED.
+pub(crate) const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
+
 /// Handles one decoded request of a supported API and version; the time its handler runs
 /// counts against the client's `request_percentage` quota (except for the requests Kafka
 /// exempts), whose throttle goes into the answer.
@@ -172,56 +313,64 @@ async fn dispatch(
             ResponseKind::Metadata(metadata::handle(ctx, rctx, req, version).await)
         }
         RequestKind::CreateTopics(req) => {
-            ResponseKind::CreateTopics(create_topics::handle(ctx, req, version).await)
+            ResponseKind::CreateTopics(create_topics::handle(ctx, rctx, req, version).await)
         }
         RequestKind::CreatePartitions(req) => {
-            ResponseKind::CreatePartitions(create_partitions::handle(ctx, req, version).await)
+            ResponseKind::CreatePartitions(create_partitions::handle(ctx, rctx, req, version).await)
         }
         RequestKind::AlterPartitionReassignments(req) => ResponseKind::AlterPartitionReassignments(
-            alter_partition_reassignments::handle(ctx, req).await,
+            alter_partition_reassignments::handle(ctx, rctx, req).await,
         ),
         RequestKind::ListPartitionReassignments(req) => ResponseKind::ListPartitionReassignments(
-            list_partition_reassignments::handle(ctx, req).await,
+            list_partition_reassignments::handle(ctx, rctx, req).await,
         ),
         RequestKind::DeleteTopics(req) => {
-            ResponseKind::DeleteTopics(delete_topics::handle(ctx, req, version).await)
+            ResponseKind::DeleteTopics(delete_topics::handle(ctx, rctx, req, version).await)
         }
         RequestKind::ElectLeaders(req) => {
-            ResponseKind::ElectLeaders(elect_leaders::handle(ctx, req, version).await)
+            ResponseKind::ElectLeaders(elect_leaders::handle(ctx, rctx, req, version).await)
         }
         RequestKind::DescribeConfigs(req) => {
-            ResponseKind::DescribeConfigs(describe_configs::handle(ctx, req, version).await)
+            ResponseKind::DescribeConfigs(describe_configs::handle(ctx, rctx, req, version).await)
         }
         RequestKind::AlterConfigs(req) => {
-            ResponseKind::AlterConfigs(alter_configs::handle(ctx, req).await)
+            ResponseKind::AlterConfigs(alter_configs::handle(ctx, rctx, req).await)
         }
         RequestKind::DescribeClientQuotas(req) => {
-            ResponseKind::DescribeClientQuotas(client_quotas::describe(ctx, req).await)
+            ResponseKind::DescribeClientQuotas(client_quotas::describe(ctx, rctx, req).await)
         }
         RequestKind::AlterClientQuotas(req) => {
-            ResponseKind::AlterClientQuotas(client_quotas::alter(ctx, req).await)
+            ResponseKind::AlterClientQuotas(client_quotas::alter(ctx, rctx, req).await)
         }
-        RequestKind::IncrementalAlterConfigs(req) => {
-            ResponseKind::IncrementalAlterConfigs(incremental_alter_configs::handle(ctx, req).await)
-        }
+        RequestKind::IncrementalAlterConfigs(req) => ResponseKind::IncrementalAlterConfigs(
+            incremental_alter_configs::handle(ctx, rctx, req).await,
+        ),
         RequestKind::DescribeCluster(req) => {
             ResponseKind::DescribeCluster(describe_cluster::handle(ctx, rctx, req, version))
         }
         RequestKind::DescribeLogDirs(req) => {
-            ResponseKind::DescribeLogDirs(describe_log_dirs::handle(ctx, req, version).await)
+            ResponseKind::DescribeLogDirs(describe_log_dirs::handle(ctx, rctx, req, version).await)
         }
         RequestKind::DescribeProducers(req) => {
-            ResponseKind::DescribeProducers(describe_producers::handle(ctx, &req))
+            ResponseKind::DescribeProducers(describe_producers::handle(ctx, rctx, &req))
         }
-        RequestKind::DescribeAcls(req) => ResponseKind::DescribeAcls(describe_acls::handle(req)),
+        RequestKind::DescribeAcls(req) => {
+            ResponseKind::DescribeAcls(acls::describe(ctx, rctx, req))
+        }
+        RequestKind::CreateAcls(req) => {
+            ResponseKind::CreateAcls(acls::create(ctx, rctx, req).await)
+        }
+        RequestKind::DeleteAcls(req) => {
+            ResponseKind::DeleteAcls(acls::delete(ctx, rctx, req).await)
+        }
         RequestKind::DescribeUserScramCredentials(req) => {
             ResponseKind::DescribeUserScramCredentials(
-                user_scram_credentials::describe(ctx, &req).await,
+                user_scram_credentials::describe(ctx, rctx, &req).await,
             )
         }
-        RequestKind::AlterUserScramCredentials(req) => {
-            ResponseKind::AlterUserScramCredentials(user_scram_credentials::alter(ctx, &req).await)
-        }
+        RequestKind::AlterUserScramCredentials(req) => ResponseKind::AlterUserScramCredentials(
+            user_scram_credentials::alter(ctx, rctx, &req).await,
+        ),
         RequestKind::SaslHandshake(_) => ResponseKind::SaslHandshake(sasl::handshake()),
         RequestKind::SaslAuthenticate(_) => ResponseKind::SaslAuthenticate(sasl::authenticate()),
         RequestKind::LeaderAndIsr(req) => {
@@ -241,7 +390,7 @@ async fn dispatch(
         ),
         RequestKind::Produce(req) => {
             let bytes = crate::quotas::produce_bytes(&req);
-            let mut response = produce::handle(ctx, req, version).await;
+            let mut response = produce::handle(ctx, rctx, req, version).await;
             endpoints_on_listener!(ctx, &rctx.listener, response.node_endpoints);
             response.throttle_time_ms = crate::quotas::throttle_produce(ctx, rctx, header, bytes);
             ResponseKind::Produce(response)
@@ -252,54 +401,56 @@ async fn dispatch(
             ResponseKind::Fetch(response)
         }
         RequestKind::ListOffsets(req) => {
-            ResponseKind::ListOffsets(list_offsets::handle(ctx, req, version).await)
+            ResponseKind::ListOffsets(list_offsets::handle(ctx, rctx, req, version).await)
         }
-        RequestKind::OffsetForLeaderEpoch(req) => {
-            ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(ctx, req, version))
-        }
+        RequestKind::OffsetForLeaderEpoch(req) => ResponseKind::OffsetForLeaderEpoch(
+            offset_for_leader_epoch::handle(ctx, rctx, req, version),
+        ),
         RequestKind::DeleteRecords(req) => {
-            ResponseKind::DeleteRecords(delete_records::handle(ctx, req).await)
+            ResponseKind::DeleteRecords(delete_records::handle(ctx, rctx, req).await)
         }
         RequestKind::InitProducerId(req) => {
-            ResponseKind::InitProducerId(init_producer_id::handle(ctx, req).await)
+            ResponseKind::InitProducerId(init_producer_id::handle(ctx, rctx, req).await)
         }
         RequestKind::FindCoordinator(req) => {
             ResponseKind::FindCoordinator(find_coordinator::handle(ctx, rctx, &req, version))
         }
         RequestKind::JoinGroup(req) => ResponseKind::JoinGroup(
-            join_group::handle(ctx, req, version, header.client_id.as_deref()).await,
+            join_group::handle(ctx, rctx, req, version, header.client_id.as_deref()).await,
         ),
         RequestKind::SyncGroup(req) => {
-            ResponseKind::SyncGroup(sync_group::handle(ctx, req, version).await)
+            ResponseKind::SyncGroup(sync_group::handle(ctx, rctx, req, version).await)
         }
-        RequestKind::Heartbeat(req) => ResponseKind::Heartbeat(heartbeat::handle(ctx, &req).await),
+        RequestKind::Heartbeat(req) => {
+            ResponseKind::Heartbeat(heartbeat::handle(ctx, rctx, &req).await)
+        }
         RequestKind::LeaveGroup(req) => {
-            ResponseKind::LeaveGroup(leave_group::handle(ctx, &req, version).await)
+            ResponseKind::LeaveGroup(leave_group::handle(ctx, rctx, &req, version).await)
         }
         RequestKind::OffsetCommit(req) => {
-            ResponseKind::OffsetCommit(offset_commit::handle(ctx, &req, version).await)
+            ResponseKind::OffsetCommit(offset_commit::handle(ctx, rctx, &req, version).await)
         }
         RequestKind::OffsetFetch(req) => {
-            ResponseKind::OffsetFetch(offset_fetch::handle(ctx, &req, version).await)
+            ResponseKind::OffsetFetch(offset_fetch::handle(ctx, rctx, &req, version).await)
         }
         RequestKind::OffsetDelete(req) => {
-            ResponseKind::OffsetDelete(offset_delete::handle(ctx, &req).await)
+            ResponseKind::OffsetDelete(offset_delete::handle(ctx, rctx, &req).await)
         }
         RequestKind::DescribeGroups(req) => {
-            ResponseKind::DescribeGroups(describe_groups::handle(ctx, &req).await)
+            ResponseKind::DescribeGroups(describe_groups::handle(ctx, rctx, &req).await)
         }
         RequestKind::ListGroups(req) => {
-            ResponseKind::ListGroups(list_groups::handle(ctx, &req).await)
+            ResponseKind::ListGroups(list_groups::handle(ctx, rctx, &req).await)
         }
         RequestKind::DeleteGroups(req) => {
-            ResponseKind::DeleteGroups(delete_groups::handle(ctx, &req).await)
+            ResponseKind::DeleteGroups(delete_groups::handle(ctx, rctx, &req).await)
         }
         RequestKind::ConsumerGroupHeartbeat(req) => ResponseKind::ConsumerGroupHeartbeat(
-            consumer_group_heartbeat::handle(ctx, &req, header.client_id.as_deref()).await,
+            consumer_group_heartbeat::handle(ctx, rctx, &req, header.client_id.as_deref()).await,
         ),
-        RequestKind::ConsumerGroupDescribe(req) => {
-            ResponseKind::ConsumerGroupDescribe(consumer_group_describe::handle(ctx, &req).await)
-        }
+        RequestKind::ConsumerGroupDescribe(req) => ResponseKind::ConsumerGroupDescribe(
+            consumer_group_describe::handle(ctx, rctx, &req).await,
+        ),
         // SUPPORTED_APIS and this match list the same APIs; a request reaching here is one
         // whose row was added without a handler, so answer it as unsupported.
         other => unsupported::error_response(&other, version).unwrap_or_else(|| {

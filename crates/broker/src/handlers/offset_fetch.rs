@@ -5,15 +5,35 @@ use kafka_protocol::messages::offset_fetch_response::{
 };
 use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse};
 
+use crate::auth::RequestContext;
 use crate::context::BrokerContext;
+use security::acl::Operation;
 
 pub(super) async fn handle(
     ctx: &BrokerContext,
+    rctx: &RequestContext,
     request: &OffsetFetchRequest,
     version: i16,
 ) -> OffsetFetchResponse {
-    match ctx.groups.serving(ctx).await {
-        Ok(groups) => groups.offset_fetch(request, version),
+    // Kafka's handleOffsetFetchRequest: DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED),
+    // then DESCRIBE on each topic: a named topic the principal may not describe answers
+    // TOPIC_AUTHORIZATION_FAILED, and "every topic" leaves such topics out. Reading changes
+    // nothing, so the checks are applied to the answer.
+    let serving = if version >= 8
+        || super::authorized_group(ctx, rctx, Operation::Describe, &request.group_id)
+    {
+        ctx.groups.serving(ctx).await
+    } else {
+        Err(super::GROUP_AUTHORIZATION_FAILED)
+    };
+    match serving {
+        Ok(groups) => {
+            let mut response = groups.offset_fetch(request, version);
+            if ctx.authorizer.is_some() {
+                authorize_answer(ctx, rctx, request, &mut response);
+            }
+            response
+        }
         Err(code) => {
             // Before v2 the error travels in each requested partition.
             let topics = request
@@ -50,5 +70,58 @@ pub(super) async fn handle(
                 .with_topics(topics)
                 .with_groups(groups)
         }
+    }
+}
+
+/// Applies the group and topic checks to a computed answer.
+fn authorize_answer(
+    ctx: &BrokerContext,
+    rctx: &RequestContext,
+    request: &OffsetFetchRequest,
+    response: &mut OffsetFetchResponse,
+) {
+    let topic_ok = |t: &str| {
+        super::authorized(
+            ctx,
+            rctx,
+            Operation::Describe,
+            security::acl::ResourceType::Topic,
+            t,
+        )
+    };
+    let named = request.topics.is_some();
+    response.topics.retain_mut(|t| {
+        if topic_ok(&t.name) {
+            return true;
+        }
+        for p in &mut t.partitions {
+            p.committed_offset = -1;
+            p.metadata = None;
+            p.error_code = super::TOPIC_AUTHORIZATION_FAILED;
+        }
+        named
+    });
+    for group in &mut response.groups {
+        if !super::authorized_group(ctx, rctx, Operation::Describe, &group.group_id) {
+            group.error_code = super::GROUP_AUTHORIZATION_FAILED;
+            group.topics.clear();
+            continue;
+        }
+        let named = request
+            .groups
+            .iter()
+            .find(|g| g.group_id == group.group_id)
+            .is_some_and(|g| g.topics.is_some());
+        group.topics.retain_mut(|t| {
+            if topic_ok(&t.name) {
+                return true;
+            }
+            for p in &mut t.partitions {
+                p.committed_offset = -1;
+                p.metadata = None;
+                p.error_code = super::TOPIC_AUTHORIZATION_FAILED;
+            }
+            named
+        });
     }
 }

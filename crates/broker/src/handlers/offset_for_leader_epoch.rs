@@ -17,13 +17,27 @@ use crate::context::BrokerContext;
 
 pub(super) fn handle(
     ctx: &BrokerContext,
+    rctx: &crate::auth::RequestContext,
     request: OffsetForLeaderEpochRequest,
     version: i16,
 ) -> OffsetForLeaderEpochResponse {
+    // CLUSTER_ACTION on the cluster (followers), else DESCRIBE on each topic (KIP-320
+    // consumers), as Kafka's handleOffsetForLeaderEpochRequest.
+    let denied = if super::authorized_cluster(ctx, rctx, security::acl::Operation::ClusterAction) {
+        Default::default()
+    } else {
+        super::denied_topics(
+            ctx,
+            rctx,
+            security::acl::Operation::Describe,
+            request.topics.iter().map(|t| t.topic.0.as_str()),
+        )
+    };
     let topics = request
         .topics
         .into_iter()
         .map(|topic| {
+            let refused = denied.contains(topic.topic.0.as_str());
             let name: Option<model::TopicName> = topic.topic.0.parse().ok();
             let partitions = topic
                 .partitions
@@ -33,9 +47,10 @@ pub(super) fn handle(
                         .with_partition(p.partition)
                         .with_leader_epoch(-1)
                         .with_end_offset(-1);
-                    let answer = name
-                        .as_ref()
-                        .ok_or(ResponseError::UnknownTopicOrPartition)
+                    let answer = (!refused)
+                        .then_some(())
+                        .ok_or(ResponseError::TopicAuthorizationFailed)
+                        .and_then(|()| name.as_ref().ok_or(ResponseError::UnknownTopicOrPartition))
                         .and_then(|n| {
                             let tp = TopicPartition::new(n.clone(), p.partition);
                             ctx.replica_manager

@@ -49,6 +49,7 @@ impl From<(ResponseError, Option<String>)> for Refused {
 
 pub(super) async fn handle(
     ctx: &BrokerContext,
+    rctx: &crate::auth::RequestContext,
     request: ProduceRequest,
     version: i16,
 ) -> ProduceResponse {
@@ -67,6 +68,14 @@ pub(super) async fn handle(
         // keep `append` from taking a batch over without copying it.
         topic.name.0 = StrBytes::from_string(topic.name.0.to_string());
         let name: Option<model::TopicName> = topic.name.0.parse().ok();
+        // WRITE on the topic, as Kafka's handleProduceRequest.
+        let writable = super::authorized(
+            ctx,
+            rctx,
+            security::acl::Operation::Write,
+            security::acl::ResourceType::Topic,
+            &topic.name.0,
+        );
         let mut partition_responses = Vec::with_capacity(topic.partition_data.len());
         for (partition_index, data) in topic.partition_data.into_iter().enumerate() {
             let mut out = PartitionProduceResponse::default()
@@ -84,6 +93,8 @@ pub(super) async fn handle(
                     )
                         .into(),
                 )
+            } else if !writable {
+                Some((ResponseError::TopicAuthorizationFailed, None).into())
             } else if let Err(refused) = validate_records(version, data.records.as_deref()) {
                 Some(refused.into())
             } else if let Some(name) = &name {

@@ -60,6 +60,9 @@ pub(crate) fn error_response(request: &RequestKind, version: i16) -> Option<Resp
         RequestKind::DescribeAcls(_) => {
             ResponseKind::DescribeAcls(DescribeAclsResponse::default().with_error_code(code))
         }
+        RequestKind::ListTransactions(_) => ResponseKind::ListTransactions(
+            ListTransactionsResponse::default().with_error_code(code),
+        ),
         RequestKind::LeaderAndIsr(_) => {
             ResponseKind::LeaderAndIsr(LeaderAndIsrResponse::default().with_error_code(code))
         }
@@ -714,6 +717,10 @@ mod tests {
             (
                 ApiKey::DescribeAcls,
                 RequestKind::DescribeAcls(DescribeAclsRequest::default()),
+            ),
+            (
+                ApiKey::ListTransactions,
+                RequestKind::ListTransactions(ListTransactionsRequest::default()),
             ),
             (
                 ApiKey::LeaderAndIsr,

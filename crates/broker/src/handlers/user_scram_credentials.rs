@@ -69,8 +69,16 @@ fn describe_result(
 
 pub(super) async fn describe(
     ctx: &BrokerContext,
+    rctx: &crate::auth::RequestContext,
     request: &DescribeUserScramCredentialsRequest,
 ) -> DescribeUserScramCredentialsResponse {
+    // DESCRIBE on the cluster, as Kafka's handleDescribeUserScramCredentialsRequest.
+    if !super::authorized_cluster(ctx, rctx, security::acl::Operation::Describe) {
+        let error = ResponseError::ClusterAuthorizationFailed;
+        return DescribeUserScramCredentialsResponse::default()
+            .with_error_code(error.code())
+            .with_error_message(Some(StrBytes::from_string(error.to_string())));
+    }
     let zk = ctx.zk();
     let users: Vec<String> = request
         .users
@@ -171,6 +179,7 @@ fn alter_result(user: &str, code: i16, message: Option<&str>) -> AlterUserScramC
 
 pub(super) async fn alter(
     ctx: &BrokerContext,
+    rctx: &crate::auth::RequestContext,
     request: &AlterUserScramCredentialsRequest,
 ) -> AlterUserScramCredentialsResponse {
     let mut response = AlterUserScramCredentialsResponse::default();
@@ -180,6 +189,19 @@ pub(super) async fn alter(
         .map(|u| u.name.to_string())
         .chain(request.deletions.iter().map(|d| d.name.to_string()))
         .collect();
+    // ALTER on the cluster, as Kafka's handleAlterUserScramCredentialsRequest: every user
+    // answers CLUSTER_AUTHORIZATION_FAILED and nothing changes.
+    if !super::authorized_cluster(ctx, rctx, security::acl::Operation::Alter) {
+        let mut seen = BTreeSet::new();
+        for user in named.iter().filter(|u| seen.insert(u.as_str())) {
+            response.results.push(alter_result(
+                user,
+                ResponseError::ClusterAuthorizationFailed.code(),
+                None,
+            ));
+        }
+        return response;
+    }
     if !ctx.controller().is_active() {
         let mut seen = BTreeSet::new();
         for user in named.iter().filter(|u| seen.insert(u.as_str())) {
