@@ -550,3 +550,96 @@ async fn handlers_check_kafkas_operations() {
     assert_eq!(create_topic(&mut alice, "c").await, NONE);
     broker.shutdown().await;
 }
+
+/// Two brokers on one store (a dev-cluster): followers replicate under the authorizer (their
+/// PLAINTEXT principal is a super user), and an ACL created through one broker takes effect
+/// on the other through the change notification.
+#[tokio::test]
+async fn acl_changes_reach_every_broker_of_a_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MetadataStore::from_config(&config(dir.path(), &[])).unwrap();
+    let mut brokers = Vec::new();
+    for id in [1, 2] {
+        let mut all = overrides();
+        all.push(format!("broker.id={id}"));
+        all.push(format!(
+            "log.dirs={}",
+            dir.path().join(format!("broker-{id}")).display()
+        ));
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        brokers.push(start_on(store.clone(), dir.path(), &all).await);
+    }
+    let mut admin1 = connect(brokers[0].listener_addr("SASL").unwrap(), "admin").await;
+    let mut alice2 = connect(brokers[1].listener_addr("SASL").unwrap(), "alice").await;
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![create_topics_request::CreatableTopic::default()
+            .with_name(name("shared"))
+            .with_num_partitions(1)
+            .with_replication_factor(2)]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        // Any broker may answer NOT_CONTROLLER; ask both.
+        let mut created = false;
+        for b in &brokers {
+            let mut c = connect(b.listener_addr("SASL").unwrap(), "admin").await;
+            let code = c.send(request.clone()).await.unwrap().topics[0].error_code;
+            created |= code == NONE || code == 36;
+        }
+        if created {
+            break;
+        }
+        assert!(Instant::now() < deadline, "topic never created");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Both replicas in sync: the follower's fetches pass CLUSTER_ACTION.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let md = admin1
+            .send(MetadataRequest::default().with_topics(None))
+            .await
+            .unwrap();
+        let isr = md
+            .topics
+            .iter()
+            .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == "shared"))
+            .and_then(|t| t.partitions.first())
+            .map_or(0, |p| p.isr_nodes.len());
+        if isr == 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the follower never joined the ISR: {md:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let hidden = alice2
+        .send(MetadataRequest::default().with_topics(None))
+        .await
+        .unwrap();
+    assert!(metadata_names(&hidden).is_empty(), "{hidden:?}");
+    add_acls(
+        &mut admin1,
+        vec![creation(TOPIC, "shared", LITERAL, "User:alice", READ)],
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let md = alice2
+            .send(MetadataRequest::default().with_topics(None))
+            .await
+            .unwrap();
+        if metadata_names(&md) == vec![("shared".to_string(), NONE)] {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "broker 2 never applied the ACL: {md:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for b in brokers {
+        b.shutdown().await;
+    }
+}

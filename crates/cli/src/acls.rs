@@ -382,6 +382,7 @@ async fn describe(
             .with_pattern_type_filter(p.code()),
         None => DescribeAclsRequest::default()
             .with_resource_type_filter(ResourceType::Any.code())
+            .with_resource_name_filter(None)
             .with_pattern_type_filter(PatternType::Any.code()),
     }
     .with_principal_filter(None)
