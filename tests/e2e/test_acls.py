@@ -77,6 +77,15 @@ def acls(ports, *args, user=None):
         os.unlink(f.name)
 
 
+def on_every_broker(brokers, *names):
+    """Waits until every broker lists an ACL on each resource name (the change reaches the
+    others through the store's notification; clients may ask any broker)."""
+    for _, ports in brokers:
+        for name in names:
+            wait_until(lambda: f"name={name}," in acls(ports, "--list").stdout, timeout=30,
+                       what=f"broker {ports['SASL']} lists the ACLs on {name}")
+
+
 def create_topics(admin_conf, *names):
     admin = AdminClient(admin_conf)
     futures = admin.create_topics([NewTopic(n, num_partitions=1, replication_factor=1) for n in names])
@@ -127,6 +136,7 @@ def test_read_only_principal_reads_but_cannot_write_see_or_create(cluster):
 
     out = acls(p1, "--add", "--allow-principal", "User:alice", "--consumer", "--topic", "a", "--group", "ga")
     assert out.returncode == 0, out.stdout + out.stderr
+    on_every_broker(brokers, "a", "ga")
     assert ("Adding ACLs for resource `ResourcePattern(resourceType=TOPIC, name=a, patternType=LITERAL)`: \n"
             " \t(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)\n"
             "\t(principal=User:alice, host=*, operation=DESCRIBE, permissionType=ALLOW) \n") in out.stdout, out.stdout
@@ -171,6 +181,7 @@ def test_kafka_python_read_only_principal(cluster):
     assert produce(conf(p1, "admin"), "kp", 3) == [None] * 3
     assert acls(p1, "--add", "--allow-principal", "User:alice", "--consumer", "--topic", "kp",
                 "--group", "kpg").returncode == 0
+    on_every_broker(brokers, "kp", "kpg")
     common = dict(bootstrap_servers=f"127.0.0.1:{p1['SASL']}", security_protocol="SASL_PLAINTEXT",
                   sasl_mechanism="PLAIN", sasl_plain_username="alice", sasl_plain_password="alice-secret")
     consumer = KafkaConsumer("kp", group_id="kpg", auto_offset_reset="earliest",
@@ -197,12 +208,14 @@ def test_prefixed_acls_deny_over_allow_and_cli_round_trip(cluster):
                "--resource-pattern-type", "prefixed")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "ResourcePattern(resourceType=TOPIC, name=pay, patternType=PREFIXED)" in out.stdout
+    on_every_broker(brokers, "pay")
     carol = conf(p1, "carol")
     assert produce(carol, "pay-in", 2) == [None, None]
     assert [e.code() for e in produce(carol, "other", 1)] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
     # DENY on one topic wins over the prefixed ALLOW.
     out = acls(p1, "--add", "--deny-principal", "User:carol", "--operation", "Write", "--topic", "pay-out")
     assert out.returncode == 0, out.stdout + out.stderr
+    on_every_broker(brokers, "pay-out")
     assert [e.code() for e in produce(carol, "pay-out", 1)] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
     assert produce(carol, "pay-in", 1) == [None]
     # --list with MATCH shows every pattern that applies to pay-out.
@@ -225,7 +238,9 @@ def test_prefixed_acls_deny_over_allow_and_cli_round_trip(cluster):
     out = acls(p1, "--remove", "--force", "--deny-principal", "User:carol", "--operation", "Write",
                "--topic", "pay-out")
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "name=pay-out" not in acls(p1, "--list").stdout
+    for _, ports in brokers:
+        wait_until(lambda: "name=pay-out" not in acls(ports, "--list").stdout, timeout=30,
+                   what="the DENY gone on every broker")
     assert produce(carol, "pay-out", 1) == [None]
 
 
