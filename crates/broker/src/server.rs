@@ -371,6 +371,7 @@ impl Broker {
             .stopped
             .store(true, std::sync::atomic::Ordering::SeqCst);
         let _ = self.shutdown.send(true);
+        self.ctx.replica_manager.stop_serving();
         self.lifecycle.abort();
         let _ = self.lifecycle.await;
         self.ctx.groups.stop("the broker is shutting down");

@@ -53,7 +53,7 @@ pub mod truncation;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -342,6 +342,8 @@ struct Inner {
     /// KAFKA_STORAGE_ERROR (not UNKNOWN_TOPIC_OR_PARTITION) until a LeaderAndIsr opens them
     /// or a StopReplica drops them.
     offline: RwLock<HashSet<TopicPartition>>,
+    /// Set by [`ReplicaManager::stop_serving`]: acks=-1 waits answer at once.
+    stopping: AtomicBool,
 }
 
 impl ReplicaManager {
@@ -395,6 +397,7 @@ impl ReplicaManager {
                 failed_appends: AtomicU64::new(0),
                 throttles: quota::ReplicationThrottles::default(),
                 offline: RwLock::new(HashSet::new()),
+                stopping: AtomicBool::new(false),
             }),
         })
     }
@@ -711,6 +714,11 @@ impl ReplicaManager {
             if partition.check_enough_replicas_reach(offset)? {
                 return Ok(());
             }
+            if self.inner.stopping.load(Ordering::SeqCst) {
+                // The broker is going away: the producer retries on the partition's next
+                // leader now instead of when this request times out.
+                return Err(ReplicationError::NotLeader(tp.clone()));
+            }
             match tokio::time::timeout_at(deadline, changes.changed()).await {
                 Ok(Ok(())) => continue,
                 _ => {
@@ -862,6 +870,18 @@ impl ReplicaManager {
             }
         }
         removed
+    }
+
+    /// The broker stops serving (its listeners are closing, after a controlled shutdown moved
+    /// its leaderships away or not): produces waiting for acks=-1 answer
+    /// NOT_LEADER_OR_FOLLOWER at once, as a Kafka broker's closed connections make its clients
+    /// retry on the new leaders. Otherwise they would hold their connections open, and the
+    /// shutdown, until their timeouts: the LeaderAndIsr that makes this broker a follower
+    /// may never reach a broker that is shutting down, so its followers, now fetching from
+    /// the new leaders, never complete them.
+    pub fn stop_serving(&self) {
+        self.inner.stopping.store(true, Ordering::SeqCst);
+        self.notify_appended();
     }
 
     /// Clean shutdown: fsyncs every log, writes the checkpoints and the clean-shutdown marker,

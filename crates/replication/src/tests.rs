@@ -954,3 +954,57 @@ fn the_leader_throttle_holds_only_out_of_sync_followers_of_throttled_partitions(
         .records
         .is_empty());
 }
+
+/// A broker that stops serving answers its waiting acks=-1 produces at once with
+/// NOT_LEADER_OR_FOLLOWER (the producer goes to the new leader), and so do later ones:
+/// before, they held their connections, and the broker's shutdown, until their timeout
+/// (the bench's controlled shutdown of a broker leading 333 partitions took 30-63 s).
+#[tokio::test]
+async fn acks_all_waits_end_when_the_broker_stops_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let rm = manager(1, dir.path());
+    rm.become_leader_or_follower(
+        &tp(),
+        &dir.path().join("t-0"),
+        config(),
+        &leadership(1, 1, &[1, 2, 3], 0),
+        None,
+        0,
+    )
+    .unwrap();
+    let r = rm.append(&tp(), &mut batch(2, "a", None), -1, 0).unwrap();
+    let waiting = {
+        let rm = rm.clone();
+        tokio::spawn(async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(3600);
+            rm.wait_for_acks(&tp(), r.last_offset + 1, deadline).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(
+        !waiting.is_finished(),
+        "no follower fetched: the produce waits"
+    );
+    rm.stop_serving();
+    let answer = tokio::time::timeout(Duration::from_secs(60), waiting)
+        .await
+        .expect("answered long before its hour-long deadline")
+        .unwrap();
+    assert_eq!(
+        answer.unwrap_err().response_error(),
+        ResponseError::NotLeaderOrFollower
+    );
+    let r = rm.append(&tp(), &mut batch(1, "b", None), -1, 2).unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(3600);
+    assert_eq!(
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            rm.wait_for_acks(&tp(), r.last_offset + 1, deadline)
+        )
+        .await
+        .expect("answered at once")
+        .unwrap_err()
+        .response_error(),
+        ResponseError::NotLeaderOrFollower
+    );
+}
