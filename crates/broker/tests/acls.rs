@@ -424,6 +424,24 @@ async fn handlers_check_kafkas_operations() {
         vec![("a".to_string(), NONE), ("payments".to_string(), NONE)],
         "b is hidden; payments is describable through the prefixed WRITE"
     );
+    // KIP-430: alice may READ and DESCRIBE a (bits 3 and 8), and nothing on the cluster.
+    let ops = alice
+        .send_version(
+            MetadataRequest::default()
+                .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
+                )
+                .with_name(Some(name("a")))]))
+                .with_include_topic_authorized_operations(true)
+                .with_include_cluster_authorized_operations(true),
+            10,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        ops.topics[0].topic_authorized_operations,
+        (1 << 3) | (1 << 8)
+    );
+    assert_eq!(ops.cluster_authorized_operations, 0);
     let named = alice
         .send(MetadataRequest::default().with_topics(Some(vec![
             metadata_request::MetadataRequestTopic::default().with_name(Some(name("b"))),

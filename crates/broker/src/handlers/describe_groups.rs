@@ -26,6 +26,17 @@ pub(super) async fn handle(
         only.groups = allowed;
         describe(ctx, &only).await
     };
+    // KIP-430 (v3+): what the principal may do on each group it may describe.
+    if request.include_authorized_operations {
+        for group in response.groups.iter_mut().filter(|g| g.error_code == 0) {
+            group.authorized_operations = super::authorized_operations(
+                ctx,
+                rctx,
+                security::acl::ResourceType::Group,
+                &group.group_id,
+            );
+        }
+    }
     response.groups.extend(denied.into_iter().map(|g| {
         DescribedGroup::default()
             .with_group_id(g)

@@ -127,7 +127,32 @@ pub(super) async fn handle(
     if !to_create.is_empty() {
         auto_create_topics(ctx, to_create);
     }
+    // KIP-430 (v8+): what the principal may do on each topic and (v8-10) on the cluster.
+    if version >= 8 && request.include_topic_authorized_operations {
+        for topic in topics.iter_mut().filter(|t| t.error_code == 0) {
+            if let Some(name) = &topic.name {
+                topic.topic_authorized_operations = super::authorized_operations(
+                    ctx,
+                    rctx,
+                    security::acl::ResourceType::Topic,
+                    &name.0,
+                );
+            }
+        }
+    }
+    let cluster_authorized_operations =
+        if (8..=10).contains(&version) && request.include_cluster_authorized_operations {
+            super::authorized_operations(
+                ctx,
+                rctx,
+                security::acl::ResourceType::Cluster,
+                security::acl::CLUSTER_NAME,
+            )
+        } else {
+            i32::MIN
+        };
     MetadataResponse::default()
+        .with_cluster_authorized_operations(cluster_authorized_operations)
         .with_brokers(
             brokers
                 .into_iter()

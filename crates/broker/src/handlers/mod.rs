@@ -254,6 +254,23 @@ pub(crate) fn config_refusal(
     Some((error, error.to_string()))
 }
 
+/// KIP-430's authorized operations of a resource: a bit (1 << code) for each operation of
+/// its type the principal may do (all of them without an authorizer), as Kafka's
+/// `authorizedOperations`.
+pub(crate) fn authorized_operations(
+    ctx: &BrokerContext,
+    rctx: &RequestContext,
+    resource_type: security::acl::ResourceType,
+    name: &str,
+) -> i32 {
+    resource_type
+        .supported_operations()
+        .unwrap_or(&[])
+        .iter()
+        .filter(|op| authorized(ctx, rctx, **op, resource_type, name))
+        .fold(0, |bits, op| bits | (1 << op.code()))
+}
+
 /// Kafka's GROUP_AUTHORIZATION_FAILED.
 pub(crate) const GROUP_AUTHORIZATION_FAILED: i16 = 30;
 /// Kafka's TOPIC_AUTHORIZATION_FAILED.
