@@ -441,3 +441,31 @@ def test_with_an_authorizer_the_admin_listener_asks_for_a_scram_login(make_serve
     assert status == 200 and "kafka_controller_kafkacontroller_activecontrollercount" in body
     wait_until(lambda: "admin listener: failed authentication" in server.log_path.read_text(),
                what="the refused logins in the broker's log")
+
+    # Pages and actions are authorized as the logged-in user's Kafka requests would be: bob,
+    # no super user, sees no topic until an ACL lets him describe it, and cannot delete it.
+    out = gregor_cli("configs", "--bootstrap-server", server.bootstrap, "--entity-type", "users",
+                     "--entity-name", "bob", "--alter", "--add-config", "SCRAM-SHA-256=[password=bob-secret]")
+    assert out.returncode == 0, out.stderr
+    topic = f"secret-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(timeout=30)
+    wait_until(lambda: f'<tr data-name="{topic}">' in fetch("/topics", "alice:alice-secret")[2],
+               what="the super user seeing the topic")
+    status, _, body = fetch("/topics", "bob:bob-secret")
+    assert status == 200 and f'<tr data-name="{topic}">' not in body, body
+    out = gregor_cli("acls", "--bootstrap-server", server.bootstrap, "--add", "--allow-principal", "User:bob",
+                     "--operation", "Describe", "--topic", topic)
+    assert out.returncode == 0, out.stderr
+    wait_until(lambda: f'<tr data-name="{topic}">' in fetch("/topics", "bob:bob-secret")[2],
+               what="bob seeing the topic once an ACL lets him describe it")
+    page = fetch(f"/topics/{topic}", "bob:bob-secret")[2]
+    token = re.search(r'name="csrf" value="([0-9a-f]{32})"', page).group(1)
+    data = urllib.parse.urlencode({"csrf": token, "confirm": topic}).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/topics/{topic}/delete", data=data, method="POST", headers={
+        "Content-Type": "application/x-www-form-urlencoded",
+        "Authorization": "Basic " + base64.b64encode(b"bob:bob-secret").decode()})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        body = r.read().decode()
+    assert "TOPIC_AUTHORIZATION_FAILED (29)" in body, re.findall(r'<p class="error".*?</p>', body)
+    assert topic in admin.list_topics(timeout=10).topics, "bob's refused delete changed nothing"

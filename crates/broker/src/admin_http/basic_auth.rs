@@ -19,10 +19,7 @@ use crate::context::BrokerContext;
 
 /// Whether `ctx`'s broker authorizes requests (an `authorizer.class.name` is set).
 pub(crate) fn authorizer_configured(ctx: &BrokerContext) -> bool {
-    ctx.config
-        .originals
-        .get("authorizer.class.name")
-        .is_some_and(|name| !name.trim().is_empty())
+    ctx.config.authorizer.is_some()
 }
 
 /// The `(user, password)` of an `Authorization: Basic ...` header.
