@@ -117,6 +117,7 @@ pub(crate) async fn send_loop(
     local_id: i32,
 ) {
     let mut connection: Option<Connection> = None;
+    let mut warned_epoch: Option<i64> = None;
     loop {
         let items: Vec<AlterIsrItem> = manager.pending();
         if items.is_empty() {
@@ -182,10 +183,20 @@ pub(crate) async fn send_loop(
             let error = ResponseError::try_from_code(response.error_code);
             match error {
                 Some(ResponseError::StaleBrokerEpoch) => {
-                    warn!(
-                        broker_epoch,
-                        "the controller refused our broker epoch; retrying"
-                    )
+                    // Until the controller has seen this broker's registration, every retry
+                    // (each RETRY_BACKOFF) is refused: say so once per epoch, not each time.
+                    if warned_epoch != Some(broker_epoch) {
+                        warned_epoch = Some(broker_epoch);
+                        warn!(
+                            broker_epoch,
+                            "the controller refused our broker epoch; retrying until it knows it"
+                        );
+                    } else {
+                        debug!(
+                            broker_epoch,
+                            "the controller still refuses our broker epoch"
+                        );
+                    }
                 }
                 Some(ResponseError::NotController) => {
                     debug!(%addr, "the broker answering is not the controller; retrying");
