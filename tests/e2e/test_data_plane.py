@@ -284,3 +284,35 @@ def test_dev_cluster_replicates_to_every_follower(make_cluster):
         files = wait_until(lambda: (lambda f: f if f[0] and f[0] == f[1] == f[2] else None)(segments(partition)),
                            what=f"{topic}-{partition} replicated to all three brokers")
         assert len(files[0]) > 200 * 20
+
+
+@pytest.mark.parametrize("fallback", ["0.10.0", "0.11.0", "2.0.0"])
+def test_librdkafka_without_api_version_request(server, fallback):
+    """librdkafka with `api.version.request=false` (issue 16: "librdkafka with
+    api.version.request on and off"): it never asks ApiVersions and speaks the versions of
+    `broker.version.fallback`, old message formats included (0.10.0: magic 1, no headers).
+    Produce, fetch by assignment, and a group's commit all work at those versions."""
+    topic = f"nover-{fallback.replace('.', '-')}"
+    create_topic(server.bootstrap, topic)
+    old = {"api.version.request": False, "broker.version.fallback": fallback}
+    with_headers = fallback != "0.10.0"
+    messages = [(f"k{i}".encode(), f"v{i}".encode(), [("h", f"{i}".encode())] if with_headers else None, 0)
+                for i in range(100)]
+    delivered = produce_all(server.bootstrap, topic, messages, **old)
+    assert sorted(o for _, o in delivered) == list(range(100))
+    c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": f"nover-{fallback}",
+                  "enable.auto.commit": False, **old})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got = []
+    deadline = time.time() + 30
+    while len(got) < 100 and time.time() < deadline:
+        m = c.poll(0.5)
+        if m is not None:
+            assert m.error() is None, m.error()
+            got.append(m)
+    assert [(m.offset(), m.key(), m.value()) for m in got] == [(i, k, v) for i, (k, v, _, _) in enumerate(messages)]
+    if with_headers:
+        assert [m.headers() for m in got] == [h for _, _, h, _ in messages]
+    c.commit(offsets=[TopicPartition(topic, 0, 100)], asynchronous=False)
+    assert c.committed([TopicPartition(topic, 0)], timeout=10)[0].offset == 100
+    c.close()
