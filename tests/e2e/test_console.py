@@ -6,6 +6,7 @@ out of sync, the group page shows the lag `gregor consumer-groups --describe` sh
 znode browser shows the store."""
 
 import html
+import html.parser
 import os
 import re
 import signal
@@ -16,7 +17,7 @@ import urllib.parse
 import urllib.request
 import uuid
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conftest import GREGOR_BIN, free_port, free_ports, gregor_cli, wait_for_port, wait_until
@@ -469,3 +470,74 @@ def test_with_an_authorizer_the_admin_listener_asks_for_a_scram_login(make_serve
         body = r.read().decode()
     assert "TOPIC_AUTHORIZATION_FAILED (29)" in body, re.findall(r'<p class="error".*?</p>', body)
     assert topic in admin.list_topics(timeout=10).topics, "bob's refused delete changed nothing"
+
+
+VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+
+
+class WellFormed(html.parser.HTMLParser):
+    """Checks what a validator would first refuse: every element closed, in order, ids unique,
+    one doctype and one <html>."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.stack, self.ids, self.problems, self.doctype, self.htmls = [], set(), [], 0, 0
+
+    def handle_decl(self, decl):
+        self.doctype += decl.lower() == "doctype html"
+
+    def handle_starttag(self, tag, attrs):
+        self.htmls += tag == "html"
+        for name, value in attrs:
+            if name == "id":
+                if value in self.ids:
+                    self.problems.append(f"duplicate id {value!r}")
+                self.ids.add(value)
+        if tag not in VOID:
+            self.stack.append(tag)
+
+    def handle_startendtag(self, tag, attrs):
+        self.handle_starttag(tag, attrs)
+        if tag not in VOID:
+            self.stack.pop()
+
+    def handle_endtag(self, tag):
+        if tag in VOID:
+            self.problems.append(f"end tag for void <{tag}>")
+        elif not self.stack or self.stack[-1] != tag:
+            self.problems.append(f"</{tag}> closes <{self.stack[-1] if self.stack else None}>")
+        else:
+            self.stack.pop()
+
+
+def test_every_page_is_well_formed_html_readable_without_javascript(make_server):
+    server = make_server("group.initial.rebalance.delay.ms=0")
+    port = server.admin_port
+    topic, group = f"wf-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1,
+                                  config={"retention.ms": "3600000"})])[topic].result(timeout=30)
+    wait_until(lambda: all(p.leader >= 0 for p in admin.list_topics(topic, timeout=10).topics[topic].partitions.values()),
+               what="leaders")
+    c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": group, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(topic, p, 0) for p in range(3)], asynchronous=False)
+    c.close()
+    token = csrf(port)
+    pages = {
+        "/": [], "/topics": [topic], "/topics/new": [], f"/topics/{topic}": ['id="placement"', "retention.ms"],
+        "/groups": [group], f"/groups/{group}": ['id="offsets"'], "/znodes/": [], "/znodes/brokers/ids": [],
+    }
+    _, preview, _ = post(port, "/topics/new", {"csrf": token, "name": "wf-preview", "partitions": "2", "op": "preview"})
+    _, reset, _ = post(port, f"/groups/{group}/reset", {"csrf": token, "to": "latest", "op": "preview"})
+    bodies = {path: get(port, path) for path in pages}
+    bodies["create preview"], bodies["reset preview"] = preview, reset
+    for path, body in bodies.items():
+        checker = WellFormed()
+        checker.feed(body)
+        checker.close()
+        assert checker.doctype == 1 and checker.htmls == 1, path
+        assert not checker.problems and not checker.stack, (path, checker.problems, checker.stack)
+        # Readable without JavaScript: what the page shows is in the HTML the server sent.
+        for text in pages.get(path, []):
+            assert text in body, (path, text)
+        assert "<noscript" not in body
