@@ -203,6 +203,16 @@ def test_sasl_ssl_with_both_clients(tmp_path, zk, certs):
                                  sasl_plain_username="alice", sasl_plain_password="alice-secret")
         assert admin.list_topics() is not None
         admin.close()
+        # The gregor CLI over SASL_SSL (TLS and a SCRAM login), Java client keys.
+        command_config = tmp_path / "sasl-ssl.properties"
+        command_config.write_text(
+            "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+            f"ssl.truststore.type=PEM\nssl.truststore.location={certs['ca']}\n"
+            'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="bob" password="bob-secret";\n')
+        out = gregor_cli("topics", "--bootstrap-server", f"127.0.0.1:{ports['SASL_SSL']}",
+                         "--command-config", str(command_config), "--list", timeout=90)
+        assert out.returncode == 0, (out.stdout, out.stderr)
+        assert any(line.startswith("sasl-ssl-") for line in out.stdout.splitlines()), out.stdout
     finally:
         g.stop()
 

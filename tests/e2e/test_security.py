@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import Gregor, free_port, wait_until
+from conftest import Gregor, free_port, gregor_cli, wait_until
 
 
 def openssl(*args, cwd):
@@ -127,6 +127,38 @@ def test_client_trusting_another_ca_fails_the_handshake(ssl_broker, certs):
     # A plaintext client on the SSL port does not get Kafka answers either.
     with pytest.raises(KafkaException):
         AdminClient({"bootstrap.servers": f"127.0.0.1:{ports['SSL']}"}).list_topics(timeout=3)
+
+
+def test_gregor_cli_over_ssl_with_command_config(ssl_broker, certs, tmp_path):
+    """`gregor topics` and `gregor configs` over the SSL listener with a librdkafka-style and a
+    Java-style --command-config; a client trusting another CA, or naming no CA, is refused
+    with a message and exits non-zero."""
+    g, ports = ssl_broker
+    bootstrap = f"127.0.0.1:{ports['SSL']}"
+    rdkafka_style = tmp_path / "ssl.properties"
+    rdkafka_style.write_text(f"security.protocol=SSL\nssl.ca.location={certs['ca']}\n")
+    java_style = tmp_path / "java-ssl.properties"
+    java_style.write_text(f"security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={certs['ca']}\n")
+    topic = "cli-tls-" + uuid.uuid4().hex[:6]
+    out = gregor_cli("topics", "--bootstrap-server", bootstrap, "--command-config", str(rdkafka_style),
+                     "--create", "--topic", topic, "--partitions", "2", "--replication-factor", "1")
+    assert out.returncode == 0, out.stderr
+    out = wait_until(lambda: (lambda o: o.returncode == 0 and o.stdout.count("Partition: ") == 2 and o)(
+        gregor_cli("topics", "--bootstrap-server", bootstrap, "--command-config", str(java_style),
+                   "--describe", "--topic", topic)), what="the topic described over TLS")
+    assert f"Topic: {topic}" in out.stdout
+    out = gregor_cli("configs", "--bootstrap-server", bootstrap, "--command-config", str(rdkafka_style),
+                     "--entity-type", "users", "--entity-name", "tls-user", "--alter",
+                     "--add-config", "SCRAM-SHA-256=[password=pw]")
+    assert out.returncode == 0, out.stderr
+    other = tmp_path / "other.properties"
+    other.write_text(f"security.protocol=SSL\nssl.ca.location={certs['other_ca']}\n")
+    out = gregor_cli("topics", "--bootstrap-server", bootstrap, "--command-config", str(other), "--list")
+    assert out.returncode != 0 and "TLS handshake failed" in out.stdout + out.stderr, (out.stdout, out.stderr)
+    none = tmp_path / "none.properties"
+    none.write_text("security.protocol=SSL\n")
+    out = gregor_cli("topics", "--bootstrap-server", bootstrap, "--command-config", str(none), "--list")
+    assert out.returncode != 0 and "ssl.ca.location" in out.stdout + out.stderr, (out.stdout, out.stderr)
 
 
 def test_kafka_python_over_ssl(ssl_broker, certs):

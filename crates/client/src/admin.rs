@@ -86,6 +86,9 @@ impl AdminOptions {
         if let Some(sasl) = &config.sasl {
             self.connection.sasl = Some(sasl.clone());
         }
+        if let Some(tls) = &config.tls {
+            self.connection.tls = Some(tls.clone());
+        }
     }
 }
 

@@ -23,6 +23,8 @@ pub struct CommandConfig {
     /// SASL credentials (`security.protocol=SASL_PLAINTEXT` with `sasl.mechanism` and
     /// `sasl.jaas.config` or librdkafka's `sasl.username`/`sasl.password`).
     pub sasl: Option<crate::connection::SaslCredentials>,
+    /// TLS (`security.protocol=SSL` or `SASL_SSL` with a PEM CA file).
+    pub tls: Option<crate::tls::TlsSettings>,
     /// Keys that were understood as Kafka client settings but have no effect here, with a
     /// note for the user (Kafka's AdminClient logs the same for unknown keys).
     pub ignored: Vec<String>,
@@ -31,19 +33,87 @@ pub struct CommandConfig {
 /// Parses the text of a Java-style properties file (`key=value`, `key: value` or `key value`
 /// lines, `#`/`!` comments, `\` line continuations) into a [`CommandConfig`].
 ///
-/// `security.protocol=SASL_PLAINTEXT` is honoured with `sasl.mechanism` (PLAIN,
+/// `security.protocol=SASL_PLAINTEXT` or `SASL_SSL` is honoured with `sasl.mechanism` (PLAIN,
 /// SCRAM-SHA-256, SCRAM-SHA-512; Kafka's default GSSAPI is not supported) and the credentials
 /// of `sasl.jaas.config` (`username`/`password` options) or `sasl.username`/`sasl.password`.
-/// TLS settings (`SSL`, `SASL_SSL`, `ssl.*`) are refused, because this client cannot honour
-/// them yet and silently sending plaintext would be worse than failing.
+/// `SSL` and `SASL_SSL` need a PEM file of CA certificates: `ssl.ca.location` (librdkafka) or
+/// `ssl.truststore.location` with `ssl.truststore.type=PEM` (Java); the broker's name is
+/// checked unless `ssl.endpoint.identification.algorithm` is empty (or librdkafka's `none`).
+/// What this client cannot honour is refused rather than ignored, since silently connecting
+/// with less protection than asked would be worse than failing: JKS/PKCS12 stores, inline
+/// certificates, and client certificates (mTLS).
 pub fn parse_command_config(text: &str) -> Result<CommandConfig, ClientError> {
     let mut config = CommandConfig::default();
     let mut sasl = SaslSettings::default();
+    let mut tls = TlsConfig::default();
     for (key, value) in properties(text) {
-        apply(&mut config, &mut sasl, &key, &value)?;
+        apply(&mut config, &mut sasl, &mut tls, &key, &value)?;
     }
     config.sasl = sasl.credentials()?;
+    config.tls = tls.settings(&mut config.ignored)?;
     Ok(config)
+}
+
+#[derive(Default)]
+struct TlsConfig {
+    protocol_ssl: bool,
+    ca_location: Option<String>,
+    truststore_location: Option<String>,
+    truststore_type: Option<String>,
+    identification: Option<String>,
+}
+
+impl TlsConfig {
+    fn settings(
+        self,
+        ignored: &mut Vec<String>,
+    ) -> Result<Option<crate::tls::TlsSettings>, ClientError> {
+        if !self.protocol_ssl {
+            if self.ca_location.is_some() || self.truststore_location.is_some() {
+                ignored.push(
+                    "The ssl.* settings have no effect: security.protocol is not SSL or SASL_SSL."
+                        .to_owned(),
+                );
+            }
+            return Ok(None);
+        }
+        if let Some(kind) = &self.truststore_type {
+            if !kind.eq_ignore_ascii_case("PEM") {
+                return Err(ClientError::Config(format!(
+                    "ssl.truststore.type={kind} is not supported: gregor's client reads PEM files (ssl.truststore.type=PEM, or ssl.ca.location)"
+                )));
+            }
+        }
+        let ca_file = match (self.ca_location, self.truststore_location) {
+            (Some(ca), _) => ca,
+            (None, Some(store)) if self.truststore_type.is_some() => store,
+            (None, Some(_)) => {
+                return Err(ClientError::Config(
+                    "ssl.truststore.location needs ssl.truststore.type=PEM: gregor's client reads PEM files, not JKS".to_owned(),
+                ))
+            }
+            (None, None) => {
+                return Err(ClientError::Config(
+                    "SSL needs the CA that signed the broker's certificate: ssl.ca.location=<PEM file> (or ssl.truststore.location with ssl.truststore.type=PEM); gregor's client has no default trust store".to_owned(),
+                ))
+            }
+        };
+        let verify_hostname = match self.identification.as_deref().map(str::trim) {
+            None => true,
+            Some(a) if a.eq_ignore_ascii_case("https") => true,
+            Some("") => false,
+            Some(a) if a.eq_ignore_ascii_case("none") => false,
+            Some(other) => {
+                return Err(ClientError::Config(format!(
+                    "ssl.endpoint.identification.algorithm={other} is not supported (https, or empty to turn the host name check off)"
+                )))
+            }
+        };
+        Ok(Some(crate::tls::TlsSettings {
+            ca_file: ca_file.into(),
+            verify_hostname,
+        }))
+    }
 }
 
 #[derive(Default)]
@@ -64,7 +134,7 @@ impl SaslSettings {
         if !self.protocol_sasl {
             if configured {
                 return Err(ClientError::Config(
-                    "sasl.* settings need security.protocol=SASL_PLAINTEXT".to_owned(),
+                    "sasl.* settings need security.protocol=SASL_PLAINTEXT or SASL_SSL".to_owned(),
                 ));
             }
             return Ok(None);
@@ -95,6 +165,7 @@ impl SaslSettings {
 fn apply(
     config: &mut CommandConfig,
     sasl: &mut SaslSettings,
+    tls: &mut TlsConfig,
     key: &str,
     value: &str,
 ) -> Result<(), ClientError> {
@@ -125,9 +196,14 @@ fn apply(
         "security.protocol" if value.eq_ignore_ascii_case("SASL_PLAINTEXT") => {
             sasl.protocol_sasl = true
         }
+        "security.protocol" if value.eq_ignore_ascii_case("SSL") => tls.protocol_ssl = true,
+        "security.protocol" if value.eq_ignore_ascii_case("SASL_SSL") => {
+            sasl.protocol_sasl = true;
+            tls.protocol_ssl = true;
+        }
         "security.protocol" => {
             return Err(ClientError::Config(format!(
-            "security.protocol={value} is not supported yet: gregor's client speaks PLAINTEXT and SASL_PLAINTEXT"
+            "security.protocol={value} is not supported: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
         )))
         }
         "sasl.mechanism" => sasl.mechanism = Some(value.to_string()),
@@ -144,9 +220,27 @@ fn apply(
             })?;
             sasl.jaas = Some((u.to_owned(), p.to_owned()));
         }
+        "ssl.ca.location" => tls.ca_location = Some(value.to_string()),
+        "ssl.truststore.location" => tls.truststore_location = Some(value.to_string()),
+        "ssl.truststore.type" => tls.truststore_type = Some(value.to_string()),
+        "ssl.endpoint.identification.algorithm" => tls.identification = Some(value.to_string()),
+        "ssl.truststore.password" => config.ignored.push(
+            "ssl.truststore.password has no effect: a PEM truststore has no password.".to_owned(),
+        ),
+        "ssl.protocol" | "ssl.enabled.protocols" | "ssl.cipher.suites" => config.ignored.push(
+            format!("{key} has no effect: gregor's client negotiates TLS 1.2 or 1.3 with rustls' safe defaults."),
+        ),
+        _ if key.starts_with("ssl.keystore.")
+            || key.starts_with("ssl.certificate.")
+            || key.starts_with("ssl.key.") =>
+        {
+            return Err(ClientError::Config(format!(
+                "{key} is not supported yet: gregor's client does not offer a client certificate (mTLS)"
+            )))
+        }
         _ if key.starts_with("ssl.") => {
             return Err(ClientError::Config(format!(
-                "{key} is not supported yet: gregor's client has no TLS support"
+                "{key} is not supported yet by gregor's client (it honours ssl.ca.location, ssl.truststore.location/type=PEM and ssl.endpoint.identification.algorithm)"
             )))
         }
         _ => config.ignored.push(format!(
@@ -216,19 +310,58 @@ mod tests {
     }
 
     #[test]
-    fn refuses_tls_with_a_clear_message() {
-        for text in [
-            "security.protocol=SASL_SSL",
-            "security.protocol=SSL",
-            "ssl.truststore.location=/etc/ts.jks",
+    fn reads_tls_settings_and_refuses_what_it_cannot_honour() {
+        let rdkafka =
+            parse_command_config("security.protocol=SSL\nssl.ca.location=/etc/ca.pem\n").unwrap();
+        assert_eq!(
+            rdkafka.tls,
+            Some(crate::tls::TlsSettings {
+                ca_file: "/etc/ca.pem".into(),
+                verify_hostname: true
+            })
+        );
+        assert!(rdkafka.sasl.is_none());
+        let java = parse_command_config(
+            "security.protocol=SASL_SSL\nssl.truststore.type=PEM\nssl.truststore.location=/etc/ts.pem\n\
+             ssl.endpoint.identification.algorithm=\nsasl.mechanism=PLAIN\nsasl.username=a\nsasl.password=b\n",
+        )
+        .unwrap();
+        assert_eq!(
+            java.tls,
+            Some(crate::tls::TlsSettings {
+                ca_file: "/etc/ts.pem".into(),
+                verify_hostname: false
+            })
+        );
+        assert_eq!(java.sasl.unwrap().username, "a");
+        for (text, message) in [
+            ("security.protocol=SSL", "ssl.ca.location=<PEM file>"),
+            (
+                "security.protocol=SSL\nssl.truststore.location=/etc/ts.jks",
+                "not JKS",
+            ),
+            (
+                "security.protocol=SSL\nssl.truststore.type=JKS\nssl.truststore.location=/etc/ts.jks",
+                "ssl.truststore.type=JKS is not supported",
+            ),
+            (
+                "security.protocol=SSL\nssl.ca.location=/ca\nssl.keystore.location=/k",
+                "mTLS",
+            ),
+            (
+                "security.protocol=SSL\nssl.ca.location=/ca\nssl.endpoint.identification.algorithm=dns",
+                "not supported",
+            ),
+            ("security.protocol=SSL\nssl.truststore.certificates=x", "not supported yet"),
+            ("security.protocol=TLS", "not supported"),
         ] {
-            let err = parse_command_config(text).unwrap_err();
-            assert!(
-                err.to_string().contains("not supported yet"),
-                "{text}: {err}"
-            );
+            let err = parse_command_config(text).unwrap_err().to_string();
+            assert!(err.contains(message), "{text}: {err}");
         }
-        assert!(parse_command_config("security.protocol=PLAINTEXT").is_ok());
+        let plain =
+            parse_command_config("security.protocol=PLAINTEXT\nssl.ca.location=/ca").unwrap();
+        assert!(plain.tls.is_none());
+        assert_eq!(plain.ignored.len(), 1);
     }
 
     #[test]
@@ -255,7 +388,7 @@ mod tests {
         for (text, message) in [
             (
                 "sasl.mechanism=PLAIN",
-                "need security.protocol=SASL_PLAINTEXT",
+                "need security.protocol=SASL_PLAINTEXT or SASL_SSL",
             ),
             (
                 "security.protocol=SASL_PLAINTEXT\nsasl.username=a\nsasl.password=b",

@@ -15,8 +15,7 @@ use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -41,8 +40,11 @@ pub struct ConnectionOptions {
     pub request_timeout: Duration,
     /// The largest response frame accepted; a bigger one closes the connection.
     pub max_response_bytes: usize,
-    /// SASL credentials for SASL_PLAINTEXT listeners (`None`: no authentication).
+    /// SASL credentials for SASL_PLAINTEXT and SASL_SSL listeners (`None`: no
+    /// authentication).
     pub sasl: Option<SaslCredentials>,
+    /// TLS for SSL and SASL_SSL listeners (`None`: plaintext).
+    pub tls: Option<crate::tls::TlsSettings>,
 }
 
 /// A SASL login: `sasl.mechanism` with `username` and `password` (what Kafka clients read
@@ -74,6 +76,7 @@ impl Default for ConnectionOptions {
             request_timeout: Duration::from_secs(30),
             max_response_bytes: 100 * 1024 * 1024,
             sasl: None,
+            tls: None,
         }
     }
 }
@@ -84,12 +87,24 @@ impl Default for ConnectionOptions {
 pub struct Connection {
     addr: String,
     options: ConnectionOptions,
-    writer: OwnedWriteHalf,
+    writer: Writer,
     shared: Arc<Mutex<Shared>>,
     reader: JoinHandle<()>,
     next_correlation_id: i32,
     broker_versions: HashMap<i16, (i16, i16)>,
 }
+
+/// The sending half of the socket, plain or TLS.
+struct Writer(Box<dyn AsyncWrite + Send + Sync + Unpin>);
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Writer")
+    }
+}
+
+/// The receiving half of the socket, plain or TLS.
+type Reader = Box<dyn AsyncRead + Send + Sync + Unpin>;
 
 /// State shared between the writer (the [`Connection`]) and the reader task.
 #[derive(Debug, Default)]
@@ -136,7 +151,26 @@ impl Connection {
             })?;
         // Requests are small and latency matters more than packet count.
         let _ = stream.set_nodelay(true);
-        let (read_half, writer) = stream.into_split();
+        let (read_half, writer): (Reader, Writer) = match &options.tls {
+            None => {
+                let (read, write) = stream.into_split();
+                (Box::new(read), Writer(Box::new(write)))
+            }
+            Some(settings) => {
+                let tls = tokio::time::timeout(
+                    options.connect_timeout,
+                    crate::tls::connect(stream, addr, settings),
+                )
+                .await
+                .map_err(|_| ClientError::Timeout {
+                    addr: addr.to_string(),
+                    what: "TLS handshake".to_string(),
+                    after: options.connect_timeout,
+                })??;
+                let (read, write) = tokio::io::split(tls);
+                (Box::new(read), Writer(Box::new(write)))
+            }
+        };
         let shared = Arc::new(Mutex::new(Shared::default()));
         let reader = tokio::spawn(read_responses(
             read_half,
@@ -416,7 +450,12 @@ impl Connection {
             });
         }
         tracing::trace!(addr = %self.addr, ?api, version, correlation_id, "sending request");
-        if let Err(source) = self.writer.write_all(&frame).await {
+        let written = match self.writer.0.write_all(&frame).await {
+            // TLS buffers what it encrypts: flush sends it (a no-op on plain TCP).
+            Ok(()) => self.writer.0.flush().await,
+            Err(err) => Err(err),
+        };
+        if let Err(source) = written {
             close(
                 &self.shared,
                 source.kind(),
@@ -525,7 +564,7 @@ impl Drop for Connection {
 /// The reader task: reads response frames until the socket fails, handing each body to the
 /// oldest pending request after checking its correlation id.
 async fn read_responses(
-    mut read_half: OwnedReadHalf,
+    mut read_half: Reader,
     shared: Arc<Mutex<Shared>>,
     addr: String,
     max_response_bytes: usize,

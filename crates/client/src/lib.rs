@@ -12,6 +12,7 @@ mod admin;
 mod command_config;
 mod connection;
 mod error;
+mod tls;
 pub mod versions;
 
 pub use admin::{
@@ -22,3 +23,4 @@ pub use admin::{
 pub use command_config::{parse_command_config, CommandConfig};
 pub use connection::{Connection, ConnectionOptions, SaslCredentials};
 pub use error::{error_message, ClientError};
+pub use tls::TlsSettings;
