@@ -95,10 +95,10 @@ fn an_unreachable_bootstrap_server_is_an_error_not_a_hang() {
 }
 
 #[test]
-fn command_config_refuses_sasl() {
+fn command_config_for_tls_without_a_ca_is_refused() {
     let dir = TempDir::new();
     let path = dir.path().join("admin.properties");
-    std::fs::write(&path, "security.protocol=SASL_SSL\n").unwrap();
+    std::fs::write(&path, "security.protocol=SSL\n").unwrap();
     let output = topics(&[
         "--bootstrap-server",
         "127.0.0.1:1",
@@ -108,7 +108,7 @@ fn command_config_refuses_sasl() {
     ]);
     assert_eq!(output.status.code(), Some(1));
     assert!(
-        stdout(&output).contains("not supported yet"),
+        stdout(&output).contains("ssl.ca.location=<PEM file>"),
         "{}",
         stdout(&output)
     );
