@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Args;
-use client::{AdminClient, AdminOptions, ClientError};
+use client::{AdminClient, ClientError};
 use kafka_protocol::messages::{
     create_acls_request::AclCreation, delete_acls_request::DeleteAclsFilter, CreateAclsRequest,
     DeleteAclsRequest, DescribeAclsRequest,
@@ -615,17 +615,12 @@ pub fn run(args: AclsArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async {
-        let mut options = AdminOptions::new(&bootstrap);
-        options.connection.client_id = "acls-tool".to_owned();
-        if let Some(path) = &args.command_config {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read --command-config {}", path.display()))?;
-            let config = client::parse_command_config(&text)?;
-            for ignored in &config.ignored {
-                eprintln!("{ignored}");
-            }
-            options.apply(&config);
-        }
+        let options = crate::admin_options::admin_options(
+            &bootstrap,
+            "acls-tool",
+            args.command_config.as_deref(),
+            "--command-config",
+        )?;
         let mut admin = match AdminClient::connect(options).await {
             Ok(admin) => admin,
             Err(err) => {

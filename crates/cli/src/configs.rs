@@ -19,7 +19,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context as _};
 use clap::{ArgAction, ArgMatches, Args};
-use client::{AdminClient, AdminOptions, ClientError, QuotaEntity, QuotaMatch};
+use client::{AdminClient, ClientError, QuotaEntity, QuotaMatch};
 use security::scram::ScramMechanism;
 
 /// Kafka's `DefaultScramIterations`.
@@ -547,17 +547,12 @@ pub fn run(args: ConfigsArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async {
-        let mut options = AdminOptions::new(&bootstrap);
-        options.connection.client_id = "configs-tool".to_owned();
-        if let Some(path) = &args.command_config {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read --command-config {}", path.display()))?;
-            let config = client::parse_command_config(&text)?;
-            for ignored in &config.ignored {
-                eprintln!("{ignored}");
-            }
-            options.apply(&config);
-        }
+        let options = crate::admin_options::admin_options(
+            &bootstrap,
+            "configs-tool",
+            args.command_config.as_deref(),
+            "--command-config",
+        )?;
         let mut admin = AdminClient::connect(options).await?;
         match plan {
             Plan::AlterScram {

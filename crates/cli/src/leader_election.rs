@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Args;
-use client::{AdminClient, AdminOptions, ClientError};
+use client::{AdminClient, ClientError};
 
 /// The flags of `kafka-leader-election.sh`.
 #[derive(Debug, Default, Clone, Args)]
@@ -220,17 +220,12 @@ pub fn run(args: LeaderElectionArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("cannot start the async runtime")?;
     let result = runtime.block_on(async {
-        let mut options = AdminOptions::new(args.bootstrap_server.as_deref().unwrap_or_default());
-        options.connection.client_id = "leader-election-tool".to_owned();
-        if let Some(path) = &args.admin_config {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read --admin.config {}", path.display()))?;
-            let config = client::parse_command_config(&text)?;
-            for ignored in &config.ignored {
-                eprintln!("{ignored}");
-            }
-            options.apply(&config);
-        }
+        let options = crate::admin_options::admin_options(
+            args.bootstrap_server.as_deref().unwrap_or_default(),
+            "leader-election-tool",
+            args.admin_config.as_deref(),
+            "--admin.config",
+        )?;
         let mut admin = AdminClient::connect(options).await?;
         let results = admin
             .elect_leaders(plan.election_type, plan.partitions.as_deref())

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context as _};
 use clap::Args;
-use client::{AdminClient, AdminOptions, LogDirDescription};
+use client::{AdminClient, LogDirDescription};
 use serde_json::{json, Value};
 
 /// Kafka's KAFKA_STORAGE_ERROR, which `kafka-log-dirs.sh` shows as the exception class.
@@ -103,17 +103,12 @@ async fn describe(
     command_config: Option<&std::path::Path>,
     requested: &BTreeSet<i32>,
 ) -> anyhow::Result<(BTreeSet<i32>, BTreeMap<i32, Vec<LogDirDescription>>)> {
-    let mut options = AdminOptions::new(bootstrap);
-    options.connection.client_id = "log-dirs-tool".to_owned();
-    if let Some(path) = command_config {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read --command-config {}", path.display()))?;
-        let config = client::parse_command_config(&text)?;
-        for ignored in &config.ignored {
-            eprintln!("{ignored}");
-        }
-        options.apply(&config);
-    }
+    let options = crate::admin_options::admin_options(
+        bootstrap,
+        "log-dirs-tool",
+        command_config,
+        "--command-config",
+    )?;
     let mut admin = AdminClient::connect(options).await?;
     let cluster: BTreeSet<i32> = admin.brokers().keys().copied().collect();
     let missing: BTreeSet<i32> = requested.difference(&cluster).copied().collect();

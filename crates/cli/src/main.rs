@@ -3,6 +3,7 @@
 //! Each subcommand lives in its own module; this file only parses and routes.
 
 mod acls;
+mod admin_options;
 mod assign;
 #[cfg(feature = "bench")]
 mod bench;

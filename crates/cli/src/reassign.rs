@@ -22,7 +22,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Args;
-use client::{AdminClient, AdminOptions, AlterConfigOp, ClientError, ConfigResourceKind};
+use client::{AdminClient, AlterConfigOp, ClientError, ConfigResourceKind};
 
 /// The flags of `kafka-reassign-partitions.sh`.
 #[derive(Debug, Default, Clone, Args)]
@@ -706,17 +706,12 @@ pub fn run(args: ReassignArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("cannot start the async runtime")?;
     let result = runtime.block_on(async {
-        let mut options = AdminOptions::new(args.bootstrap_server.as_deref().unwrap_or_default());
-        options.connection.client_id = "reassign-partitions".to_owned();
-        if let Some(path) = &args.command_config {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read --command-config {}", path.display()))?;
-            let config = client::parse_command_config(&text)?;
-            for ignored in &config.ignored {
-                eprintln!("{ignored}");
-            }
-            options.apply(&config);
-        }
+        let options = crate::admin_options::admin_options(
+            args.bootstrap_server.as_deref().unwrap_or_default(),
+            "reassign-partitions",
+            args.command_config.as_deref(),
+            "--command-config",
+        )?;
         let mut admin = AdminClient::connect(options).await?;
         let outcome = match action {
             Action::List => list(&mut admin).await,
