@@ -441,25 +441,23 @@ fn zxid_to_u64(zxid: i64) -> u64 {
     u64::try_from(zxid).expect("zxids are never negative")
 }
 
-/// Issue 14: the store's log replay (what `Durable::open` does after a crash) fuzzed. Log
-/// entries as the writer encodes them (paths valid, invalid, nested and orphaned; node stats
-/// with extreme values; deletions; zxids of any sign), mutated as bytes, are written into a
-/// store file, which is then opened. Opening must answer `Ok` or `Err`, never panic. CI runs
-/// a smoke from `PROPTEST_RNG_SEED`; the long run is `cargo test -p metastore --lib
-/// replay_fuzz -- --ignored` (docs/fuzzing.md).
-#[cfg(test)]
-mod replay_fuzz {
+/// Shared by the fuzz targets (issue 14): the structured proptest run below (`replay_fuzz`)
+/// and the coverage-guided libFuzzer target `store_replay` in `fuzz/` (outside the workspace;
+/// see docs/fuzzing.md) call the same check on log records built the same way. Not part of
+/// the crate's API.
+pub mod fuzzing {
     use super::*;
-    use proptest::prelude::*;
-    use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
-    const SMOKE_CASES: u32 = 80;
-    const LONG_CASES: u32 = 5_000;
+    /// A change of a log entry: (index into [`PATHS`], the node written or `None` for a
+    /// deletion: (data, [czxid, mzxid, pzxid, ctime, mtime, ephemeral owner], [version,
+    /// cversion])).
+    pub type Change = (u8, Option<(Vec<u8>, [i64; 6], [i32; 2])>);
+    /// A log entry: (zxid, changes, a byte of the encoded record changed: (position as a
+    /// fraction of 2^32, new byte)).
+    pub type Entry = (i64, Vec<Change>, Option<(u32, u8)>);
 
-    type Change = (u8, Option<(Vec<u8>, [i64; 6], [i32; 2])>);
-    type Entry = (i64, Vec<Change>, Option<(u32, u8)>);
-
-    const PATHS: [&str; 10] = [
+    /// Paths a change may name: valid, nested, orphaned and invalid ones.
+    pub const PATHS: [&str; 10] = [
         "/a",
         "/a/b",
         "/a/b/c",
@@ -472,37 +470,12 @@ mod replay_fuzz {
         "/orphan/child",
     ];
 
-    fn entry() -> impl Strategy<Value = Entry> {
-        let stat = (
-            any::<[i64; 6]>(),
-            prop_oneof![Just([0i32, 0]), any::<[i32; 2]>()],
-        );
-        let extreme = prop_oneof![Just(i64::MIN), Just(-1i64), 0i64..100, Just(i64::MAX)];
-        (
-            extreme,
-            proptest::collection::vec(
-                (
-                    0u8..10,
-                    proptest::option::of((
-                        prop_oneof![
-                            proptest::collection::vec(any::<u8>(), 0..64),
-                            (0usize..200_000).prop_map(|n| vec![7u8; n]),
-                        ],
-                        stat.clone().prop_map(|(s, _)| s),
-                        stat.prop_map(|(_, v)| v),
-                    )),
-                ),
-                0..8,
-            ),
-            proptest::option::of((any::<u32>(), any::<u8>())),
-        )
-    }
-
-    fn record(entry: &Entry) -> Vec<u8> {
+    /// The log record of `entry`, as the writer encodes it (then the byte change applied).
+    pub fn record(entry: &Entry) -> Vec<u8> {
         let (zxid, changes, byte_change) = entry;
         let mut record = zxid.to_le_bytes().to_vec();
         for (path, state) in changes {
-            let path = PATHS[*path as usize];
+            let path = PATHS[*path as usize % PATHS.len()];
             let encoded = state.as_ref().map(|(data, longs, ints)| {
                 let node = Node {
                     data: data.clone(),
@@ -534,6 +507,90 @@ mod replay_fuzz {
         record
     }
 
+    /// The check: a store file in `dir` whose log holds `records` (any bytes) and whose
+    /// checkpoint zxid is `meta_zxid` is opened (`Durable::open`, the replay after a crash),
+    /// which must answer `Ok` or an error, never panic. `Err` says what went wrong (a panic's
+    /// message, or the store file could not be written).
+    pub fn check_replay(
+        dir: &Path,
+        records: &[Vec<u8>],
+        meta_zxid: Option<u64>,
+    ) -> std::result::Result<(), String> {
+        let file = dir.join("store.redb");
+        let _ = std::fs::remove_file(&file);
+        let write = || -> std::result::Result<(), redb::Error> {
+            let db = Database::create(&file)?;
+            let txn = db.begin_write()?;
+            {
+                let mut log = txn.open_table(LOG)?;
+                for (seq, r) in records.iter().enumerate() {
+                    log.insert(seq as u64, r.as_slice())?;
+                }
+                let mut meta = txn.open_table(META)?;
+                if let Some(zxid) = meta_zxid {
+                    meta.insert(META_ZXID, zxid)?;
+                }
+            }
+            txn.commit()?;
+            Ok(())
+        };
+        write().map_err(|e| format!("writing the store file: {e}"))?;
+        match std::panic::catch_unwind(|| Durable::open(&file).map(|_| ())) {
+            Ok(_) => Ok(()),
+            Err(panic) => Err(format!(
+                "opening panicked: {}",
+                panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default()
+            )),
+        }
+    }
+}
+
+/// Issue 14: the store's log replay (what `Durable::open` does after a crash) fuzzed. Log
+/// entries as the writer encodes them (paths valid, invalid, nested and orphaned; node stats
+/// with extreme values; deletions; zxids of any sign), mutated as bytes, are written into a
+/// store file, which is then opened. Opening must answer `Ok` or `Err`, never panic. CI runs
+/// a smoke from `PROPTEST_RNG_SEED`; the long run is `cargo test -p metastore --lib
+/// replay_fuzz -- --ignored` (docs/fuzzing.md).
+#[cfg(test)]
+mod replay_fuzz {
+    use super::fuzzing::{check_replay, record, Entry};
+    use super::*;
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+    const SMOKE_CASES: u32 = 80;
+    const LONG_CASES: u32 = 5_000;
+
+    fn entry() -> impl Strategy<Value = Entry> {
+        let stat = (
+            any::<[i64; 6]>(),
+            prop_oneof![Just([0i32, 0]), any::<[i32; 2]>()],
+        );
+        let extreme = prop_oneof![Just(i64::MIN), Just(-1i64), 0i64..100, Just(i64::MAX)];
+        (
+            extreme,
+            proptest::collection::vec(
+                (
+                    0u8..10,
+                    proptest::option::of((
+                        prop_oneof![
+                            proptest::collection::vec(any::<u8>(), 0..64),
+                            (0usize..200_000).prop_map(|n| vec![7u8; n]),
+                        ],
+                        stat.clone().prop_map(|(s, _)| s),
+                        stat.prop_map(|(_, v)| v),
+                    )),
+                ),
+                0..8,
+            ),
+            proptest::option::of((any::<u32>(), any::<u8>())),
+        )
+    }
+
     fn replay(cases: u32) {
         let config = Config {
             cases,
@@ -547,34 +604,8 @@ mod replay_fuzz {
         );
         let outcome = TestRunner::new(config).run(&strategy, |(entries, meta_zxid)| {
             let dir = tempfile::tempdir().unwrap();
-            let file = dir.path().join("store.redb");
-            {
-                let db = Database::create(&file).unwrap();
-                let txn = db.begin_write().unwrap();
-                {
-                    let mut log = txn.open_table(LOG).unwrap();
-                    for (seq, e) in entries.iter().enumerate() {
-                        log.insert(seq as u64, record(e).as_slice()).unwrap();
-                    }
-                    let mut meta = txn.open_table(META).unwrap();
-                    if let Some(zxid) = meta_zxid {
-                        meta.insert(META_ZXID, zxid).unwrap();
-                    }
-                }
-                txn.commit().unwrap();
-            }
-            let opened = std::panic::catch_unwind(|| Durable::open(&file).map(|_| ()));
-            match opened {
-                Ok(_) => Ok(()),
-                Err(panic) => Err(TestCaseError::fail(format!(
-                    "opening panicked: {}",
-                    panic
-                        .downcast_ref::<String>()
-                        .cloned()
-                        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                        .unwrap_or_default()
-                ))),
-            }
+            let records: Vec<Vec<u8>> = entries.iter().map(record).collect();
+            check_replay(dir.path(), &records, meta_zxid).map_err(TestCaseError::fail)
         });
         if let Err(err) = outcome {
             panic!(

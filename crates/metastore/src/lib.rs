@@ -88,6 +88,8 @@ mod watch;
 mod zookeeper;
 
 pub use client::{Client, Events};
+#[doc(hidden)]
+pub use durable::fuzzing;
 pub use embedded::{CommitStats, EmbeddedStore, STORE_FILE};
 pub use zookeeper::connect_zookeeper;
 

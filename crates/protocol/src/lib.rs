@@ -12,6 +12,8 @@
 pub mod api_versions;
 pub mod error_code;
 pub mod frame;
+#[doc(hidden)]
+pub mod fuzzing;
 mod kip848;
 pub mod request;
 pub mod response;

@@ -29,6 +29,8 @@ pub const CRC_COVERED_FROM: usize = ATTRIBUTES;
 
 pub mod builder;
 pub mod codec;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod legacy;
 pub mod record;
 pub mod validate;

@@ -6,12 +6,13 @@
 //! topic policies. Neither may panic; a refusal names a Kafka error.
 //!
 //! CI runs a smoke from `PROPTEST_RNG_SEED`; the long run is `cargo test -p records --test
-//! fuzz_full -- --ignored` (docs/fuzzing.md).
+//! fuzz_full -- --ignored` (docs/fuzzing.md). The check and the set builder live in
+//! `records::fuzzing`, shared with the libFuzzer target `record_batch` (fuzz/).
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
-use records::builder::{BatchBuilder, BatchSpec, NewRecord};
-use records::{validate_produce, validate_record_set, Compression, ProducePolicy};
+use records::fuzzing::{build, check_record_set, policy, BatchPlan};
+use records::{validate_record_set, ProducePolicy};
 
 const SMOKE_CASES: u32 = 200;
 const LONG_CASES: u32 = 10_000;
@@ -34,14 +35,6 @@ where
     }
 }
 
-#[derive(Debug, Clone)]
-struct BatchPlan {
-    codec: u8,
-    producer: Option<(i64, i16, i32, bool)>,
-    /// (key, value size, fill, headers)
-    records: Vec<(Option<Vec<u8>>, usize, u8, u8)>,
-}
-
 fn batch_plan() -> impl Strategy<Value = BatchPlan> {
     (
         0u8..5,
@@ -61,44 +54,6 @@ fn batch_plan() -> impl Strategy<Value = BatchPlan> {
             producer,
             records,
         })
-}
-
-fn build(plans: &[BatchPlan]) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut offset = 0i64;
-    for plan in plans {
-        let mut spec = BatchSpec::new(offset);
-        spec.compression = match plan.codec {
-            0 => Compression::None,
-            1 => Compression::Gzip,
-            2 => Compression::Snappy,
-            3 => Compression::Lz4,
-            _ => Compression::Zstd,
-        };
-        if let Some((id, epoch, sequence, transactional)) = plan.producer {
-            spec.producer_id = id;
-            spec.producer_epoch = epoch;
-            spec.base_sequence = sequence;
-            spec.transactional = transactional;
-        }
-        let mut builder = BatchBuilder::new(spec);
-        for (i, (key, size, fill, headers)) in plan.records.iter().enumerate() {
-            let value = vec![*fill; *size];
-            let header_list: Vec<(&[u8], Option<&[u8]>)> = (0..*headers)
-                .map(|_| (&b"h"[..], Some(&b"v"[..])))
-                .collect();
-            builder.push(&NewRecord {
-                offset: offset + i as i64,
-                timestamp: 1_700_000_000_000 + i as i64,
-                key: key.as_deref(),
-                value: Some(&value),
-                headers: &header_list,
-            });
-        }
-        offset += plan.records.len() as i64;
-        out.extend_from_slice(&builder.build());
-    }
-    out
 }
 
 #[derive(Debug, Clone)]
@@ -181,36 +136,23 @@ fn apply(set: &mut Vec<u8>, m: &Mutation) {
     }
 }
 
-fn policy() -> impl Strategy<Value = ProducePolicy> {
+fn any_policy() -> impl Strategy<Value = ProducePolicy> {
     (
         any::<bool>(),
         any::<bool>(),
         prop_oneof![Just(i64::MAX), 0i64..10_000_000],
         0u8..6,
     )
-        .prop_map(
-            |(compacted, log_append_time, timestamp_difference_max_ms, target)| ProducePolicy {
-                compacted,
-                log_append_time,
-                timestamp_difference_max_ms,
-                target_compression: match target {
-                    0 => Some(Compression::None),
-                    1 => Some(Compression::Gzip),
-                    2 => Some(Compression::Snappy),
-                    3 => Some(Compression::Lz4),
-                    4 => Some(Compression::Zstd),
-                    _ => None,
-                },
-                now_ms: 1_700_000_000_000,
-            },
-        )
+        .prop_map(|(compacted, log_append_time, max_ms, target)| {
+            policy(compacted, log_append_time, max_ms, target)
+        })
 }
 
 fn validator(cases: u32) {
     let strategy = (
         proptest::collection::vec(batch_plan(), 1..4),
         proptest::collection::vec(mutation(), 0..5),
-        policy(),
+        any_policy(),
     );
     run(cases, strategy, |(plans, mutations, policy)| {
         let mut set = build(&plans);
@@ -222,8 +164,7 @@ fn validator(cases: u32) {
         for m in &mutations {
             apply(&mut set, m);
         }
-        let _ = validate_record_set(&set);
-        let _ = validate_produce(&mut set, &policy);
+        check_record_set(&set, &policy);
         Ok(())
     });
 }
@@ -253,11 +194,10 @@ fn random_bytes_full_size_long() {
 fn random_bytes(cases: u32) {
     let strategy = (
         prop_oneof![3 => proptest::collection::vec(any::<u8>(), 0..4096), 1 => proptest::collection::vec(any::<u8>(), 4096..(1 << 20))],
-        policy(),
+        any_policy(),
     );
-    run(cases, strategy, |(mut bytes, policy)| {
-        let _ = validate_record_set(&bytes);
-        let _ = validate_produce(&mut bytes, &policy);
+    run(cases, strategy, |(bytes, policy)| {
+        check_record_set(&bytes, &policy);
         Ok(())
     });
 }

@@ -11,6 +11,9 @@
 pub mod checkpoint;
 mod error;
 mod file;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod log;
 mod log_manager;
 pub mod open_files;

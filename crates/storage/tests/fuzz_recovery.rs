@@ -7,14 +7,13 @@
 //! With a clean-shutdown marker that lies (`open_clean`) it must not panic either.
 //!
 //! CI runs a smoke from `PROPTEST_RNG_SEED`; the long run is `cargo test -p storage --test
-//! fuzz_recovery -- --ignored` (docs/fuzzing.md).
-
-use std::path::{Path, PathBuf};
+//! fuzz_recovery -- --ignored` (docs/fuzzing.md). The check and its oracle live in
+//! `storage::fuzzing` (feature `fuzzing`), shared with the libFuzzer target
+//! `segment_recovery` (fuzz/).
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
-use records::testing::{decode_values, encode_batch};
-use storage::log::{Log, LogConfig};
+use storage::fuzzing::{check_recovery, Damage, RecoveryCase};
 
 const SMOKE_CASES: u32 = 40;
 const LONG_CASES: u32 = 2_000;
@@ -37,20 +36,6 @@ where
     }
 }
 
-#[derive(Debug, Clone)]
-enum Damage {
-    /// Bytes after the last batch (a torn write): random or zeros.
-    Append(Vec<u8>),
-    /// Bytes overwritten at a fraction of the active segment.
-    Overwrite(u32, Vec<u8>),
-    /// An extreme value planted at one of a batch header's fields (base offset, length,
-    /// attributes, magic, crc, last offset delta, count), in the n-th batch of the segment.
-    /// (Not the partition leader epoch: outside the CRC, any value of it is a valid batch.)
-    Header(u16, u8, i64),
-    /// The segment cut at a fraction of its length.
-    Cut(u32),
-}
-
 fn damage() -> impl Strategy<Value = Damage> {
     prop_oneof![
         2 => (prop_oneof![1usize..100, 100usize..70_000], any::<bool>(), any::<u8>())
@@ -63,46 +48,6 @@ fn damage() -> impl Strategy<Value = Damage> {
             .prop_map(|(n, field, v)| Damage::Header(n, field, v)),
         1 => any::<u32>().prop_map(Damage::Cut),
     ]
-}
-
-fn files_with(dir: &Path, ext: &str) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == ext))
-        .collect();
-    files.sort();
-    files
-}
-
-/// (position, end, next offset) of each batch of a valid segment file.
-fn batches_of(bytes: &[u8]) -> Vec<(usize, usize, i64)> {
-    let mut out = Vec::new();
-    let mut pos = 0;
-    while pos + 61 <= bytes.len() {
-        let base = i64::from_be_bytes(bytes[pos..pos + 8].try_into().unwrap());
-        let len = i32::from_be_bytes(bytes[pos + 8..pos + 12].try_into().unwrap()) as usize;
-        let delta = i32::from_be_bytes(bytes[pos + 23..pos + 27].try_into().unwrap());
-        let end = pos + 12 + len;
-        out.push((pos, end, base + i64::from(delta) + 1));
-        pos = end;
-    }
-    out
-}
-
-fn all_records(log: &Log) -> Result<Vec<(i64, String)>, String> {
-    let mut got = Vec::new();
-    let mut offset = log.log_start_offset();
-    while offset < log.log_end_offset() {
-        let bytes = log.read(offset, 1 << 22).map_err(|e| e.to_string())?;
-        let records = decode_values(&bytes);
-        let Some(last) = records.last() else {
-            return Err(format!("nothing read at {offset}"));
-        };
-        offset = last.0 + 1;
-        got.extend(records);
-    }
-    Ok(got)
 }
 
 fn recovery(cases: u32) {
@@ -124,139 +69,14 @@ fn recovery(cases: u32) {
         strategy,
         |(plan, segment_bytes, index_interval_bytes, damages, index_damage)| {
             let dir = tempfile::tempdir().unwrap();
-            let config = LogConfig {
+            let case = RecoveryCase {
+                plan,
                 segment_bytes,
                 index_interval_bytes,
-                max_message_bytes: 8 << 20,
-                ..LogConfig::default()
+                damages,
+                index_damage,
             };
-            let mut log = Log::open(dir.path(), config.clone(), 0, 0).unwrap();
-            for (i, (count, size)) in plan.iter().enumerate() {
-                let values: Vec<Vec<u8>> = (0..*count)
-                    .map(|j| {
-                        let mut v = format!("b{i}-r{j}-").into_bytes();
-                        v.resize(*size, b'a' + (i % 26) as u8);
-                        v
-                    })
-                    .collect();
-                log.append(
-                    &mut encode_batch(&values, 1_700_000_000_000 + i as i64, None),
-                    0,
-                    0,
-                )
-                .unwrap();
-            }
-            let before = all_records(&log).unwrap();
-            log.flush().unwrap();
-            drop(log);
-
-            let segment = files_with(dir.path(), "log").pop().unwrap();
-            let original = std::fs::read(&segment).unwrap();
-            let segment_base: i64 = segment
-                .file_stem()
-                .unwrap()
-                .to_str()
-                .unwrap()
-                .parse()
-                .unwrap();
-            let batches = batches_of(&original);
-            let mut bytes = original.clone();
-            for d in &damages {
-                match d {
-                    Damage::Append(tail) => bytes.extend_from_slice(tail),
-                    Damage::Overwrite(p, b) => {
-                        if !bytes.is_empty() {
-                            let i = ((u64::from(*p) * bytes.len() as u64) >> 32) as usize;
-                            let end = (i + b.len()).min(bytes.len());
-                            bytes[i..end].copy_from_slice(&b[..end - i]);
-                        }
-                    }
-                    Damage::Header(n, field, v) => {
-                        if !batches.is_empty() {
-                            let pos = batches[*n as usize % batches.len()].0;
-                            let (at, width) =
-                                [(0, 8), (8, 4), (21, 2), (16, 1), (17, 4), (23, 4), (57, 4)]
-                                    [*field as usize];
-                            let value = v.to_be_bytes();
-                            if pos + at + width <= bytes.len() {
-                                bytes[pos + at..pos + at + width]
-                                    .copy_from_slice(&value[8 - width..]);
-                            }
-                        }
-                    }
-                    Damage::Cut(p) => {
-                        let i = ((u64::from(*p) * bytes.len() as u64) >> 32) as usize;
-                        bytes.truncate(i);
-                    }
-                }
-            }
-            std::fs::write(&segment, &bytes).unwrap();
-            if let Some((p, b)) = &index_damage {
-                for index in files_with(dir.path(), "index")
-                    .into_iter()
-                    .chain(files_with(dir.path(), "timeindex"))
-                {
-                    let mut data = std::fs::read(&index).unwrap();
-                    if !data.is_empty() {
-                        let i = ((u64::from(*p) * data.len() as u64) >> 32) as usize;
-                        let end = (i + b.len()).min(data.len());
-                        data[i..end].copy_from_slice(&b[..end - i]);
-                        std::fs::write(&index, data).unwrap();
-                    }
-                }
-            }
-            // The oracle: the batches wholly before the first changed byte survive.
-            let first_change = original
-                .iter()
-                .zip(&bytes)
-                .position(|(a, b)| a != b)
-                .unwrap_or(original.len().min(bytes.len()));
-            let expected_end = batches
-                .iter()
-                .take_while(|(_, end, _)| *end <= first_change)
-                .last()
-                .map_or(segment_base, |(_, _, next)| *next);
-
-            // A lying clean-shutdown marker: no panic, whatever it answers.
-            if let Ok(log) = Log::open_clean(dir.path(), config.clone(), 0) {
-                // Reads only (what it serves is not trusted after a lying marker).
-                let mut offset = log.log_start_offset();
-                while offset < log.log_end_offset() {
-                    if log.read(offset, 1 << 22).is_err() {
-                        break;
-                    }
-                    offset += 1;
-                    if offset > log.log_start_offset() + 50 {
-                        break;
-                    }
-                }
-                drop(log);
-            }
-            let mut log = match Log::open(dir.path(), config.clone(), 0, 0) {
-                Ok(log) => log,
-                Err(err) => {
-                    return Err(TestCaseError::fail(format!(
-                        "cannot open after {damages:?}: {err}"
-                    )))
-                }
-            };
-            prop_assert_eq!(log.log_end_offset(), expected_end, "after {:?}", damages);
-            let after = all_records(&log).map_err(TestCaseError::fail)?;
-            let expected: Vec<(i64, String)> = before
-                .iter()
-                .filter(|(o, _)| *o < expected_end)
-                .cloned()
-                .collect();
-            prop_assert!(after == expected, "records differ after {:?}", damages);
-            let appended = log
-                .append(
-                    &mut encode_batch(&[b"after".to_vec()], 1_800_000_000_000, None),
-                    0,
-                    0,
-                )
-                .map_err(|e| TestCaseError::fail(e.to_string()))?;
-            prop_assert_eq!(appended.first_offset, expected_end);
-            Ok(())
+            check_recovery(dir.path(), &case).map_err(TestCaseError::fail)
         },
     );
 }

@@ -12,6 +12,8 @@
 
 pub mod acls;
 pub mod consumers;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod json;
 pub mod paths;
 pub mod security;
