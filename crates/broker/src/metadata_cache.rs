@@ -9,7 +9,7 @@
 //! swaps it in. Topics are shared between snapshots (`Arc<TopicInfo>`), so an update copies
 //! only the topics it changes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 
 use kafka_protocol::messages::update_metadata_request::UpdateMetadataPartitionState;
@@ -81,6 +81,20 @@ pub struct Snapshot {
     pub brokers: BTreeMap<BrokerId, LiveBroker>,
     /// Topics by name, shared with the snapshots before and after this one.
     pub topics: BTreeMap<String, Arc<TopicInfo>>,
+    /// Topic names by topic id (topics with a nil id are not in it), kept with `topics`.
+    topic_names: HashMap<Uuid, String>,
+}
+
+impl Snapshot {
+    /// The name of the topic with id `topic_id`; `None` for the nil id and for ids this
+    /// snapshot does not know. A map lookup: Fetch v13+, Metadata v10+ and DeleteTopics v6+
+    /// resolve every id they are sent here.
+    pub fn topic_name(&self, topic_id: Uuid) -> Option<&str> {
+        if topic_id.is_nil() {
+            return None;
+        }
+        self.topic_names.get(&topic_id).map(String::as_str)
+    }
 }
 
 /// The cache: written by UpdateMetadata, read by every request.
@@ -187,15 +201,23 @@ impl MetadataCache {
                     let info = Arc::make_mut(info);
                     info.partitions.remove(&partition);
                     if info.partitions.is_empty() {
+                        let id = info.topic_id;
                         cache.topics.remove(&topic);
+                        if cache.topic_names.get(&id) == Some(&topic) {
+                            cache.topic_names.remove(&id);
+                        }
                     }
                 }
                 removed.push((topic, partition));
                 continue;
             }
-            let info = Arc::make_mut(cache.topics.entry(topic).or_default());
-            if !topic_id.is_nil() {
+            let info = Arc::make_mut(cache.topics.entry(topic.clone()).or_default());
+            if !topic_id.is_nil() && info.topic_id != topic_id {
+                if cache.topic_names.get(&info.topic_id) == Some(&topic) {
+                    cache.topic_names.remove(&info.topic_id);
+                }
                 info.topic_id = topic_id;
+                cache.topic_names.insert(topic_id, topic);
             }
             info.partitions.insert(
                 partition,
@@ -293,5 +315,28 @@ mod tests {
         // "u" was not in the last update: both snapshots hold the same allocation.
         assert!(Arc::ptr_eq(&before.topics["u"], &after.topics["u"]));
         assert!(!Arc::ptr_eq(&before.topics["t"], &after.topics["t"]));
+    }
+
+    #[test]
+    fn topics_are_found_by_id_until_deleted_or_recreated() {
+        let cache = MetadataCache::default();
+        assert_eq!(cache.snapshot().topic_name(Uuid::from_u128(7)), None);
+        cache.update(&request(vec![state(0, 1)]));
+        let snap = cache.snapshot();
+        assert_eq!(snap.topic_name(Uuid::from_u128(7)), Some("t"));
+        assert_eq!(snap.topic_name(Uuid::from_u128(8)), None);
+        assert_eq!(snap.topic_name(Uuid::nil()), None);
+        // The same name under a new id (deleted and created again): only the new id finds it.
+        let mut recreated = request(vec![state(0, 1)]);
+        recreated.topic_states[0].topic_id = Uuid::from_u128(8);
+        cache.update(&recreated);
+        let snap = cache.snapshot();
+        assert_eq!(snap.topic_name(Uuid::from_u128(7)), None);
+        assert_eq!(snap.topic_name(Uuid::from_u128(8)), Some("t"));
+        // Its last partition deleted: the id is gone with the topic.
+        let mut deleted = request(vec![state(0, LEADER_DURING_DELETE)]);
+        deleted.topic_states[0].topic_id = Uuid::from_u128(8);
+        cache.update(&deleted);
+        assert_eq!(cache.snapshot().topic_name(Uuid::from_u128(8)), None);
     }
 }

@@ -36,13 +36,10 @@ pub(super) async fn handle(
         }));
         let snapshot = ctx.metadata_cache.snapshot();
         let name_of = |t: &kafka_protocol::messages::delete_topics_request::DeleteTopicState| {
-            t.name.as_ref().map(|n| n.0.to_string()).or_else(|| {
-                snapshot
-                    .topics
-                    .iter()
-                    .find(|(_, info)| !t.topic_id.is_nil() && info.topic_id == t.topic_id)
-                    .map(|(name, _)| name.to_string())
-            })
+            t.name
+                .as_ref()
+                .map(|n| n.0.to_string())
+                .or_else(|| snapshot.topic_name(t.topic_id).map(str::to_owned))
         };
         let (allowed, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut request.topics)
             .into_iter()

@@ -68,11 +68,8 @@ pub(super) async fn handle(
             None => name.0.to_string(),
             Some(snapshot) => {
                 let key = snapshot
-                    .topics
-                    .iter()
-                    .find(|(_, info)| !info.topic_id.is_nil() && info.topic_id == id)
-                    .map(|(name, _)| name.clone())
-                    .unwrap_or_else(|| format!("{UNKNOWN_ID_PREFIX}{id}"));
+                    .topic_name(id)
+                    .map_or_else(|| format!("{UNKNOWN_ID_PREFIX}{id}"), str::to_owned);
                 ids.insert(key.clone(), id);
                 key
             }

@@ -68,12 +68,8 @@ pub(super) async fn handle(
         for requested in request.topics.iter().flatten() {
             let name = match &requested.name {
                 Some(name) => name.0.to_string(),
-                None => match snapshot
-                    .topics
-                    .iter()
-                    .find(|(_, t)| t.topic_id == requested.topic_id)
-                {
-                    Some((name, _)) => name.clone(),
+                None => match snapshot.topic_name(requested.topic_id) {
+                    Some(name) => name.to_owned(),
                     None => {
                         topics.push(error_topic(
                             None,

@@ -473,11 +473,7 @@ impl TopicLookup for crate::metadata_cache::MetadataCache {
     }
 
     fn name_of(&self, topic_id: Uuid) -> Option<String> {
-        self.snapshot()
-            .topics
-            .iter()
-            .find(|(_, info)| info.topic_id == topic_id)
-            .map(|(name, _)| name.clone())
+        self.snapshot().topic_name(topic_id).map(str::to_owned)
     }
 }
 
