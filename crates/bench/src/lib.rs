@@ -11,27 +11,32 @@
 //! - [`failover`]: produces at a fixed rate, sends SIGKILL or SIGTERM to one broker, and
 //!   measures until its partitions have new leaders and accept produce again;
 //! - [`topics`]: creates many partitions at once and measures until they are online, with
-//!   Metadata and Produce latency to an existing topic meanwhile and the broker's RSS.
+//!   Metadata and Produce latency to an existing topic meanwhile and the broker's RSS;
+//! - [`soak`]: a thousand connections of mixed traffic plus stalled and disconnecting ones
+//!   for a fixed time, then checks for errors, lost records, fd and RSS growth (this one
+//!   speaks through the project's own client crate, not librdkafka).
 //!
 //! Each run can also watch the broker process (`broker_pid`): CPU time from
 //! `/proc/<pid>/stat` (utime + stime, before and after) and peak RSS from
 //! `/proc/<pid>/status` (`VmHWM`, plus `VmRSS` sampled every second).
 //!
 //! It does not parse command lines (the `cli` crate does) and knows nothing about Gregor's
-//! internals: it speaks to the broker only through librdkafka, so the same figures can be
-//! taken against Apache Kafka. It is kept out of the server's default build: only
+//! internals: it speaks to the broker only through the Kafka protocol (librdkafka, and for
+//! the soak the `client` crate), so the same figures can be taken against Apache Kafka. It is kept out of the server's default build: only
 //! `cargo build -p cli --features bench` links librdkafka.
 
 mod failover;
 mod latency;
 mod procfs;
 mod run;
+mod soak;
 mod topics;
 
 pub use failover::{failover, FailoverOptions, FailoverReport, Signal};
 pub use latency::LatencySummary;
 pub use procfs::{BrokerProbe, BrokerUsage};
 pub use run::{consume, end_to_end, produce};
+pub use soak::{soak, ProcessFigures, SoakOptions, SoakReport};
 pub use topics::{topics, TopicsOptions, TopicsReport};
 
 use std::fmt;
@@ -103,6 +108,12 @@ pub enum BenchError {
         /// The I/O error.
         #[source]
         source: std::io::Error,
+    },
+    /// The soak could not run (cluster unreachable, topic or groups not ready).
+    #[error("soak: {detail}")]
+    Soak {
+        /// What went wrong.
+        detail: String,
     },
     /// The end-to-end consumer thread panicked.
     #[error("the consumer thread panicked")]

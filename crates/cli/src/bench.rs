@@ -1,5 +1,6 @@
-//! `gregor bench produce|consume|end-to-end|failover|topics`: parses the flags and prints the figures of a
-//! [`bench`] run (librdkafka against any Kafka-compatible broker).
+//! `gregor bench produce|consume|end-to-end|failover|topics|soak`: parses the flags and prints the
+//! figures of a [`bench`] run (librdkafka, or the project's client for the soak, against any
+//! Kafka-compatible broker).
 //!
 //! Only built with `--features bench`, so the server's default build does not link
 //! librdkafka. Figures go to stdout as `key=value` lines; progress lines go to stderr.
@@ -36,6 +37,70 @@ enum Mode {
     /// the broker's RSS (--broker-pid). --no-create: only wait for existing topics (after a
     /// restart). --delete: delete them afterwards and time it.
     Topics(TopicsArgs),
+    /// For --duration-secs: --connections well-behaved connections (produce acks=all, fetch,
+    /// metadata, consumer groups joining and leaving), --stalled connections that send half a
+    /// frame, --disconnectors that close mid-request; samples each --broker-pid's RSS and open
+    /// fds; then reads back every acknowledged record. Prints a JSON summary; exits 1 when a
+    /// check fails (an error of a well-behaved client, a lost or changed record, fd or RSS
+    /// growth).
+    Soak(SoakArgs),
+}
+
+#[derive(Debug, Args)]
+struct SoakArgs {
+    /// The brokers: host:port[,host:port...].
+    #[arg(long)]
+    bootstrap_server: String,
+    /// The topic (created if missing).
+    #[arg(long, default_value = "soak")]
+    topic: String,
+    /// Partitions of the topic when created.
+    #[arg(long, default_value_t = 12)]
+    partitions: i32,
+    /// Replication factor of the topic when created.
+    #[arg(long, default_value_t = 3)]
+    replication_factor: i16,
+    /// Well-behaved connections (4 in 10 produce, 2 fetch, 2 metadata, 2 group members).
+    #[arg(long, default_value_t = 1000)]
+    connections: usize,
+    /// Connections that send half a frame and stall.
+    #[arg(long, default_value_t = 200)]
+    stalled: usize,
+    /// Tasks that connect, send and close before the answer, in a loop.
+    #[arg(long, default_value_t = 20)]
+    disconnectors: usize,
+    /// Consumer groups the group connections share.
+    #[arg(long, default_value_t = 40)]
+    groups: usize,
+    /// How long the traffic runs.
+    #[arg(long, default_value_t = 600)]
+    duration_secs: u64,
+    /// Milliseconds each well-behaved connection waits between two requests.
+    #[arg(long, default_value_t = 200)]
+    pause_ms: u64,
+    /// Bytes per record value (at least 10).
+    #[arg(long, default_value_t = 100)]
+    message_size: usize,
+    /// Records per produced batch.
+    #[arg(long, default_value_t = 4)]
+    records_per_batch: usize,
+    /// Pid of a broker process on this machine to watch (repeatable; one for a dev-cluster).
+    #[arg(long = "broker-pid")]
+    broker_pids: Vec<u32>,
+    /// Open fds other than regular files (sockets, pipes) a broker may hold at the end above
+    /// its count before the soak; log files are reported, not checked (they open when first
+    /// used and stay in a bounded LRU).
+    #[arg(long, default_value_t = 16)]
+    fd_margin: u64,
+    /// MiB a broker's RSS may grow from the end of the ramp-up to its maximum.
+    #[arg(long, default_value_t = 256)]
+    rss_growth_limit_mib: u64,
+    /// Milliseconds between two RSS/fd samples.
+    #[arg(long, default_value_t = 1000)]
+    sample_ms: u64,
+    /// Do not print the progress line every ten samples.
+    #[arg(long)]
+    quiet: bool,
 }
 
 #[derive(Debug, Args)]
@@ -289,6 +354,38 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 timeout: Duration::from_secs(a.timeout_secs.max(1)),
             };
             print!("{}", bench::topics(&opts)?);
+        }
+        Mode::Soak(a) => {
+            if a.partitions < 1 || a.replication_factor < 1 || a.connections < 10 {
+                bail!("--partitions and --replication-factor must be at least 1, --connections at least 10");
+            }
+            let opts = bench::SoakOptions {
+                bootstrap_server: a.bootstrap_server,
+                topic: a.topic,
+                partitions: a.partitions,
+                replication_factor: a.replication_factor,
+                connections: a.connections,
+                stalled: a.stalled,
+                disconnectors: a.disconnectors,
+                groups: a.groups.max(1),
+                duration: Duration::from_secs(a.duration_secs.max(1)),
+                pause: Duration::from_millis(a.pause_ms),
+                message_size: a.message_size,
+                records_per_batch: a.records_per_batch.max(1),
+                broker_pids: a.broker_pids,
+                fd_margin: a.fd_margin,
+                rss_growth_limit_mib: a.rss_growth_limit_mib,
+                sample_interval: Duration::from_millis(a.sample_ms.max(10)),
+                progress: !a.quiet,
+            };
+            let report = bench::soak(&opts)?;
+            print!("{report}");
+            if !report.failures.is_empty() {
+                for failure in &report.failures {
+                    eprintln!("soak failed: {failure}");
+                }
+                return Ok(ExitCode::FAILURE);
+            }
         }
     }
     Ok(ExitCode::SUCCESS)
