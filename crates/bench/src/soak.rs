@@ -824,7 +824,9 @@ async fn setup(opts: &SoakOptions) -> Result<Topology, BenchError> {
     let deadline = Instant::now() + Duration::from_secs(120);
     let partitions = loop {
         admin.refresh().await.ok();
-        let described = admin.describe_topics(std::slice::from_ref(&opts.topic)).await;
+        let described = admin
+            .describe_topics(std::slice::from_ref(&opts.topic))
+            .await;
         if let Ok(described) = &described {
             if let Some(t) = described.first() {
                 let ready = !t.partitions.is_empty()
