@@ -137,6 +137,13 @@ pub struct BrokerConfig {
     pub inter_broker_listener: String,
     /// `control.plane.listener.name` (KIP-291): the listener controller requests use.
     pub control_plane_listener: Option<String>,
+    /// How this broker connects to the inter-broker listener of the others (TLS trust and
+    /// client certificate, SASL login): replica fetchers, AlterPartition, controlled
+    /// shutdown, forwarded auto-creation.
+    pub inter_broker_security: client::Security,
+    /// The same for the control-plane listener (the controller's requests); the
+    /// inter-broker one without `control.plane.listener.name`.
+    pub control_plane_security: client::Security,
     /// The data directory (`--data-dir`): holds `logs/` and `metadata/` unless `log.dirs`
     /// and `metadata.log.dir` say otherwise.
     pub data_dir: PathBuf,
@@ -289,6 +296,7 @@ const KNOWN_KEYS: &[&str] = &[
     "ssl.client.auth",
     "ssl.enabled.protocols",
     "ssl.principal.mapping.rules",
+    "ssl.endpoint.identification.algorithm",
     "replica.lag.time.max.ms",
     "num.replica.fetchers",
     "replica.fetch.max.bytes",
@@ -356,24 +364,33 @@ impl BrokerConfig {
             &listeners,
             advertised_listeners.as_deref(),
         )?;
-        // SSL, SASL_PLAINTEXT and SASL_SSL listeners serve clients; the broker's own
-        // connections (controller requests, replica fetchers, controlled shutdown) speak
-        // PLAINTEXT only so far.
-        for l in &listeners {
-            let inter_broker = l.name == inter_broker_listener
-                || control_plane_listener.as_deref() == Some(l.name.as_str());
-            let refusal = match l.protocol {
-                SecurityProtocol::Plaintext => None,
-                _ if !inter_broker => None,
-                other => Some(format!(
-                    "listener {} ({other}) is the inter-broker or control-plane listener; brokers connect to each other over PLAINTEXT only so far, so give it a PLAINTEXT listener",
-                    l.name
-                )),
-            };
-            if let Some(reason) = refusal {
-                return Err(invalid("listeners", &l.name, &reason));
+        // The broker's own connections to other brokers speak the inter-broker listener's
+        // protocol (controller requests the control-plane listener's), with the broker's
+        // truststore, keystore and SASL login (auth::client).
+        let listener_for = |name: &str| {
+            listeners
+                .iter()
+                .find(|l| l.name == name)
+                .cloned()
+                .ok_or_else(|| {
+                    invalid(
+                        "listeners",
+                        name,
+                        "the inter-broker and control-plane listeners must be bound by this broker",
+                    )
+                })
+        };
+        let inter_broker_security = crate::auth::client::client_security(
+            &props,
+            &listener_for(&inter_broker_listener)?,
+            "inter-broker",
+        )?;
+        let control_plane_security = match &control_plane_listener {
+            None => inter_broker_security.clone(),
+            Some(name) => {
+                crate::auth::client::client_security(&props, &listener_for(name)?, "control-plane")?
             }
-        }
+        };
         let log_dirs: Vec<PathBuf> = match get("log.dirs").or(get("log.dir")) {
             Some(value) => value
                 .split(',')
@@ -421,7 +438,11 @@ impl BrokerConfig {
             1,
         )?;
         let broker_id = parse_num(&props, "broker.id", 0, 0)?;
-        let replication = replication_config(&props, broker_id)?;
+        let mut replication = replication_config(&props, broker_id)?;
+        replication.inter_broker_security = inter_broker_security.clone();
+        replication
+            .inter_broker_listener
+            .clone_from(&inter_broker_listener);
         let config = BrokerConfig {
             broker_id,
             replication,
@@ -429,6 +450,8 @@ impl BrokerConfig {
             advertised_listeners,
             inter_broker_listener,
             control_plane_listener,
+            inter_broker_security,
+            control_plane_security,
             data_dir: data_dir.to_path_buf(),
             log_dirs,
             metadata_log_dir,
@@ -773,6 +796,7 @@ fn replication_config(
             d.fetch_session_cache_slots,
             0,
         )?,
+        ..d
     };
     // Kafka refuses a follower wait that cannot be answered within the lag time.
     if i64::from(config.replica_fetch_wait_max_ms) > config.replica_lag_time_max_ms {
@@ -1347,6 +1371,62 @@ mod tests {
     }
 
     #[test]
+    fn the_brokers_own_login_comes_from_the_listeners_jaas_line() {
+        // SCRAM: listener.name.<l>.<mechanism>.sasl.jaas.config, as Kafka's
+        // JaasContext.loadServerContext reads it.
+        let config = load(
+            "",
+            &[
+                "listeners=CLIENT://:9092,INTERNAL://:9093",
+                "listener.security.protocol.map=CLIENT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT",
+                "inter.broker.listener.name=INTERNAL",
+                "listener.name.internal.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512",
+                "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512",
+                r#"listener.name.internal.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="b-secret";"#,
+                r#"listener.name.internal.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="a";"#,
+            ],
+        )
+        .unwrap();
+        let sasl = config.inter_broker_security.sasl.clone().unwrap();
+        assert_eq!(
+            (
+                sasl.mechanism.as_str(),
+                sasl.username.as_str(),
+                sasl.password.as_str()
+            ),
+            ("SCRAM-SHA-512", "broker", "b-secret")
+        );
+        assert!(config.inter_broker_security.tls.is_none());
+        assert_eq!(
+            config.replication.inter_broker_security,
+            config.inter_broker_security
+        );
+        assert_eq!(config.replication.inter_broker_listener, "INTERNAL");
+        assert_eq!(config.control_plane_security, config.inter_broker_security);
+        // PLAIN: the username/password options of the same line that lists the users; the
+        // broker-wide sasl.jaas.config is Gregor's fallback.
+        let config = load(
+            "",
+            &[
+                "listeners=SASL_PLAINTEXT://:9092",
+                "security.inter.broker.protocol=SASL_PLAINTEXT",
+                "sasl.enabled.mechanisms=PLAIN",
+                "sasl.mechanism.inter.broker.protocol=PLAIN",
+                r#"sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="p" user_broker="p";"#,
+            ],
+        )
+        .unwrap();
+        let sasl = config.inter_broker_security.sasl.unwrap();
+        assert_eq!(
+            (sasl.mechanism.as_str(), sasl.username.as_str()),
+            ("PLAIN", "broker")
+        );
+        // A PLAINTEXT inter-broker listener needs nothing.
+        let config = load("", &[]).unwrap();
+        assert_eq!(config.inter_broker_security, client::Security::default());
+    }
+
+    #[test]
     fn listener_mistakes_are_refused_as_kafka_refuses_them() {
         for (overrides, message) in [
             (vec!["listeners=A://:9093", "listener.security.protocol.map=A:PLAINTEXT"], "inter.broker.listener.name must be a listener name defined in advertised.listeners"),
@@ -1356,8 +1436,11 @@ mod tests {
             (vec!["inter.broker.listener.name=PLAINTEXT", "security.inter.broker.protocol=PLAINTEXT"], "only one of"),
             (vec!["control.plane.listener.name=PLAINTEXT"], "different value from the inter broker listener"),
             (vec!["advertised.listeners=SSL://h:1"], "subset"),
-            (vec!["listeners=SASL_PLAINTEXT://:2", "security.inter.broker.protocol=SASL_PLAINTEXT"], "brokers connect to each other over PLAINTEXT only"),
-            (vec!["listeners=SSL://:2", "security.inter.broker.protocol=SSL"], "brokers connect to each other over PLAINTEXT only"),
+            (vec!["listeners=SASL_PLAINTEXT://:2", "security.inter.broker.protocol=SASL_PLAINTEXT", "sasl.enabled.mechanisms=PLAIN"], "GSSAPI is not supported (Kafka's default; Gregor has no Kerberos)"),
+            (vec!["listeners=SASL_PLAINTEXT://:2", "security.inter.broker.protocol=SASL_PLAINTEXT", "sasl.enabled.mechanisms=PLAIN", "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512"], "must be included in sasl.enabled.mechanisms"),
+            (vec!["listeners=SASL_PLAINTEXT://:2", "security.inter.broker.protocol=SASL_PLAINTEXT", "sasl.enabled.mechanisms=SCRAM-SHA-512", "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512"], "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config"),
+            (vec!["listeners=SASL_PLAINTEXT://:2", "security.inter.broker.protocol=SASL_PLAINTEXT", "sasl.enabled.mechanisms=SCRAM-SHA-512", "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512", "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"broker\";"], "no username and password options"),
+            (vec!["listeners=SSL://:2", "security.inter.broker.protocol=SSL"], "need the CA that signed their certificates, in ssl.truststore.location"),
         ] {
             let err = load("", &overrides).unwrap_err().to_string();
             assert!(err.contains(message), "{overrides:?}: {err}");

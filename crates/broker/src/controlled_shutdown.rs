@@ -109,11 +109,17 @@ async fn attempt_once(ctx: &BrokerContext) -> Result<Attempt, String> {
         request_timeout: ctx.config.request_timeout,
         connect_timeout: ctx.config.request_timeout.min(Duration::from_secs(10)),
         ..ConnectionOptions::default()
-    };
+    }
+    .secured(&ctx.config.inter_broker_security);
     let addr = format!("{host}:{port}");
     let mut conn = Connection::connect_with(&addr, options)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| {
+            format!(
+                "connection to controller {controller_id} ({addr}) on listener {}: {e}",
+                ctx.config.inter_broker_listener_name()
+            )
+        })?;
     let broker_epoch = ctx.broker_epoch.load(std::sync::atomic::Ordering::SeqCst);
     let request = ControlledShutdownRequest::default()
         .with_broker_id(WireBrokerId(ctx.broker_id))

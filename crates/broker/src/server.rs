@@ -446,6 +446,7 @@ pub(crate) fn controller_config(
         control_plane_key: Some(key.clone()),
         inter_broker_listener: config.inter_broker_listener_name().to_owned(),
         control_plane_listener: config.control_plane_listener_name().to_owned(),
+        control_plane_security: config.control_plane_security.clone(),
         on_event: controller::EventObserver::new(move |state, elapsed| {
             metrics.controller_events.observe(state, elapsed)
         }),

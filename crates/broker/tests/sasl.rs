@@ -68,8 +68,10 @@ async fn connect(
 
 fn expect_failed(result: Result<Connection, ClientError>, message: &str) {
     match result {
-        Err(ClientError::Server { code, message: got }) => {
-            assert_eq!(code, SASL_AUTHENTICATION_FAILED, "{got}");
+        Err(ClientError::Authentication {
+            code, message: got, ..
+        }) => {
+            assert_eq!(code, Some(SASL_AUTHENTICATION_FAILED), "{got}");
             assert_eq!(got, message);
         }
         Err(other) => panic!("expected SASL_AUTHENTICATION_FAILED, got {other}"),

@@ -110,8 +110,8 @@ impl TlsConfig {
             }
         };
         Ok(Some(crate::tls::TlsSettings {
-            ca_file: ca_file.into(),
             verify_hostname,
+            ..crate::tls::TlsSettings::with_ca_file(ca_file)
         }))
     }
 }
@@ -315,10 +315,7 @@ mod tests {
             parse_command_config("security.protocol=SSL\nssl.ca.location=/etc/ca.pem\n").unwrap();
         assert_eq!(
             rdkafka.tls,
-            Some(crate::tls::TlsSettings {
-                ca_file: "/etc/ca.pem".into(),
-                verify_hostname: true
-            })
+            Some(crate::tls::TlsSettings::with_ca_file("/etc/ca.pem"))
         );
         assert!(rdkafka.sasl.is_none());
         let java = parse_command_config(
@@ -329,8 +326,8 @@ mod tests {
         assert_eq!(
             java.tls,
             Some(crate::tls::TlsSettings {
-                ca_file: "/etc/ts.pem".into(),
-                verify_hostname: false
+                verify_hostname: false,
+                ..crate::tls::TlsSettings::with_ca_file("/etc/ts.pem")
             })
         );
         assert_eq!(java.sasl.unwrap().username, "a");

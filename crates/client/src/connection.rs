@@ -68,6 +68,38 @@ impl std::fmt::Debug for SaslCredentials {
     }
 }
 
+/// How connections to one listener are secured: TLS and SASL, each optional (PLAINTEXT is
+/// neither). A broker builds one for its inter-broker listener and hands it to everything
+/// that connects to another broker.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Security {
+    /// TLS for SSL and SASL_SSL.
+    pub tls: Option<crate::tls::TlsSettings>,
+    /// SASL for SASL_PLAINTEXT and SASL_SSL.
+    pub sasl: Option<SaslCredentials>,
+}
+
+impl Security {
+    /// The security protocol these settings speak (`SASL_SSL`, ...).
+    pub fn protocol_name(&self) -> &'static str {
+        match (self.tls.is_some(), self.sasl.is_some()) {
+            (false, false) => "PLAINTEXT",
+            (true, false) => "SSL",
+            (false, true) => "SASL_PLAINTEXT",
+            (true, true) => "SASL_SSL",
+        }
+    }
+}
+
+impl ConnectionOptions {
+    /// These options with `security`'s TLS and SASL settings.
+    pub fn secured(mut self, security: &Security) -> Self {
+        self.tls.clone_from(&security.tls);
+        self.sasl.clone_from(&security.sasl);
+        self
+    }
+}
+
 impl Default for ConnectionOptions {
     fn default() -> Self {
         ConnectionOptions {
@@ -308,7 +340,21 @@ impl Connection {
     }
 
     /// SaslHandshake v1 and SaslAuthenticate, as Kafka's `SaslClientAuthenticator` runs them.
+    /// A refusal (wrong credentials, a mechanism not offered, a server proof that does not
+    /// verify) is a [`ClientError::Authentication`]; a broken connection stays what it is.
     async fn authenticate(&mut self, sasl: &SaslCredentials) -> Result<(), ClientError> {
+        let addr = self.addr.clone();
+        self.exchange(sasl).await.map_err(|err| match err {
+            ClientError::Server { code, message } => ClientError::Authentication {
+                addr,
+                code: Some(code),
+                message,
+            },
+            other => other,
+        })
+    }
+
+    async fn exchange(&mut self, sasl: &SaslCredentials) -> Result<(), ClientError> {
         use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
         use security::scram::{ScramClient, ScramMechanism};
 
@@ -358,8 +404,9 @@ impl Connection {
                     ScramClient::start(mechanism, &sasl.username, &sasl.password, &nonce);
                 let response = self.send_version(exchange(first), version).await?;
                 check(&response)?;
-                let protocol = |e: security::scram::ScramError| ClientError::Protocol {
+                let protocol = |e: security::scram::ScramError| ClientError::Authentication {
                     addr: self.addr.clone(),
+                    code: None,
                     message: e.to_string(),
                 };
                 let last = client
@@ -369,8 +416,9 @@ impl Connection {
                 check(&response)?;
                 client
                     .server_final(&response.auth_bytes)
-                    .map_err(|e| ClientError::Protocol {
+                    .map_err(|e| ClientError::Authentication {
                         addr: self.addr.clone(),
+                        code: None,
                         message: e.to_string(),
                     })
             }

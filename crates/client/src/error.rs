@@ -69,6 +69,18 @@ pub enum ClientError {
         /// The broker's error message, or the code's standard description when it sent none.
         message: String,
     },
+    /// Authentication failed on connecting: the TLS handshake (a certificate refused by
+    /// either side) or the SASL exchange (SASL_AUTHENTICATION_FAILED, a mechanism the broker
+    /// does not offer, a server proof that does not verify).
+    #[error("authentication with {addr} failed: {message}")]
+    Authentication {
+        /// The peer's `host:port`.
+        addr: String,
+        /// The Kafka error code the broker answered, if it answered one.
+        code: Option<i16>,
+        /// What the broker (or the TLS layer) said.
+        message: String,
+    },
     /// A client setting (`--command-config`, bootstrap list) is invalid or unsupported.
     #[error("{0}")]
     Config(String),
@@ -89,8 +101,15 @@ impl ClientError {
     pub fn code(&self) -> Option<i16> {
         match self {
             ClientError::Server { code, .. } => Some(*code),
+            ClientError::Authentication { code, .. } => *code,
             _ => None,
         }
+    }
+
+    /// Whether this is an authentication failure ([`ClientError::Authentication`]): retrying
+    /// with the same credentials fails the same way until someone fixes them.
+    pub fn is_authentication(&self) -> bool {
+        matches!(self, ClientError::Authentication { .. })
     }
 }
 

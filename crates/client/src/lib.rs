@@ -5,8 +5,9 @@
 //!
 //! Owns only "send a request, await its response". Message types and their encodings come from
 //! the `kafka-protocol` crate; what a broker does with a request is the `broker` crate's
-//! business, and output formatting belongs to the `cli` crate. SASL (PLAIN, SCRAM) over
-//! plaintext connections; no TLS yet.
+//! business, and output formatting belongs to the `cli` crate. TLS (rustls, with a client
+//! certificate when one is configured) and SASL (PLAIN, SCRAM) on connect, for the CLI's
+//! `--command-config` and for a broker's own connections to other brokers ([`Security`]).
 
 mod admin;
 mod command_config;
@@ -21,6 +22,6 @@ pub use admin::{
     QuotaMatch, ReplicaInfo, TopicListing, TopicMetadata,
 };
 pub use command_config::{parse_command_config, CommandConfig};
-pub use connection::{Connection, ConnectionOptions, SaslCredentials};
+pub use connection::{Connection, ConnectionOptions, SaslCredentials, Security};
 pub use error::{error_message, ClientError};
-pub use tls::TlsSettings;
+pub use tls::{PemSource, TlsSettings};

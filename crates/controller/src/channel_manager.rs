@@ -187,9 +187,12 @@ impl ChannelManager {
     }
 
     /// Sends control requests to each broker's endpoint on `listener`
-    /// (`control.plane.listener.name`, else `inter.broker.listener.name`).
-    pub fn with_control_listener(mut self, listener: &str) -> Self {
+    /// (`control.plane.listener.name`, else `inter.broker.listener.name`), secured as
+    /// `security` says (the listener's TLS and the broker's SASL login).
+    pub fn with_control_listener(mut self, listener: &str, security: &client::Security) -> Self {
         self.control_listener = listener.to_owned();
+        self.options.tls.clone_from(&security.tls);
+        self.options.sasl.clone_from(&security.sasl);
         self
     }
 
@@ -268,6 +271,7 @@ impl ChannelManager {
         let task = tokio::spawn(send_loop(
             broker.id,
             addr,
+            self.control_listener.clone(),
             self.options.clone(),
             Arc::clone(&queue),
             self.key.clone(),
@@ -436,9 +440,11 @@ impl Progress {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn send_loop(
     broker: BrokerId,
     addr: String,
+    listener: String,
     options: ConnectionOptions,
     queue: Arc<SharedQueue>,
     key: Option<ControlPlaneKey>,
@@ -491,6 +497,15 @@ async fn send_loop(
                     )
                     .await;
                     break;
+                }
+                Err(SendError::Client(err)) if err.is_authentication() => {
+                    // Wrong credentials or an untrusted certificate: logged loudly, retried
+                    // with back-off (someone may fix the peer's users or certificates).
+                    error!(broker, %addr, %listener, error = %err, retry_in_ms = backoff.as_millis() as u64,
+                        "connection to broker {broker} ({addr}) on listener {listener} failed authentication; retrying");
+                    connection = None;
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(RECONNECT_BACKOFF_MAX);
                 }
                 Err(SendError::Client(err)) => {
                     warn!(broker, %addr, error = %err, "control request failed; reconnecting");

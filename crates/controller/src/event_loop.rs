@@ -83,7 +83,10 @@ impl EventLoop {
             config.control_plane_key.clone(),
             events,
         )
-        .with_control_listener(&config.control_plane_listener);
+        .with_control_listener(
+            &config.control_plane_listener,
+            &config.control_plane_security,
+        );
         EventLoop {
             zk,
             config,

@@ -143,6 +143,8 @@ pub struct ControllerConfig {
     /// Where control requests go: `control.plane.listener.name`, else the inter-broker
     /// listener.
     pub control_plane_listener: String,
+    /// How the channel manager connects there (TLS, the broker's SASL login).
+    pub control_plane_security: client::Security,
     /// Told how long each event took.
     pub on_event: EventObserver,
     /// Whether the controller moves leaderships back to the preferred replicas by itself
@@ -174,6 +176,7 @@ impl Default for ControllerConfig {
             control_plane_key: None,
             inter_broker_listener: "PLAINTEXT".to_owned(),
             control_plane_listener: "PLAINTEXT".to_owned(),
+            control_plane_security: client::Security::default(),
             on_event: EventObserver::default(),
             auto_leader_rebalance_enable: true,
             leader_imbalance_per_broker_percentage: 10,

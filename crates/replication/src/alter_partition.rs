@@ -20,7 +20,7 @@ use kafka_protocol::messages::{AlterPartitionRequest, BrokerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use model::TopicPartition;
 use tokio::sync::Notify;
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::ReplicaManager;
 
@@ -28,6 +28,8 @@ use crate::ReplicaManager;
 pub const ALTER_PARTITION_BY_NAME_MAX: i16 = 1;
 /// Pause before resending after a failed request or a top-level error (Kafka: 50 ms).
 const RETRY_BACKOFF: Duration = Duration::from_millis(50);
+/// The pause after the controller refused our credentials or certificate.
+const AUTH_RETRY_BACKOFF: Duration = Duration::from_secs(1);
 /// How long to wait for the controller's answer before reconnecting.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -130,13 +132,23 @@ pub(crate) async fn send_loop(
             continue;
         };
         if connection.as_ref().is_none_or(|c| c.addr() != addr) {
+            let config = rm.config();
             let options = ConnectionOptions {
                 client_id: format!("alter-partition-{local_id}"),
                 request_timeout: REQUEST_TIMEOUT,
                 ..ConnectionOptions::default()
-            };
+            }
+            .secured(&config.inter_broker_security);
             match Connection::connect_with(&addr, options).await {
                 Ok(c) => connection = Some(c),
+                Err(err) if err.is_authentication() => {
+                    error!(%addr, listener = %config.inter_broker_listener, error = %err,
+                        retry_in_ms = AUTH_RETRY_BACKOFF.as_millis() as u64,
+                        "AlterPartition: connection to the controller ({addr}) on listener {} failed authentication; retrying",
+                        config.inter_broker_listener);
+                    tokio::time::sleep(AUTH_RETRY_BACKOFF).await;
+                    continue;
+                }
                 Err(err) => {
                     debug!(%addr, error = %err, "cannot reach the controller; retrying");
                     tokio::time::sleep(RETRY_BACKOFF).await;

@@ -36,7 +36,7 @@ use kafka_protocol::protocol::StrBytes;
 use model::TopicPartition;
 use tokio::sync::Notify;
 use tokio::time::Instant;
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::fetch_session::{FetchPosition, FetchSessionHandler, SessionKey};
 use crate::truncation::truncation_offset;
@@ -319,7 +319,8 @@ async fn run(rm: ReplicaManager, shared: Arc<FetcherShared>, leader: LeaderEndpo
         request_timeout: Duration::from_millis(config.replica_socket_timeout_ms)
             + Duration::from_millis(config.replica_fetch_wait_max_ms.max(0) as u64),
         ..ConnectionOptions::default()
-    };
+    }
+    .secured(&config.inter_broker_security);
     let mut connection: Option<Connection> = None;
     let mut session = FetchSessionHandler::default();
     loop {
@@ -336,6 +337,20 @@ async fn run(rm: ReplicaManager, shared: Arc<FetcherShared>, leader: LeaderEndpo
         if connection.is_none() {
             match Connection::connect_with(&leader.addr, options.clone()).await {
                 Ok(c) => connection = Some(c),
+                Err(err) if err.is_authentication() => {
+                    // Wrong credentials or an untrusted certificate: this follower cannot
+                    // fetch until someone fixes them; say so loudly, and keep retrying at
+                    // the fetch back-off (never faster).
+                    error!(leader = leader.broker_id, addr = %leader.addr,
+                        listener = %config.inter_broker_listener,
+                        protocol = config.inter_broker_security.protocol_name(), error = %err,
+                        retry_in_ms = backoff.as_millis() as u64,
+                        "connection to the leader, broker {} ({}), on listener {} failed authentication; retrying",
+                        leader.broker_id, leader.addr, config.inter_broker_listener);
+                    delay_all(&shared, backoff);
+                    session.reset();
+                    continue;
+                }
                 Err(err) => {
                     debug!(leader = leader.broker_id, addr = %leader.addr, error = %err,
                         "cannot reach the leader; retrying");

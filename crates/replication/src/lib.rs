@@ -249,6 +249,11 @@ pub struct ReplicationConfig {
     pub replica_socket_timeout_ms: u64,
     /// `max.incremental.fetch.session.cache.slots`.
     pub fetch_session_cache_slots: usize,
+    /// `inter.broker.listener.name` (for log lines).
+    pub inter_broker_listener: String,
+    /// How fetchers and the AlterPartition sender connect to the inter-broker listener
+    /// (TLS, SASL login), built by the broker from its listener settings.
+    pub inter_broker_security: client::Security,
 }
 
 impl Default for ReplicationConfig {
@@ -264,6 +269,8 @@ impl Default for ReplicationConfig {
             replica_fetch_backoff_ms: 1_000,
             replica_socket_timeout_ms: 30_000,
             fetch_session_cache_slots: 1_000,
+            inter_broker_listener: "PLAINTEXT".to_owned(),
+            inter_broker_security: client::Security::default(),
         }
     }
 }

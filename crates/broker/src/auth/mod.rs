@@ -5,6 +5,7 @@
 //! only ask questions of the context.
 
 pub(crate) mod authorizer;
+pub(crate) mod client;
 pub(crate) mod control_plane;
 pub(crate) mod sasl;
 pub(crate) mod sasl_session;

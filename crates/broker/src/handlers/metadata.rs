@@ -219,7 +219,11 @@ fn auto_create_topics(ctx: &BrokerContext, topics: Vec<model::TopicName>) {
         .get(&snapshot.controller_id)
         .and_then(|b| b.on_listener(ctx.config.inter_broker_listener_name()))
         .map(|b| format!("{}:{}", b.host, b.port));
-    let client_id = format!("gregor-broker-{}", ctx.broker_id);
+    let options = client::ConnectionOptions {
+        client_id: format!("gregor-broker-{}", ctx.broker_id),
+        ..client::ConnectionOptions::default()
+    }
+    .secured(&ctx.config.inter_broker_security);
     let timeout = ctx.config.request_timeout;
     tokio::spawn(async move {
         let names: Vec<String> = topics.iter().map(ToString::to_string).collect();
@@ -227,7 +231,7 @@ fn auto_create_topics(ctx: &BrokerContext, topics: Vec<model::TopicName>) {
         let response = if controller.is_active() {
             Some(controller.create_topics(request, 5).await)
         } else if let Some(addr) = controller_addr {
-            forward(&addr, &client_id, request, timeout).await
+            forward(&addr, options, request, timeout).await
         } else {
             warn!(topics = ?names, "cannot auto-create topics: no controller known yet");
             None
@@ -245,16 +249,20 @@ fn auto_create_topics(ctx: &BrokerContext, topics: Vec<model::TopicName>) {
 
 async fn forward(
     addr: &str,
-    client_id: &str,
+    options: client::ConnectionOptions,
     request: CreateTopicsRequest,
     timeout: Duration,
 ) -> Option<kafka_protocol::messages::CreateTopicsResponse> {
     let attempt = async {
-        let mut connection = client::Connection::connect(addr, client_id).await?;
+        let mut connection = client::Connection::connect_with(addr, options).await?;
         connection.send(request).await
     };
     match tokio::time::timeout(timeout, attempt).await {
         Ok(Ok(response)) => Some(response),
+        Ok(Err(err)) if err.is_authentication() => {
+            warn!(%addr, error = %err, "forwarding auto-creation to the controller failed authentication");
+            None
+        }
         Ok(Err(err)) => {
             debug!(%addr, error = %err, "forwarding auto-creation to the controller failed");
             None
