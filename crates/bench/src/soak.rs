@@ -359,6 +359,7 @@ impl Shared {
             ClientError::Decode { .. } => "undecodable response".to_string(),
             ClientError::Protocol { .. } => "protocol error".to_string(),
             ClientError::UnsupportedVersion { .. } => "unsupported version".to_string(),
+            ClientError::Authentication { .. } => "authentication failed".to_string(),
             ClientError::Config(_) => "client config".to_string(),
         };
         self.error(request, &kind, err);
