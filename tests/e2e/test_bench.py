@@ -136,3 +136,31 @@ def test_topics_mode_creates_measures_and_deletes(server):
     assert re.search(r"^topics: delete answered_s=[\d.]+ gone_s=[\d.]+$", r.stdout, re.M), r.stdout
     md = AdminClient({"bootstrap.servers": server.bootstrap}).list_topics(timeout=10)
     assert not any(name.startswith("smoke-") for name in md.topics), sorted(md.topics)
+
+
+def test_connect_mode_opens_authenticated_connections(tmp_path):
+    """`gregor bench connect` over SASL_PLAINTEXT/PLAIN: every connection authenticates and is
+    counted; a wrong password fails every connection and the run exits non-zero."""
+    from test_security import start_broker
+
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_bench="bench-secret";'
+    g, ports = start_broker(tmp_path, {"SASL": "SASL_PLAINTEXT"},
+                            ["sasl.enabled.mechanisms=PLAIN", f"sasl.jaas.config={jaas}"], name="connect")
+    try:
+        good = tmp_path / "good.properties"
+        good.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                        "sasl.username=bench\nsasl.password=bench-secret\n")
+        r = bench("connect", "--bootstrap-server", f"127.0.0.1:{ports['SASL']}", "--command-config", str(good),
+                  "--connections", "20", "--concurrency", "2", "--broker-pid", str(g.proc.pid))
+        figures = dict(line.split("=", 1) for line in r.stdout.split())
+        assert figures["protocol"] == "SASL_PLAINTEXT" and figures["mechanism"] == "PLAIN", r.stdout
+        assert figures["connections"] == "20" and figures["failed"] == "0", r.stdout
+        assert float(figures["connections_per_sec"]) > 0 and "broker_cpu_ms_per_connection" in figures
+        bad = tmp_path / "bad.properties"
+        bad.write_text(good.read_text().replace("bench-secret", "wrong"))
+        r = gregor_cli("bench", "connect", "--bootstrap-server", f"127.0.0.1:{ports['SASL']}",
+                       "--command-config", str(bad), "--connections", "3", "--concurrency", "1")
+        assert r.returncode != 0 and "3 of 3 connections failed" in r.stderr, r.stdout + r.stderr
+        assert "Invalid username or password" in r.stderr, r.stderr
+    finally:
+        g.stop()

@@ -1,6 +1,8 @@
-//! `gregor bench produce|consume|end-to-end|failover|topics|soak`: parses the flags and prints the
-//! figures of a [`bench`] run (librdkafka, or the project's client for the soak, against any
-//! Kafka-compatible broker).
+//! `gregor bench produce|consume|end-to-end|failover|topics|soak|connect`: parses the flags and
+//! prints the figures of a [`bench`] run (librdkafka, or the project's client for the soak and
+//! for `connect`, against any Kafka-compatible broker; the bench's librdkafka is built without
+//! TLS and SASL, so `connect` measures authenticated connections with the client crate, the
+//! one brokers use between themselves).
 //!
 //! Only built with `--features bench`, so the server's default build does not link
 //! librdkafka. Figures go to stdout as `key=value` lines; progress lines go to stderr.
@@ -44,6 +46,136 @@ enum Mode {
     /// check fails (an error of a well-behaved client, a lost or changed record, fd or RSS
     /// growth).
     Soak(SoakArgs),
+    /// Open --connections connections one after another on each of --concurrency tasks, each
+    /// secured as --command-config says (TLS handshake, SASL exchange) and ending with the
+    /// ApiVersions handshake, then closed; report connections/s, the connect latency and the
+    /// broker's CPU per connection (--broker-pid).
+    Connect(ConnectArgs),
+}
+
+#[derive(Debug, Args)]
+struct ConnectArgs {
+    /// The broker: host:port.
+    #[arg(long)]
+    bootstrap_server: String,
+    /// Client properties (security.protocol, sasl.mechanism, sasl.username/sasl.password or
+    /// sasl.jaas.config, ssl.ca.location), as every `gregor` command's --command-config.
+    #[arg(long)]
+    command_config: Option<std::path::PathBuf>,
+    /// Connections to open in all.
+    #[arg(long, default_value_t = 1000)]
+    connections: u64,
+    /// Connections being opened at once.
+    #[arg(long, default_value_t = 4)]
+    concurrency: u64,
+    /// Pid of the broker process on this machine: report its CPU per connection.
+    #[arg(long)]
+    broker_pid: Option<u32>,
+}
+
+/// `gregor bench connect`.
+fn connect(a: ConnectArgs) -> anyhow::Result<()> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    let mut options = client::ConnectionOptions {
+        client_id: "gregor-bench-connect".to_owned(),
+        ..client::ConnectionOptions::default()
+    };
+    if let Some(path) = &a.command_config {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let config = client::parse_command_config(&text)?;
+        options.sasl = config.sasl;
+        options.tls = config.tls;
+    }
+    let protocol = client::Security {
+        tls: options.tls.clone(),
+        sasl: options.sasl.clone(),
+    }
+    .protocol_name();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let probe = a.broker_pid.map(bench::BrokerProbe::start).transpose()?;
+    let next = Arc::new(AtomicU64::new(0));
+    let latencies = Arc::new(Mutex::new(Vec::with_capacity(a.connections as usize)));
+    let started = std::time::Instant::now();
+    let failures: u64 = runtime.block_on(async {
+        let tasks: Vec<_> = (0..a.concurrency.max(1))
+            .map(|_| {
+                let (next, latencies, options) =
+                    (Arc::clone(&next), Arc::clone(&latencies), options.clone());
+                let addr = a.bootstrap_server.clone();
+                let total = a.connections;
+                tokio::spawn(async move {
+                    let mut failures = 0u64;
+                    while next.fetch_add(1, Ordering::Relaxed) < total {
+                        let begun = std::time::Instant::now();
+                        match client::Connection::connect_with(&addr, options.clone()).await {
+                            Ok(connection) => {
+                                drop(connection);
+                                let took = begun.elapsed();
+                                latencies
+                                    .lock()
+                                    .unwrap_or_else(|p| p.into_inner())
+                                    .push(took);
+                            }
+                            Err(err) => {
+                                if failures == 0 {
+                                    eprintln!("connection failed: {err}");
+                                }
+                                failures += 1;
+                            }
+                        }
+                    }
+                    failures
+                })
+            })
+            .collect();
+        let mut failures = 0;
+        for task in tasks {
+            failures += task.await.unwrap_or(0);
+        }
+        failures
+    });
+    let elapsed = started.elapsed();
+    let usage = probe.map(bench::BrokerProbe::finish).transpose()?;
+    let mut latencies = std::mem::take(&mut *latencies.lock().unwrap_or_else(|p| p.into_inner()));
+    latencies.sort();
+    let ok = latencies.len() as u64;
+    let pct = |p: f64| -> f64 {
+        if latencies.is_empty() {
+            return 0.0;
+        }
+        let i = ((latencies.len() as f64 * p).ceil() as usize).clamp(1, latencies.len()) - 1;
+        latencies[i].as_secs_f64() * 1000.0
+    };
+    println!("protocol={protocol}");
+    if let Some(sasl) = &options.sasl {
+        println!("mechanism={}", sasl.mechanism);
+    }
+    println!("connections={ok}");
+    println!("failed={failures}");
+    println!("concurrency={}", a.concurrency.max(1));
+    println!("elapsed_s={:.3}", elapsed.as_secs_f64());
+    println!(
+        "connections_per_sec={:.1}",
+        ok as f64 / elapsed.as_secs_f64().max(1e-9)
+    );
+    println!("connect_p50_ms={:.2}", pct(0.50));
+    println!("connect_p99_ms={:.2}", pct(0.99));
+    if let Some(usage) = usage {
+        println!("broker_cpu_s={:.2}", usage.cpu_seconds);
+        println!(
+            "broker_cpu_ms_per_connection={:.3}",
+            usage.cpu_seconds * 1000.0 / (ok.max(1) as f64)
+        );
+    }
+    if failures > 0 {
+        bail!("{failures} of {} connections failed", a.connections);
+    }
+    Ok(())
 }
 
 #[derive(Debug, Args)]
@@ -355,6 +487,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             };
             print!("{}", bench::topics(&opts)?);
         }
+        Mode::Connect(a) => connect(a)?,
         Mode::Soak(a) => {
             if a.partitions < 1 || a.replication_factor < 1 || a.connections < 10 {
                 bail!("--partitions and --replication-factor must be at least 1, --connections at least 10");
