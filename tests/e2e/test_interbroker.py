@@ -153,6 +153,21 @@ def registered(zk):
         return set()
 
 
+def metadata_complete(brokers):
+    """Whether every broker's own Metadata names all of them and the controller: a broker
+    answers from its cache, which the controller's first UpdateMetadata (over SASL_SSL) fills,
+    and librdkafka's admin client waits long for a controller once told there is none."""
+    for b in brokers.values():
+        conf = sasl_conf({b.broker_id: b}, BROKER_USER, BROKER_PASSWORD)
+        try:
+            md = AdminClient(conf).list_topics(timeout=10)
+        except Exception:
+            return False
+        if len(md.brokers) != len(brokers) or md.controller_id < 0:
+            return False
+    return True
+
+
 def produce(conf, topic, values):
     """acks=all produces of `values`; returns the delivery errors (none expected)."""
     errors = []
@@ -186,6 +201,8 @@ def test_three_brokers_replicate_over_sasl_ssl_with_only_the_broker_user_super(c
     for b in brokers.values():
         b.start()
     wait_until(lambda: registered(zk) == {1, 2, 3}, timeout=60, what="every broker registered")
+    wait_until(lambda: metadata_complete(brokers), timeout=60, interval=0.5,
+               what="every broker's metadata (sent by the controller over SASL_SSL) names all three")
 
     # The brokers' user is the only super user: it creates the topic and lets `app` write
     # and read it (over the client listener, as Kafka's tools would).
