@@ -32,7 +32,8 @@ def cpu_seconds(pid):
 
 def run(conf, pid, messages, size):
     topic = "tls-bench-" + uuid.uuid4().hex[:8]
-    AdminClient(conf).create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(30)
+    admin = AdminClient(conf)  # kept alive until the result is in
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(30)
     p = Producer({**conf, "acks": "1", "linger.ms": 5, "queue.buffering.max.messages": 200000})
     value = os.urandom(size)
     # Warm up: metadata, connection, the TLS session.
