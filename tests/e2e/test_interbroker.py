@@ -44,8 +44,9 @@ class SecureBroker:
     """One `gregor server` with a CLIENT (SASL_PLAINTEXT, SCRAM) and an INTERNAL (SASL_SSL,
     mTLS) listener; brokers talk to each other on INTERNAL."""
 
-    def __init__(self, broker_id, cluster_dir, zk_connect, tls):
+    def __init__(self, broker_id, cluster_dir, zk_connect, tls, internal="SASL_SSL"):
         self.broker_id = broker_id
+        self.internal = internal
         self.client_port, self.internal_port, self.admin_port = free_port(), free_port(), free_port()
         self.data_dir = os.path.join(cluster_dir, f"broker-{broker_id}")
         self.log_path = os.path.join(cluster_dir, f"broker-{broker_id}.log")
@@ -58,7 +59,7 @@ class SecureBroker:
         overrides = [
             f"broker.id={self.broker_id}",
             f"listeners=CLIENT://127.0.0.1:{self.client_port},INTERNAL://127.0.0.1:{self.internal_port}",
-            "listener.security.protocol.map=CLIENT:SASL_PLAINTEXT,INTERNAL:SASL_SSL",
+            f"listener.security.protocol.map=CLIENT:SASL_PLAINTEXT,INTERNAL:{self.internal}",
             "inter.broker.listener.name=INTERNAL",
             f"admin.listener=127.0.0.1:{self.admin_port}",
             f"zookeeper.connect={self.zk_connect}",
@@ -67,10 +68,6 @@ class SecureBroker:
             "controlled.shutdown.retry.backoff.ms=500",
             # Clients: SCRAM users from the store.
             "listener.name.client.sasl.enabled.mechanisms=SCRAM-SHA-512",
-            # Brokers: SCRAM-SHA-512 inside TLS, each presenting its certificate.
-            "listener.name.internal.sasl.enabled.mechanisms=SCRAM-SHA-512",
-            "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512",
-            "listener.name.internal.scram-sha-512.sasl.jaas.config=" + SCRAM_JAAS.format(BROKER_USER, self.password),
             "listener.name.internal.ssl.keystore.type=PEM",
             f"listener.name.internal.ssl.keystore.location={self.tls['keystore']}",
             "listener.name.internal.ssl.truststore.type=PEM",
@@ -80,6 +77,16 @@ class SecureBroker:
             "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
             f"super.users=User:{BROKER_USER}",
         ]
+        if self.internal == "SASL_SSL":
+            # Brokers: SCRAM-SHA-512 inside TLS, each presenting its certificate too.
+            overrides += [
+                "listener.name.internal.sasl.enabled.mechanisms=SCRAM-SHA-512",
+                "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512",
+                "listener.name.internal.scram-sha-512.sasl.jaas.config=" + SCRAM_JAAS.format(BROKER_USER, self.password),
+            ]
+        else:
+            # mTLS only: the principal is the certificate's CN (broker), through the rules.
+            overrides.append(r"listener.name.internal.ssl.principal.mapping.rules=RULE:^.*CN=([a-z0-9]+).*$/$1/,DEFAULT")
         args = [GREGOR_BIN, "server", "--data-dir", self.data_dir]
         for o in overrides:
             args += ["--override", o]
@@ -105,7 +112,7 @@ class SecureBroker:
 
 
 @pytest.fixture
-def cluster(tmp_path):
+def cluster(tmp_path, request):
     if not ZK:
         pytest.fail("GREGOR_TEST_ZOOKEEPER is not set: run the tests through scripts/test.sh")
     d = str(tmp_path)
@@ -121,7 +128,8 @@ def cluster(tmp_path):
     # Kafka's documented order: the brokers' SCRAM credentials exist before they start.
     write_scram_user(zk, BROKER_USER, BROKER_PASSWORD)
     write_scram_user(zk, APP_USER, APP_PASSWORD)
-    brokers = {i: SecureBroker(i, d, ZK + chroot, {"ca": ca, "keystore": keystore}) for i in (1, 2, 3)}
+    brokers = {i: SecureBroker(i, d, ZK + chroot, {"ca": ca, "keystore": keystore},
+                               internal=getattr(request, "param", "SASL_SSL")) for i in (1, 2, 3)}
     yield brokers, zk
     for b in brokers.values():
         b.kill()
@@ -262,3 +270,23 @@ def test_three_brokers_replicate_over_sasl_ssl_with_only_the_broker_user_super(c
     assert bad not in isr(zk, topic), (isr(zk, topic), logs(brokers))
     assert produce(app, topic, [b"c"]) == []  # the two good brokers still take acks=all
     assert bad not in isr(zk, topic)
+
+
+@pytest.mark.parametrize("cluster", ["SSL"], indirect=True)
+def test_three_brokers_replicate_over_mtls_as_their_certificate_principal(cluster):
+    """An SSL inter-broker listener with ssl.client.auth=required: each broker presents its
+    keystore, the peers map its certificate to User:broker (ssl.principal.mapping.rules),
+    and that principal alone is a super user, so followers fetch and the ISR grows."""
+    brokers, zk = cluster
+    for b in brokers.values():
+        b.start()
+    wait_until(lambda: registered(zk) == {1, 2, 3}, timeout=60, what="every broker registered")
+    wait_until(lambda: metadata_complete(brokers), timeout=60, interval=0.5,
+               what="every broker's metadata (sent by the controller over mTLS) names all three")
+    admin = AdminClient(sasl_conf(brokers, BROKER_USER, BROKER_PASSWORD))
+    topic = "ib-tls-" + uuid.uuid4().hex[:6]
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=3,
+                                  config={"min.insync.replicas": "2"})])[topic].result(timeout=60)
+    wait_until(lambda: isr(zk, topic) == [1, 2, 3], timeout=60, what="the ISR is all three brokers")
+    assert produce(sasl_conf(brokers, BROKER_USER, BROKER_PASSWORD), topic, [b"x%d" % i for i in range(20)]) == []
+    assert "failed authentication" not in logs(brokers)
