@@ -181,26 +181,33 @@ async fn issue_11_replication_throttle_rates_are_dynamic_broker_configs() {
         .await
         .unwrap();
     assert_eq!(code(ok).0, 0);
+    // Kafka's refusals (INVALID_REQUEST, its messages): a config this broker cannot change
+    // live, a value that is not a LONG, another broker's id.
     let (error, message) = code(
         conn.send(alter(&id, "log.retention.ms", "1"))
             .await
             .unwrap(),
     );
-    assert_eq!(error, 40, "INVALID_CONFIG: {message}");
-    assert!(message.contains("edit server.properties"), "{message}");
+    assert_eq!(error, 42, "INVALID_REQUEST: {message}");
+    assert!(
+        message.ends_with("Cannot update these configs dynamically: Set(log.retention.ms)"),
+        "{message}"
+    );
     let (error, message) = code(
         conn.send(alter(&id, "leader.replication.throttled.rate", "fast"))
             .await
             .unwrap(),
     );
-    assert_eq!(error, 40, "{message}");
+    assert_eq!(error, 42, "{message}");
+    assert!(message.ends_with("Not a number of type LONG"), "{message}");
     let (error, message) = code(
         conn.send(alter("77", "leader.replication.throttled.rate", "1"))
             .await
             .unwrap(),
     );
     assert_eq!(error, 42, "INVALID_REQUEST: {message}");
-    // DescribeConfigs shows them with Kafka's sources (1 this broker's, 4 the default).
+    // DescribeConfigs shows them with Kafka's sources (2 DYNAMIC_BROKER_CONFIG this
+    // broker's, 3 DYNAMIC_DEFAULT_BROKER_CONFIG the cluster default).
     let described = conn
         .send(DescribeConfigsRequest::default().with_resources(vec![
                 describe_configs_request::DescribeConfigsResource::default()
@@ -224,10 +231,38 @@ async fn issue_11_replication_throttle_rates_are_dynamic_broker_configs() {
     };
     assert_eq!(
         found("follower.replication.throttled.rate"),
-        Some(("10000000".to_owned(), 1, false))
+        Some(("10000000".to_owned(), 2, false))
     );
     assert_eq!(
         found("leader.replication.throttled.rate"),
-        Some(("5000000".to_owned(), 4, false))
+        Some(("5000000".to_owned(), 3, false))
+    );
+    // The cluster default (name "") answers only what /config/brokers/<default> sets.
+    let default = conn
+        .send(DescribeConfigsRequest::default().with_resources(vec![
+                describe_configs_request::DescribeConfigsResource::default()
+                    .with_resource_type(4)
+                    .with_resource_name(StrBytes::from_static_str("")),
+            ]))
+        .await
+        .unwrap();
+    let entries: Vec<(String, Option<String>, i8)> = default.results[0]
+        .configs
+        .iter()
+        .map(|c| {
+            (
+                c.name.to_string(),
+                c.value.as_ref().map(|v| v.to_string()),
+                c.config_source,
+            )
+        })
+        .collect();
+    assert_eq!(
+        entries,
+        vec![(
+            "leader.replication.throttled.rate".to_owned(),
+            Some("5000000".to_owned()),
+            3
+        )]
     );
 }

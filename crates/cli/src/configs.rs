@@ -1,25 +1,37 @@
-//! `gregor configs`: Kafka's `kafka-configs.sh --bootstrap-server` for users and clients:
-//! client quotas (KIP-546: DescribeClientQuotas / AlterClientQuotas) for
-//! `--entity-type users|clients`, the two combined (`--entity-type users --entity-name u
-//! --entity-type clients --entity-name c`) and default entities (`--entity-default`), and
-//! users' SCRAM credentials (KIP-554): `--alter --add-config
-//! 'SCRAM-SHA-256=[iterations=8192,password=alice-secret]'` or
-//! `producer_byte_rate=1048576,consumer_byte_rate=2097152`, `--delete-config` and
-//! `--describe`, with Kafka's output lines and refusals. A SCRAM password is salted and hashed
-//! on this side (PBKDF2), as Kafka's admin client does; the broker only stores the result.
+//! `gregor configs`: Kafka's `kafka-configs.sh --bootstrap-server`, as Kafka 2.8's
+//! `ConfigCommand` does it:
+//! - `--entity-type topics`: DescribeConfigs with synonyms (`--describe`, `--all`), and
+//!   IncrementalAlterConfigs SET/DELETE for `--alter --add-config/--delete-config`.
+//! - `--entity-type brokers` (a broker id, or `--entity-default` for the cluster-wide
+//!   `/config/brokers/<default>`): DescribeConfigs with synonyms, and AlterConfigs (the legacy
+//!   API) with the whole new set of dynamic configs, as kafka-configs.sh alters brokers.
+//! - `--entity-type broker-loggers`: the broker's log levels (DescribeConfigs and
+//!   IncrementalAlterConfigs of BROKER_LOGGER).
+//! - `--entity-type users|clients`: client quotas (KIP-546: DescribeClientQuotas /
+//!   AlterClientQuotas), the two combined (`--entity-type users --entity-name u --entity-type
+//!   clients --entity-name c`) and default entities (`--entity-default`), and users' SCRAM
+//!   credentials (KIP-554): `--alter --add-config
+//!   'SCRAM-SHA-256=[iterations=8192,password=alice-secret]'`. A SCRAM password is salted and
+//!   hashed on this side (PBKDF2), as Kafka's admin client does; the broker stores the result.
 //!
 //! Entity names pair with entity types by their order on the command line, as in
-//! kafka-configs.sh: `--entity-default` stands for an empty name (the default entity).
+//! kafka-configs.sh: `--entity-default` stands for an empty name (the default entity). The
+//! shorthands `--topic`, `--client`, `--user`, `--broker`, `--broker-logger` and
+//! `--client-defaults`, `--user-defaults`, `--broker-defaults` stand for the type and name.
+//! `--add-config-file` reads the configs to add from a properties file.
 //!
-//! Not yet: `--entity-type topics|brokers|broker-loggers|ips` (use `gregor topics --alter
-//! --config` for topics), `--add-config-file`, the `--user`/`--client` shorthand flags.
+//! Not supported: `--entity-type ips` (the broker has no IP connection quotas) and
+//! `--zookeeper`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context as _};
 use clap::{ArgAction, ArgMatches, Args};
-use client::{AdminClient, ClientError, QuotaEntity, QuotaMatch};
+use client::{
+    AdminClient, AlterConfigOp, ClientError, ConfigEntry, ConfigResourceKind, ConfigSource,
+    QuotaEntity, QuotaMatch,
+};
 use security::scram::ScramMechanism;
 
 /// Kafka's `DefaultScramIterations`.
@@ -46,7 +58,7 @@ const ENTITY_TYPES: [&str; 6] = [
 /// The flags of `kafka-configs.sh` this command takes.
 #[derive(Debug, Default, Clone, Args)]
 #[command(
-    about = "Add, delete or describe client quotas and users' SCRAM credentials (kafka-configs.sh)."
+    about = "Add, delete or describe configs of topics, brokers, broker loggers, client quotas and users' SCRAM credentials (kafka-configs.sh)."
 )]
 pub struct ConfigsArgs {
     /// The Kafka server to connect to.
@@ -55,14 +67,16 @@ pub struct ConfigsArgs {
     /// Property file containing configs to be passed to Admin Client.
     #[arg(long, value_name = "command config property file")]
     pub command_config: Option<PathBuf>,
-    /// Type of entity (users/clients); `users` and `clients` may be given together.
+    /// Type of entity (topics/clients/users/brokers/broker-loggers); `users` and `clients`
+    /// may be given together.
     #[arg(long, value_name = "entity-type")]
     pub entity_type: Vec<String>,
-    /// Name of entity (user principal name/client id), one per --entity-type, in order.
+    /// Name of entity (topic name/client id/user principal name/broker id), one per
+    /// --entity-type, in order.
     #[arg(long, value_name = "entity-name")]
     pub entity_name: Vec<String>,
-    /// Default entity name for clients/users (applies to the corresponding entity type in
-    /// the command line).
+    /// Default entity name for clients/users/brokers (applies to the corresponding entity
+    /// type in the command line).
     #[arg(long, action = ArgAction::Append, num_args = 0, default_missing_value = "",
         value_name = "")]
     pub entity_default: Vec<String>,
@@ -72,13 +86,54 @@ pub struct ConfigsArgs {
     /// Alter the configuration for the entity.
     #[arg(long)]
     pub alter: bool,
-    /// Key Value pairs of configs to add, e.g. 'producer_byte_rate=1024,consumer_byte_rate=2048'
-    /// or 'SCRAM-SHA-256=[iterations=8192,password=alice-secret]'.
+    /// List all configs for the given topic, broker, or broker-logger entity (includes
+    /// static configuration when the entity type is brokers).
+    #[arg(long)]
+    pub all: bool,
+    /// Key Value pairs of configs to add. Square brackets group values which contain commas:
+    /// 'k1=v1,k2=[v1,v2,v2],k3=v3', e.g. 'retention.ms=3600000',
+    /// 'producer_byte_rate=1024' or 'SCRAM-SHA-256=[iterations=8192,password=alice-secret]'.
     #[arg(long, value_name = "key=value,...")]
     pub add_config: Option<String>,
-    /// Config keys to remove, e.g. 'producer_byte_rate' or 'SCRAM-SHA-256,SCRAM-SHA-512'.
+    /// Path to a properties file with configs to add. See --add-config for valid configs.
+    #[arg(long, value_name = "file")]
+    pub add_config_file: Option<PathBuf>,
+    /// Config keys to remove, e.g. 'retention.ms' or 'SCRAM-SHA-256,SCRAM-SHA-512'.
     #[arg(long, value_name = "key,...")]
     pub delete_config: Option<String>,
+    /// Suppress console prompts (accepted; this command never prompts).
+    #[arg(long)]
+    pub force: bool,
+    /// The topic's name (--entity-type topics --entity-name TOPIC).
+    #[arg(long, value_name = "topic")]
+    pub topic: Option<String>,
+    /// The client's ID (--entity-type clients --entity-name CLIENT).
+    #[arg(long, value_name = "client")]
+    pub client: Option<String>,
+    /// The config defaults for all clients.
+    #[arg(long)]
+    pub client_defaults: bool,
+    /// The user's principal name (--entity-type users --entity-name USER).
+    #[arg(long, value_name = "user")]
+    pub user: Option<String>,
+    /// The config defaults for all users.
+    #[arg(long)]
+    pub user_defaults: bool,
+    /// The broker's ID (--entity-type brokers --entity-name ID).
+    #[arg(long, value_name = "broker")]
+    pub broker: Option<String>,
+    /// The config defaults for all brokers.
+    #[arg(long)]
+    pub broker_defaults: bool,
+    /// The broker's ID for its logger config (--entity-type broker-loggers --entity-name ID).
+    #[arg(long, value_name = "broker-logger")]
+    pub broker_logger: Option<String>,
+    /// The IP address (refused: the broker has no IP connection quotas).
+    #[arg(long, value_name = "ip")]
+    pub ip: Option<String>,
+    /// The config defaults for all IPs (refused: no IP connection quotas).
+    #[arg(long)]
+    pub ip_defaults: bool,
     /// The entity names in command-line order, "" for each --entity-default (filled from the
     /// parsed matches by [`ConfigsArgs::order_names`]; without it names come before defaults).
     #[arg(skip)]
@@ -104,12 +159,52 @@ impl ConfigsArgs {
         self.ordered_names = Some(names.into_iter().map(|(_, n)| n).collect());
     }
 
+    /// The shorthand flags given, as (entity type, name: "" for a defaults flag), in
+    /// kafka-configs.sh's order: the named flags, then the defaults flags.
+    fn entity_flags(&self) -> Vec<(&'static str, String)> {
+        let named = [
+            ("topics", &self.topic),
+            ("clients", &self.client),
+            ("users", &self.user),
+            ("brokers", &self.broker),
+            ("broker-loggers", &self.broker_logger),
+            ("ips", &self.ip),
+        ];
+        let defaults = [
+            ("clients", self.client_defaults),
+            ("users", self.user_defaults),
+            ("brokers", self.broker_defaults),
+            ("ips", self.ip_defaults),
+        ];
+        named
+            .into_iter()
+            .filter_map(|(t, name)| name.clone().map(|n| (t, n)))
+            .chain(
+                defaults
+                    .into_iter()
+                    .filter(|(_, given)| *given)
+                    .map(|(t, _)| (t, String::new())),
+            )
+            .collect()
+    }
+
+    /// kafka-configs.sh's `entityTypes`: `--entity-type` values, then the shorthand flags.
+    fn types(&self) -> Vec<String> {
+        let mut types = self.entity_type.clone();
+        types.extend(self.entity_flags().into_iter().map(|(t, _)| t.to_owned()));
+        types
+    }
+
+    /// kafka-configs.sh's `entityNames`: `--entity-name`/`--entity-default` in command-line
+    /// order, then the shorthand flags' names.
     fn names(&self) -> Vec<String> {
-        self.ordered_names.clone().unwrap_or_else(|| {
+        let mut names = self.ordered_names.clone().unwrap_or_else(|| {
             let mut names = self.entity_name.clone();
             names.extend(self.entity_default.iter().map(|_| String::new()));
             names
-        })
+        });
+        names.extend(self.entity_flags().into_iter().map(|(_, n)| n));
+        names
     }
 }
 
@@ -138,11 +233,23 @@ pub fn parse_add_config(text: &str) -> anyhow::Result<Vec<(String, String)>> {
         .into_iter()
         .filter(|i| !i.trim().is_empty())
         .map(|item| {
-            let (key, value) = item.split_once('=').ok_or_else(|| {
-                anyhow::anyhow!(
+            // Kafka splits each item at every `=` outside brackets and wants two parts.
+            let mut depth = 0usize;
+            let mut equals = Vec::new();
+            for (at, c) in item.char_indices() {
+                match c {
+                    '[' => depth += 1,
+                    ']' => depth = depth.saturating_sub(1),
+                    '=' if depth == 0 => equals.push(at),
+                    _ => {}
+                }
+            }
+            let [at] = equals[..] else {
+                anyhow::bail!(
                     "Invalid entity config: all configs to be added must be in the format \"key=val\"."
-                )
-            })?;
+                );
+            };
+            let (key, value) = (&item[..at], &item[at + 1..]);
             let value: String = value.chars().filter(|c| *c != '[' && *c != ']').collect();
             Ok((key.trim().to_owned(), value.trim().to_owned()))
         })
@@ -197,6 +304,10 @@ fn exception_name(err: &ClientError) -> &'static str {
         Some(42) => "InvalidRequestException",
         Some(40) => "InvalidConfigurationException",
         Some(35) => "UnsupportedVersionException",
+        Some(3) => "UnknownTopicOrPartitionException",
+        Some(17) => "InvalidTopicException",
+        Some(29) => "TopicAuthorizationException",
+        Some(44) => "PolicyViolationException",
         _ => "KafkaException",
     }
 }
@@ -256,6 +367,92 @@ pub enum Plan {
         upsertions: Vec<(ScramMechanism, u32, String)>,
         deletions: Vec<ScramMechanism>,
     },
+    /// DescribeConfigs (with synonyms) of topics, brokers or a broker's loggers: this
+    /// entity (`""`: the brokers' cluster default), or every one of the type (`None`: every
+    /// topic; every broker, then the default). `all` keeps every config, not only the
+    /// entity's dynamic ones.
+    DescribeResource {
+        kind: ConfigResourceKind,
+        entity_type: String,
+        name: Option<String>,
+        all: bool,
+    },
+    /// Alters one topic (IncrementalAlterConfigs), broker (AlterConfigs with the whole new
+    /// set) or broker's loggers (IncrementalAlterConfigs), as kafka-configs.sh does.
+    AlterResource {
+        kind: ConfigResourceKind,
+        entity_type: String,
+        name: String,
+        added: Vec<(String, String)>,
+        deleted: Vec<String>,
+    },
+}
+
+/// The config resource of an entity type (`None`: a client quota entity type).
+fn resource_kind(entity_type: &str) -> Option<ConfigResourceKind> {
+    match entity_type {
+        "topics" => Some(ConfigResourceKind::Topic),
+        "brokers" => Some(ConfigResourceKind::Broker),
+        "broker-loggers" => Some(ConfigResourceKind::BrokerLogger),
+        _ => None,
+    }
+}
+
+/// The plan for a topic, broker or broker-logger entity (the command line is checked).
+fn resource_plan(
+    args: &ConfigsArgs,
+    kind: ConfigResourceKind,
+    entity_type: &str,
+    names: &[String],
+) -> Result<Plan, String> {
+    let name = names.first().cloned();
+    if args.describe {
+        return Ok(Plan::DescribeResource {
+            kind,
+            entity_type: entity_type.to_owned(),
+            name,
+            all: args.all,
+        });
+    }
+    Ok(Plan::AlterResource {
+        kind,
+        entity_type: entity_type.to_owned(),
+        name: name.unwrap_or_default(),
+        added: configs_to_add(args)?,
+        deleted: configs_to_delete(args),
+    })
+}
+
+/// `--add-config` or `--add-config-file` (a properties file), as kafka-configs.sh reads
+/// them; a key given twice keeps its last value.
+fn configs_to_add(args: &ConfigsArgs) -> Result<Vec<(String, String)>, String> {
+    let listed = if let Some(path) = &args.add_config_file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|err| format!("cannot read --add-config-file {}: {err}", path.display()))?;
+        client::parse_properties(&text)
+    } else {
+        parse_add_config(args.add_config.as_deref().unwrap_or("")).map_err(|e| e.to_string())?
+    };
+    let mut added: Vec<(String, String)> = Vec::new();
+    for (key, value) in listed {
+        match added.iter_mut().find(|(k, _)| *k == key) {
+            Some(entry) => entry.1 = value,
+            None => added.push((key, value)),
+        }
+    }
+    Ok(added)
+}
+
+/// `--delete-config k1,k2`.
+fn configs_to_delete(args: &ConfigsArgs) -> Vec<String> {
+    args.delete_config
+        .as_deref()
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// The quota entity type of a config entity type.
@@ -288,7 +485,8 @@ pub fn plan(args: &ConfigsArgs) -> Result<Plan, String> {
             );
         }
     }
-    let types = &args.entity_type;
+    let types = args.types();
+    let types = &types;
     let mut seen: Vec<&String> = Vec::new();
     let mut duplicates: Vec<&str> = Vec::new();
     for t in types {
@@ -321,12 +519,91 @@ pub fn plan(args: &ConfigsArgs) -> Result<Plan, String> {
     {
         return Err("Only 'users' and 'clients' entity types may be specified together".to_owned());
     }
-    if !matches!(head.as_str(), "users" | "clients") {
-        return Err(format!(
-            "--entity-type {head} is not supported by gregor configs yet (users and clients only; topics: gregor topics --alter --config)"
-        ));
+    let flags = args.entity_flags();
+    if (!args.entity_name.is_empty()
+        || !args.entity_type.is_empty()
+        || !args.entity_default.is_empty())
+        && !flags.is_empty()
+    {
+        return Err(
+            "--entity-{type,name,default} should not be used in conjunction with specific entity flags"
+                .to_owned(),
+        );
     }
     let names = args.names();
+    let has_name = names.iter().any(|n| !n.is_empty());
+    let has_default = names.iter().any(String::is_empty);
+    if has_name
+        && types
+            .iter()
+            .any(|t| t == "brokers" || t == "broker-loggers")
+    {
+        // kafka-configs.sh checks the first value of each flag that names a broker.
+        for id in [
+            args.entity_name.first(),
+            args.broker.as_ref(),
+            args.broker_logger.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if id.parse::<i32>().is_err() {
+                return Err(format!(
+                    "The entity name for {head} must be a valid integer broker id, but it is: {id}"
+                ));
+            }
+        }
+    }
+    if args.describe && types.iter().any(|t| t == "broker-loggers") && !has_name {
+        return Err(format!(
+            "an entity name must be specified with --describe of {}",
+            types.join(",")
+        ));
+    }
+    if args.alter {
+        if types
+            .iter()
+            .any(|t| matches!(t.as_str(), "users" | "clients" | "brokers" | "ips"))
+        {
+            if !has_name && !has_default {
+                return Err(
+                    "an entity-name or default entity must be specified with --alter of users, clients, brokers or ips"
+                        .to_owned(),
+                );
+            }
+        } else if !has_name {
+            return Err(format!(
+                "an entity name must be specified with --alter of {}",
+                types.join(",")
+            ));
+        }
+        if args.add_config.is_some() && args.add_config_file.is_some() {
+            return Err(
+                "Only one of --add-config or --add-config-file must be specified".to_owned(),
+            );
+        }
+        if args.add_config.is_none()
+            && args.add_config_file.is_none()
+            && args.delete_config.is_none()
+        {
+            return Err(
+                "At least one of --add-config, --add-config-file, or --delete-config must be specified with --alter"
+                    .to_owned(),
+            );
+        }
+        if names.len() != types.len() {
+            return Err("An entity name must be specified for every entity type".to_owned());
+        }
+    }
+    if head == "ips" {
+        return Err(
+            "--entity-type ips is not supported by gregor configs: the broker has no IP connection quotas (connection_creation_rate)"
+                .to_owned(),
+        );
+    }
+    if let Some(kind) = resource_kind(head) {
+        return resource_plan(args, kind, head, &names);
+    }
     if names.len() > types.len() {
         return Err("More entity names specified than entity types".to_owned());
     }
@@ -352,36 +629,9 @@ pub fn plan(args: &ConfigsArgs) -> Result<Plan, String> {
             scram_users,
         });
     }
-    // --alter.
-    if names.is_empty() {
-        return Err(
-            "an entity-name or default entity must be specified with --alter of users, clients, brokers or ips"
-                .to_owned(),
-        );
-    }
-    if args.add_config.is_none() && args.delete_config.is_none() {
-        return Err(
-            "At least one of --add-config, --add-config-file, or --delete-config must be specified with --alter"
-                .to_owned(),
-        );
-    }
-    if names.len() != types.len() {
-        return Err(
-            "--entity-name or --entity-default must be specified with each --entity-type for --alter"
-                .to_owned(),
-        );
-    }
-    let added =
-        parse_add_config(args.add_config.as_deref().unwrap_or("")).map_err(|e| e.to_string())?;
-    let deleted: Vec<String> = args
-        .delete_config
-        .as_deref()
-        .unwrap_or("")
-        .split(',')
-        .map(str::trim)
-        .filter(|k| !k.is_empty())
-        .map(str::to_owned)
-        .collect();
+    // --alter of users and clients.
+    let added = configs_to_add(args)?;
+    let deleted = configs_to_delete(args);
     let is_quota = |k: &str| QUOTA_KEYS.contains(&k);
     let is_scram = |k: &str| ScramMechanism::from_name(k).is_some();
     let quota_change =
@@ -523,6 +773,132 @@ pub fn describe_line(entity: &QuotaEntity, values: &[(String, f64)]) -> String {
     )
 }
 
+/// kafka-configs.sh's line before an entity's configs.
+pub fn describe_header(entity_type: &str, entity: &str, all: bool) -> String {
+    if entity.is_empty() {
+        format!("Default configs for {entity_type} in the cluster are:")
+    } else {
+        let which = if all { "All" } else { "Dynamic" };
+        let singular = entity_type.strip_suffix('s').unwrap_or(entity_type);
+        format!("{which} configs for {singular} {entity} are:")
+    }
+}
+
+/// kafka-configs.sh's line for one config: `  key=value sensitive=false
+/// synonyms={SOURCE:key=value, ...}` (a sensitive value is `null`).
+pub fn config_line(entry: &ConfigEntry) -> String {
+    let synonyms: Vec<String> = entry
+        .synonyms
+        .iter()
+        .map(|s| {
+            format!(
+                "{}:{}={}",
+                s.source.name(),
+                s.name,
+                s.value.as_deref().unwrap_or("null")
+            )
+        })
+        .collect();
+    format!(
+        "  {}={} sensitive={} synonyms={{{}}}",
+        entry.name,
+        entry.value.as_deref().unwrap_or("null"),
+        entry.is_sensitive,
+        synonyms.join(", ")
+    )
+}
+
+/// kafka-configs.sh's line after a successful `--alter`.
+pub fn completed_line(entity_type: &str, name: &str) -> String {
+    if name.is_empty() {
+        format!("Completed updating default config for {entity_type} in the cluster.")
+    } else {
+        let singular = entity_type.strip_suffix('s').unwrap_or(entity_type);
+        format!("Completed updating config for {singular} {name}.")
+    }
+}
+
+/// The source an entity's own configs have (what `--describe` without `--all` shows):
+/// a topic's overrides, a broker's dynamic configs, or the brokers' cluster default;
+/// `None` keeps every entry (a broker's loggers).
+fn dynamic_source(kind: ConfigResourceKind, name: &str) -> Option<ConfigSource> {
+    match kind {
+        ConfigResourceKind::Topic => Some(ConfigSource::DynamicTopicConfig),
+        ConfigResourceKind::Broker if name.is_empty() => {
+            Some(ConfigSource::DynamicDefaultBrokerConfig)
+        }
+        ConfigResourceKind::Broker => Some(ConfigSource::DynamicBrokerConfig),
+        ConfigResourceKind::BrokerLogger => None,
+    }
+}
+
+/// kafka-configs.sh's `getResourceConfig`: DescribeConfigs with synonyms, kept to the
+/// entity's own (dynamic) configs unless `all`.
+async fn resource_configs(
+    admin: &mut AdminClient,
+    kind: ConfigResourceKind,
+    name: &str,
+    all: bool,
+) -> Result<Vec<ConfigEntry>, ClientError> {
+    let mut results = admin
+        .describe_configs_with_synonyms(kind, &[name.to_owned()], true)
+        .await?;
+    let (_, outcome) = results.remove(0);
+    let filter = if all {
+        None
+    } else {
+        dynamic_source(kind, name)
+    };
+    Ok(outcome?
+        .into_iter()
+        .filter(|e| filter.is_none_or(|source| e.source == source))
+        .collect())
+}
+
+/// SET for each added config, DELETE for each deleted one.
+fn alter_ops(added: &[(String, String)], deleted: &[String]) -> Vec<AlterConfigOp> {
+    added
+        .iter()
+        .map(|(k, v)| AlterConfigOp::Set(k.clone(), v.clone()))
+        .chain(deleted.iter().map(|k| AlterConfigOp::Delete(k.clone())))
+        .collect()
+}
+
+/// A broker's new dynamic configs for AlterConfigs (which replaces them all): the current
+/// ones, plus the added, minus the deleted. A sensitive current value is not readable, so
+/// it must be given again (kafka-configs.sh's refusal).
+pub fn new_broker_configs(
+    current: &[ConfigEntry],
+    added: &[(String, String)],
+    deleted: &[String],
+) -> Result<Vec<(String, String)>, String> {
+    let mut configs: std::collections::BTreeMap<String, Option<String>> = current
+        .iter()
+        .map(|e| (e.name.clone(), e.value.clone()))
+        .collect();
+    for (key, value) in added {
+        configs.insert(key.clone(), Some(value.clone()));
+    }
+    for key in deleted {
+        configs.remove(key);
+    }
+    let missing: Vec<&str> = configs
+        .iter()
+        .filter(|(_, v)| v.is_none())
+        .map(|(k, _)| k.as_str())
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "All sensitive broker config entries must be specified for --alter, missing entries: Set({})",
+            missing.join(", ")
+        ));
+    }
+    Ok(configs
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|v| (k, v)))
+        .collect())
+}
+
 /// Runs `gregor configs`.
 pub fn run(args: ConfigsArgs) -> anyhow::Result<ExitCode> {
     let plan = match plan(&args) {
@@ -555,6 +931,114 @@ pub fn run(args: ConfigsArgs) -> anyhow::Result<ExitCode> {
         )?;
         let mut admin = AdminClient::connect(options).await?;
         match plan {
+            Plan::DescribeResource {
+                kind,
+                entity_type,
+                name,
+                all,
+            } => {
+                let entities = match name {
+                    Some(name) => vec![name],
+                    None if kind == ConfigResourceKind::Topic => {
+                        match admin.list_topics().await {
+                            Ok(topics) => topics.into_iter().map(|t| t.name).collect(),
+                            Err(err) => return failed(&err),
+                        }
+                    }
+                    None => {
+                        let mut ids: Vec<String> =
+                            admin.brokers().keys().map(i32::to_string).collect();
+                        ids.push(String::new());
+                        ids
+                    }
+                };
+                for entity in entities {
+                    println!("{}", describe_header(&entity_type, &entity, all));
+                    let entries = match resource_configs(&mut admin, kind, &entity, all).await {
+                        Ok(entries) => entries,
+                        Err(err) => return failed(&err),
+                    };
+                    for entry in &entries {
+                        println!("{}", config_line(entry));
+                    }
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+            Plan::AlterResource {
+                kind,
+                entity_type,
+                name,
+                added,
+                deleted,
+            } => {
+                if let Some((_, v)) = added.iter().find(|(k, _)| k == "message.format.version") {
+                    println!(
+                        "WARNING: The configuration message.format.version={v} is specified. This configuration will be ignored if the version is newer than the inter.broker.protocol.version specified in the broker."
+                    );
+                }
+                let current = match resource_configs(
+                    &mut admin,
+                    kind,
+                    &name,
+                    false,
+                )
+                .await
+                {
+                    Ok(entries) => entries,
+                    Err(err) => return failed(&err),
+                };
+                let outcome = if kind == ConfigResourceKind::BrokerLogger {
+                    let invalid: Vec<&str> = deleted
+                        .iter()
+                        .map(String::as_str)
+                        .chain(added.iter().map(|(k, _)| k.as_str()))
+                        .filter(|k| !current.iter().any(|e| e.name == *k))
+                        .collect();
+                    if !invalid.is_empty() {
+                        eprintln!("Invalid broker logger(s): {}", invalid.join(","));
+                        return Ok(ExitCode::from(1));
+                    }
+                    admin
+                        .incremental_alter_configs(kind, &name, &alter_ops(&added, &deleted), false)
+                        .await
+                } else {
+                    // kafka-configs.sh refuses to delete a key the entity does not set.
+                    let invalid: Vec<&str> = deleted
+                        .iter()
+                        .map(String::as_str)
+                        .filter(|k| !current.iter().any(|e| e.name == *k))
+                        .collect();
+                    if !invalid.is_empty() {
+                        eprintln!("Invalid config(s): {}", invalid.join(","));
+                        return Ok(ExitCode::from(1));
+                    }
+                    if kind == ConfigResourceKind::Topic {
+                        admin
+                            .incremental_alter_configs(
+                                kind,
+                                &name,
+                                &alter_ops(&added, &deleted),
+                                false,
+                            )
+                            .await
+                    } else {
+                        match new_broker_configs(&current, &added, &deleted) {
+                            Ok(configs) => admin.alter_configs(kind, &name, &configs, false).await,
+                            Err(message) => {
+                                eprintln!("{message}");
+                                return Ok(ExitCode::from(1));
+                            }
+                        }
+                    }
+                };
+                match outcome {
+                    Ok(()) => {
+                        println!("{}", completed_line(&entity_type, &name));
+                        Ok(ExitCode::SUCCESS)
+                    }
+                    Err(err) => failed(&err),
+                }
+            }
             Plan::AlterScram {
                 user,
                 upsertions,
@@ -750,7 +1234,7 @@ mod tests {
         );
         assert_eq!(
             err("--alter --entity-type users --entity-name u --entity-type clients --add-config producer_byte_rate=1"),
-            "--entity-name or --entity-default must be specified with each --entity-type for --alter"
+            "An entity name must be specified for every entity type"
         );
         assert_eq!(
             err("--alter --entity-type clients --add-config producer_byte_rate=1"),
@@ -841,6 +1325,313 @@ mod tests {
         assert_eq!(java_double(15_000_000.0), "1.5E7");
         assert_eq!(java_double(0.0001), "1.0E-4");
         assert_eq!(java_double(9_999_999.0), "9999999.0");
+    }
+
+    fn resource(kind: ConfigResourceKind, entity_type: &str) -> (ConfigResourceKind, String) {
+        (kind, entity_type.to_owned())
+    }
+
+    #[test]
+    fn topic_broker_and_logger_plans_as_kafka_configs() {
+        let alter = |line: &str| match plan_of(line) {
+            Ok(Plan::AlterResource {
+                kind,
+                entity_type,
+                name,
+                added,
+                deleted,
+            }) => ((kind, entity_type), name, added, deleted),
+            other => panic!("{line}: {other:?}"),
+        };
+        let kv = |k: &str, v: &str| (k.to_owned(), v.to_owned());
+        let topic = resource(ConfigResourceKind::Topic, "topics");
+        let broker = resource(ConfigResourceKind::Broker, "brokers");
+        let logger = resource(ConfigResourceKind::BrokerLogger, "broker-loggers");
+        assert_eq!(
+            alter("--alter --entity-type topics --entity-name t --add-config retention.ms=1000,cleanup.policy=[compact,delete] --delete-config segment.ms"),
+            (
+                topic.clone(),
+                "t".to_owned(),
+                vec![kv("retention.ms", "1000"), kv("cleanup.policy", "compact,delete")],
+                vec!["segment.ms".to_owned()]
+            )
+        );
+        // The shorthands name the same entities.
+        assert_eq!(
+            alter("--alter --topic t --delete-config retention.ms,segment.ms"),
+            (
+                topic,
+                "t".to_owned(),
+                vec![],
+                vec!["retention.ms".to_owned(), "segment.ms".to_owned()]
+            )
+        );
+        assert_eq!(
+            alter("--alter --broker 1 --add-config follower.replication.throttled.rate=100"),
+            (
+                broker.clone(),
+                "1".to_owned(),
+                vec![kv("follower.replication.throttled.rate", "100")],
+                vec![]
+            )
+        );
+        assert_eq!(
+            alter("--alter --entity-type brokers --entity-default --delete-config leader.replication.throttled.rate").1,
+            ""
+        );
+        assert_eq!(
+            alter("--alter --broker-defaults --add-config leader.replication.throttled.rate=5").0,
+            broker
+        );
+        assert_eq!(
+            alter("--alter --broker-logger 1 --add-config broker=DEBUG").0,
+            logger
+        );
+        assert_eq!(
+            plan_of("--describe --entity-type topics"),
+            Ok(Plan::DescribeResource {
+                kind: ConfigResourceKind::Topic,
+                entity_type: "topics".to_owned(),
+                name: None,
+                all: false,
+            })
+        );
+        assert_eq!(
+            plan_of("--describe --broker 2 --all"),
+            Ok(Plan::DescribeResource {
+                kind: ConfigResourceKind::Broker,
+                entity_type: "brokers".to_owned(),
+                name: Some("2".to_owned()),
+                all: true,
+            })
+        );
+        // --user and --client together are the <user, client> quota entity; kafka-configs.sh
+        // lists the client flag first, so the done line names the client.
+        assert_eq!(
+            plan_of("--alter --user u --client c --add-config producer_byte_rate=1"),
+            Ok(Plan::AlterQuotas {
+                entity: vec![client(Some("c")), user(Some("u"))],
+                ops: vec![("producer_byte_rate".to_owned(), Some(1.0))],
+                done: "Completed updating config for client c.".to_owned(),
+            })
+        );
+        assert!(matches!(
+            plan_of("--alter --user-defaults --add-config consumer_byte_rate=1"),
+            Ok(Plan::AlterQuotas { entity, .. }) if entity == vec![user(None)]
+        ));
+        assert!(matches!(
+            plan_of("--describe --client-defaults"),
+            Ok(Plan::Describe { components, .. }) if components == vec![("client-id".to_owned(), QuotaMatch::Default)]
+        ));
+    }
+
+    #[test]
+    fn topic_broker_and_logger_refusals_are_kafka_configs_messages() {
+        let err = |line: &str| plan_of(line).unwrap_err();
+        assert_eq!(
+            err("--alter --entity-type topics --add-config retention.ms=1"),
+            "an entity name must be specified with --alter of topics"
+        );
+        assert_eq!(
+            err("--alter --entity-type topics --entity-default --add-config retention.ms=1"),
+            "an entity name must be specified with --alter of topics"
+        );
+        assert_eq!(
+            err("--alter --entity-type brokers --add-config a=1"),
+            "an entity-name or default entity must be specified with --alter of users, clients, brokers or ips"
+        );
+        assert_eq!(
+            err("--alter --entity-type broker-loggers --add-config root=INFO"),
+            "an entity name must be specified with --alter of broker-loggers"
+        );
+        assert_eq!(
+            err("--describe --entity-type broker-loggers"),
+            "an entity name must be specified with --describe of broker-loggers"
+        );
+        assert_eq!(
+            err("--describe --entity-type brokers --entity-name one"),
+            "The entity name for brokers must be a valid integer broker id, but it is: one"
+        );
+        assert_eq!(
+            err("--describe --broker-logger x"),
+            "The entity name for broker-loggers must be a valid integer broker id, but it is: x"
+        );
+        assert_eq!(
+            err("--alter --topic t"),
+            "At least one of --add-config, --add-config-file, or --delete-config must be specified with --alter"
+        );
+        assert_eq!(
+            err("--alter --topic t --add-config a=1 --add-config-file /nonexistent"),
+            "Only one of --add-config or --add-config-file must be specified"
+        );
+        assert_eq!(
+            err("--describe --entity-name t --topic t"),
+            "--entity-{type,name,default} should not be used in conjunction with specific entity flags"
+        );
+        assert_eq!(
+            err("--describe --topic t --broker 1"),
+            "Only 'users' and 'clients' entity types may be specified together"
+        );
+        assert_eq!(
+            err("--alter --topic t --add-config retention.ms=1=2"),
+            "Invalid entity config: all configs to be added must be in the format \"key=val\"."
+        );
+        assert!(err("--describe --ip 127.0.0.1").contains("ips is not supported"));
+        assert!(err("--alter --topic t --add-config-file /nonexistent/file")
+            .starts_with("cannot read --add-config-file /nonexistent/file"));
+    }
+
+    #[test]
+    fn add_config_file_is_a_properties_file() {
+        let dir = std::env::temp_dir().join(format!("gregor-configs-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("add.properties");
+        std::fs::write(
+            &file,
+            "# topic settings\nretention.ms=3600000\ncleanup.policy = compact,delete\nmin.insync.replicas: 2\nretention.ms=7200000\n",
+        )
+        .unwrap();
+        let planned = plan_of(&format!(
+            "--alter --topic t --add-config-file {}",
+            file.display()
+        ));
+        std::fs::remove_dir_all(&dir).unwrap();
+        let Ok(Plan::AlterResource { added, .. }) = planned else {
+            panic!("{planned:?}");
+        };
+        assert_eq!(
+            added,
+            vec![
+                ("retention.ms".to_owned(), "7200000".to_owned()),
+                ("cleanup.policy".to_owned(), "compact,delete".to_owned()),
+                ("min.insync.replicas".to_owned(), "2".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn resource_lines_as_kafka_configs() {
+        use client::ConfigSynonym;
+        assert_eq!(
+            describe_header("topics", "t", false),
+            "Dynamic configs for topic t are:"
+        );
+        assert_eq!(
+            describe_header("brokers", "1", true),
+            "All configs for broker 1 are:"
+        );
+        assert_eq!(
+            describe_header("brokers", "", false),
+            "Default configs for brokers in the cluster are:"
+        );
+        assert_eq!(
+            describe_header("broker-loggers", "1", false),
+            "Dynamic configs for broker-logger 1 are:"
+        );
+        assert_eq!(
+            completed_line("topics", "t"),
+            "Completed updating config for topic t."
+        );
+        assert_eq!(
+            completed_line("brokers", ""),
+            "Completed updating default config for brokers in the cluster."
+        );
+        assert_eq!(
+            completed_line("broker-loggers", "3"),
+            "Completed updating config for broker-logger 3."
+        );
+        let synonym = |name: &str, value: Option<&str>, source| ConfigSynonym {
+            name: name.to_owned(),
+            value: value.map(str::to_owned),
+            source,
+        };
+        let entry = ConfigEntry {
+            name: "retention.ms".to_owned(),
+            value: Some("1000".to_owned()),
+            is_default: false,
+            is_sensitive: false,
+            read_only: false,
+            source: ConfigSource::DynamicTopicConfig,
+            synonyms: vec![
+                synonym(
+                    "retention.ms",
+                    Some("1000"),
+                    ConfigSource::DynamicTopicConfig,
+                ),
+                synonym(
+                    "log.retention.ms",
+                    Some("604800000"),
+                    ConfigSource::DefaultConfig,
+                ),
+            ],
+        };
+        assert_eq!(
+            config_line(&entry),
+            "  retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000, DEFAULT_CONFIG:log.retention.ms=604800000}"
+        );
+        let secret = ConfigEntry {
+            name: "listener.name.x.ssl.key.password".to_owned(),
+            value: None,
+            is_sensitive: true,
+            source: ConfigSource::DynamicBrokerConfig,
+            synonyms: vec![synonym(
+                "listener.name.x.ssl.key.password",
+                None,
+                ConfigSource::DynamicBrokerConfig,
+            )],
+            ..entry.clone()
+        };
+        assert_eq!(
+            config_line(&secret),
+            "  listener.name.x.ssl.key.password=null sensitive=true synonyms={DYNAMIC_BROKER_CONFIG:listener.name.x.ssl.key.password=null}"
+        );
+        // AlterConfigs replaces a broker's dynamic set: the current ones stay unless deleted.
+        let throttle = ConfigEntry {
+            name: "leader.replication.throttled.rate".to_owned(),
+            value: Some("10".to_owned()),
+            ..entry.clone()
+        };
+        assert_eq!(
+            new_broker_configs(
+                std::slice::from_ref(&throttle),
+                &[(
+                    "follower.replication.throttled.rate".to_owned(),
+                    "20".to_owned()
+                )],
+                &[]
+            ),
+            Ok(vec![
+                (
+                    "follower.replication.throttled.rate".to_owned(),
+                    "20".to_owned()
+                ),
+                (
+                    "leader.replication.throttled.rate".to_owned(),
+                    "10".to_owned()
+                ),
+            ])
+        );
+        assert_eq!(
+            new_broker_configs(
+                &[throttle],
+                &[],
+                &["leader.replication.throttled.rate".to_owned()]
+            ),
+            Ok(vec![])
+        );
+        assert_eq!(
+            new_broker_configs(std::slice::from_ref(&secret), &[], &[]),
+            Err("All sensitive broker config entries must be specified for --alter, missing entries: Set(listener.name.x.ssl.key.password)".to_owned())
+        );
+        assert!(new_broker_configs(
+            &[secret],
+            &[(
+                "listener.name.x.ssl.key.password".to_owned(),
+                "p".to_owned()
+            )],
+            &[]
+        )
+        .is_ok());
     }
 
     #[test]

@@ -1236,6 +1236,12 @@ mod tests {
             is_default,
             is_sensitive: false,
             read_only: false,
+            source: if is_default {
+                client::ConfigSource::DefaultConfig
+            } else {
+                client::ConfigSource::DynamicTopicConfig
+            },
+            synonyms: Vec::new(),
         }
     }
 

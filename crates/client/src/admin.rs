@@ -186,8 +186,10 @@ pub struct NewPartitions {
 pub enum ConfigResourceKind {
     /// A topic (resource type 2).
     Topic,
-    /// A broker (resource type 4).
+    /// A broker (resource type 4); the empty name is the cluster-wide default.
     Broker,
+    /// A broker's loggers (resource type 8).
+    BrokerLogger,
 }
 
 impl ConfigResourceKind {
@@ -195,8 +197,67 @@ impl ConfigResourceKind {
         match self {
             ConfigResourceKind::Topic => 2,
             ConfigResourceKind::Broker => 4,
+            ConfigResourceKind::BrokerLogger => 8,
         }
     }
+}
+
+/// Where a config value comes from: Kafka's `ConfigEntry.ConfigSource`, by its wire code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// 0.
+    Unknown,
+    /// 1: a topic's override.
+    DynamicTopicConfig,
+    /// 2: this broker's dynamic config (`/config/brokers/<id>`).
+    DynamicBrokerConfig,
+    /// 3: the cluster-wide dynamic default (`/config/brokers/<default>`).
+    DynamicDefaultBrokerConfig,
+    /// 4: server.properties.
+    StaticBrokerConfig,
+    /// 5: the built-in default.
+    DefaultConfig,
+    /// 6: a broker logger's level.
+    DynamicBrokerLoggerConfig,
+}
+
+impl ConfigSource {
+    /// The source of a wire code (unknown codes are `Unknown`).
+    pub fn from_code(code: i8) -> ConfigSource {
+        match code {
+            1 => ConfigSource::DynamicTopicConfig,
+            2 => ConfigSource::DynamicBrokerConfig,
+            3 => ConfigSource::DynamicDefaultBrokerConfig,
+            4 => ConfigSource::StaticBrokerConfig,
+            5 => ConfigSource::DefaultConfig,
+            6 => ConfigSource::DynamicBrokerLoggerConfig,
+            _ => ConfigSource::Unknown,
+        }
+    }
+
+    /// Kafka's enum constant name, as kafka-configs.sh prints it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ConfigSource::Unknown => "UNKNOWN",
+            ConfigSource::DynamicTopicConfig => "DYNAMIC_TOPIC_CONFIG",
+            ConfigSource::DynamicBrokerConfig => "DYNAMIC_BROKER_CONFIG",
+            ConfigSource::DynamicDefaultBrokerConfig => "DYNAMIC_DEFAULT_BROKER_CONFIG",
+            ConfigSource::StaticBrokerConfig => "STATIC_BROKER_CONFIG",
+            ConfigSource::DefaultConfig => "DEFAULT_CONFIG",
+            ConfigSource::DynamicBrokerLoggerConfig => "DYNAMIC_BROKER_LOGGER_CONFIG",
+        }
+    }
+}
+
+/// One synonym of a config entry (DescribeConfigs with `include_synonyms`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigSynonym {
+    /// The key at that level (a broker key may differ from the topic key).
+    pub name: String,
+    /// The value (`None` for sensitive values).
+    pub value: Option<String>,
+    /// The level.
+    pub source: ConfigSource,
 }
 
 /// One config entry from DescribeConfigs.
@@ -212,6 +273,10 @@ pub struct ConfigEntry {
     pub is_sensitive: bool,
     /// Whether the value cannot be changed.
     pub read_only: bool,
+    /// Where the value comes from (v1+; v0 answers only `is_default`).
+    pub source: ConfigSource,
+    /// The synonyms in order of precedence, when asked for.
+    pub synonyms: Vec<ConfigSynonym>,
 }
 
 /// An IncrementalAlterConfigs operation on one key.
@@ -652,21 +717,37 @@ impl AdminClient {
         kind: ConfigResourceKind,
         names: &[String],
     ) -> Result<ItemResults<Vec<ConfigEntry>>, ClientError> {
+        self.describe_configs_with_synonyms(kind, names, false)
+            .await
+    }
+
+    /// Describes the configs of resources of one kind, with each entry's synonyms when
+    /// `include_synonyms`. A broker's (or its loggers') configs are asked of that broker, as
+    /// Kafka's admin client does (a broker describes only itself); `names` must then be one
+    /// broker (or the empty default name).
+    pub async fn describe_configs_with_synonyms(
+        &mut self,
+        kind: ConfigResourceKind,
+        names: &[String],
+        include_synonyms: bool,
+    ) -> Result<ItemResults<Vec<ConfigEntry>>, ClientError> {
         if names.is_empty() {
             return Ok(Vec::new());
         }
-        let request = DescribeConfigsRequest::default().with_resources(
-            names
-                .iter()
-                .map(|name| {
-                    DescribeConfigsResource::default()
-                        .with_resource_type(kind.code())
-                        .with_resource_name(StrBytes::from_string(name.clone()))
-                        .with_configuration_keys(None)
-                })
-                .collect(),
-        );
-        let addr = self.any_broker.clone();
+        let request = DescribeConfigsRequest::default()
+            .with_resources(
+                names
+                    .iter()
+                    .map(|name| {
+                        DescribeConfigsResource::default()
+                            .with_resource_type(kind.code())
+                            .with_resource_name(StrBytes::from_string(name.clone()))
+                            .with_configuration_keys(None)
+                    })
+                    .collect(),
+            )
+            .with_include_synonyms(include_synonyms);
+        let addr = self.config_broker(kind, &names[0]);
         let connection = self.connection(&addr).await?;
         let version = connection.negotiated_version::<DescribeConfigsRequest>()?;
         let response = connection.send_version(request, version).await;
@@ -694,6 +775,24 @@ impl AdminClient {
                             },
                             is_sensitive: c.is_sensitive,
                             read_only: c.read_only,
+                            source: if version == 0 {
+                                if c.is_default {
+                                    ConfigSource::DefaultConfig
+                                } else {
+                                    ConfigSource::Unknown
+                                }
+                            } else {
+                                ConfigSource::from_code(c.config_source)
+                            },
+                            synonyms: c
+                                .synonyms
+                                .into_iter()
+                                .map(|s| ConfigSynonym {
+                                    name: s.name.to_string(),
+                                    value: s.value.map(|v| v.to_string()),
+                                    source: ConfigSource::from_code(s.source),
+                                })
+                                .collect(),
                         })
                         .collect())
                 };
@@ -741,16 +840,7 @@ impl AdminClient {
                 .with_resource_name(StrBytes::from_string(name.to_string()))
                 .with_configs(configs)])
             .with_validate_only(validate_only);
-        // A broker's own configs go to that broker, as Kafka's admin client sends them (it
-        // refuses another broker's id); the rest to any broker.
-        let addr = match kind {
-            ConfigResourceKind::Broker => name
-                .parse::<i32>()
-                .ok()
-                .and_then(|id| self.brokers.get(&id).cloned())
-                .unwrap_or_else(|| self.any_broker.clone()),
-            ConfigResourceKind::Topic => self.any_broker.clone(),
-        };
+        let addr = self.config_broker(kind, name);
         let response = self.connection(&addr).await?.send(request).await;
         let response = self.forget_if_broken(&addr, response)?;
         match response.responses.first() {
@@ -763,6 +853,64 @@ impl AdminClient {
                 addr,
                 message: "IncrementalAlterConfigs response has no result".to_string(),
             }),
+        }
+    }
+
+    /// AlterConfigs (the legacy API): `configs` replace every dynamic config of the resource
+    /// (kafka-configs.sh alters brokers this way).
+    pub async fn alter_configs(
+        &mut self,
+        kind: ConfigResourceKind,
+        name: &str,
+        configs: &[(String, String)],
+        validate_only: bool,
+    ) -> Result<(), ClientError> {
+        use kafka_protocol::messages::alter_configs_request::{
+            AlterConfigsResource as LegacyResource, AlterableConfig as LegacyConfig,
+        };
+        use kafka_protocol::messages::AlterConfigsRequest;
+        let request = AlterConfigsRequest::default()
+            .with_resources(vec![LegacyResource::default()
+                .with_resource_type(kind.code())
+                .with_resource_name(StrBytes::from_string(name.to_string()))
+                .with_configs(
+                    configs
+                        .iter()
+                        .map(|(key, value)| {
+                            LegacyConfig::default()
+                                .with_name(StrBytes::from_string(key.clone()))
+                                .with_value(Some(StrBytes::from_string(value.clone())))
+                        })
+                        .collect(),
+                )])
+            .with_validate_only(validate_only);
+        let addr = self.config_broker(kind, name);
+        let response = self.connection(&addr).await?.send(request).await;
+        let response = self.forget_if_broken(&addr, response)?;
+        match response.responses.first() {
+            Some(r) if r.error_code != 0 => Err(ClientError::server(
+                r.error_code,
+                r.error_message.as_deref(),
+            )),
+            Some(_) => Ok(()),
+            None => Err(ClientError::Protocol {
+                addr,
+                message: "AlterConfigs response has no result".to_string(),
+            }),
+        }
+    }
+
+    /// Where a config request for `name` goes: a broker's own configs (and its loggers) to
+    /// that broker, as Kafka's admin client sends them (a broker refuses another's id); topic
+    /// configs and the cluster default to any broker.
+    fn config_broker(&self, kind: ConfigResourceKind, name: &str) -> String {
+        match kind {
+            ConfigResourceKind::Broker | ConfigResourceKind::BrokerLogger => name
+                .parse::<i32>()
+                .ok()
+                .and_then(|id| self.brokers.get(&id).cloned())
+                .unwrap_or_else(|| self.any_broker.clone()),
+            ConfigResourceKind::Topic => self.any_broker.clone(),
         }
     }
 

@@ -46,7 +46,7 @@ pub fn parse_command_config(text: &str) -> Result<CommandConfig, ClientError> {
     let mut config = CommandConfig::default();
     let mut sasl = SaslSettings::default();
     let mut tls = TlsConfig::default();
-    for (key, value) in properties(text) {
+    for (key, value) in parse_properties(text) {
         apply(&mut config, &mut sasl, &mut tls, &key, &value)?;
     }
     config.sasl = sasl.credentials()?;
@@ -250,8 +250,9 @@ fn apply(
     Ok(())
 }
 
-/// Splits properties text into `(key, value)` pairs in file order.
-fn properties(text: &str) -> Vec<(String, String)> {
+/// Splits Java-properties text into `(key, value)` pairs in file order: `key=value`,
+/// `key: value` or `key value`; `#` and `!` comments; a trailing backslash continues a line.
+pub fn parse_properties(text: &str) -> Vec<(String, String)> {
     let mut pairs = Vec::new();
     let mut logical = String::new();
     for line in text.lines() {

@@ -17,11 +17,11 @@ mod tls;
 pub mod versions;
 
 pub use admin::{
-    AdminClient, AdminOptions, AlterConfigOp, ConfigEntry, ConfigResourceKind, ItemResults,
-    LogDirDescription, NewPartitions, NewTopic, OngoingReassignment, PartitionInfo, QuotaEntity,
-    QuotaMatch, ReplicaInfo, TopicListing, TopicMetadata,
+    AdminClient, AdminOptions, AlterConfigOp, ConfigEntry, ConfigResourceKind, ConfigSource,
+    ConfigSynonym, ItemResults, LogDirDescription, NewPartitions, NewTopic, OngoingReassignment,
+    PartitionInfo, QuotaEntity, QuotaMatch, ReplicaInfo, TopicListing, TopicMetadata,
 };
-pub use command_config::{parse_command_config, CommandConfig};
+pub use command_config::{parse_command_config, parse_properties, CommandConfig};
 pub use connection::{Connection, ConnectionOptions, SaslCredentials, Security};
 pub use error::{error_message, ClientError};
 pub use tls::{PemSource, TlsSettings};

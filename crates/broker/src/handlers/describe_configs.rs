@@ -45,6 +45,16 @@ pub(super) async fn handle(
                 RESOURCE_TOPIC => {
                     describe_topic(ctx, resource, request.include_synonyms, version).await
                 }
+                RESOURCE_BROKER if resource.resource_name.is_empty() => {
+                    // The cluster default: only what `/config/brokers/<default>` sets.
+                    let (default, _) = dynamic_broker_configs(ctx).await;
+                    Ok(describe_dynamic_default(
+                        resource,
+                        &default,
+                        request.include_synonyms,
+                        version,
+                    ))
+                }
                 RESOURCE_BROKER => {
                     let dynamic = dynamic_broker_configs(ctx).await;
                     describe_broker(ctx, resource, request.include_synonyms, version).map(
@@ -81,8 +91,8 @@ pub(super) async fn handle(
 type Refusal = (ResponseError, String);
 
 /// Kafka's `DYNAMIC_BROKER_CONFIG` and `DYNAMIC_DEFAULT_BROKER_CONFIG` sources.
-const SOURCE_DYNAMIC_BROKER_CONFIG: i8 = 1;
-const SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG: i8 = 4;
+const SOURCE_DYNAMIC_BROKER_CONFIG: i8 = 2;
+const SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG: i8 = 3;
 /// DescribeConfigs v3+ `config_type` LONG.
 const TYPE_LONG: i8 = 5;
 
@@ -101,8 +111,9 @@ async fn dynamic_broker_configs(
     )
 }
 
-/// The dynamic broker configs (the replication throttle rates) with Kafka's sources and
-/// synonyms: this broker's value, else the cluster default, else Long.MaxValue (unlimited).
+/// The dynamic broker configs (the replication throttle rates) that are set, with Kafka's
+/// sources and synonyms: this broker's value, else the cluster default. An unset one is not
+/// listed (unlimited), as Kafka, whose static config does not define them.
 fn describe_dynamic(
     resource: &DescribeConfigsResource,
     (default, own): &(BTreeMap<String, String>, BTreeMap<String, String>),
@@ -112,7 +123,7 @@ fn describe_dynamic(
     super::alter_configs::DYNAMIC_BROKER_CONFIGS
         .iter()
         .filter(|key| wanted(resource, key))
-        .map(|&key| {
+        .filter_map(|&key| {
             let mut synonyms = Vec::new();
             if let Some(v) = own.get(key) {
                 synonyms.push((key.to_owned(), v.clone(), SOURCE_DYNAMIC_BROKER_CONFIG));
@@ -124,12 +135,42 @@ fn describe_dynamic(
                     SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG,
                 ));
             }
-            synonyms.push((key.to_owned(), i64::MAX.to_string(), SOURCE_DEFAULT_CONFIG));
-            let (_, value, source) = synonyms[0].clone();
-            entry(
+            let (_, value, source) = synonyms.first()?.clone();
+            Some(entry(
                 key,
                 &value,
                 source,
+                false,
+                TYPE_LONG,
+                include_synonyms.then_some(&synonyms),
+                version,
+            ))
+        })
+        .collect()
+}
+
+/// The brokers' cluster default (resource name `""`): the configs
+/// `/config/brokers/<default>` sets, each with only its DYNAMIC_DEFAULT_BROKER_CONFIG
+/// synonym (Kafka's `createBrokerConfigEntry(perBrokerConfig = false)`).
+fn describe_dynamic_default(
+    resource: &DescribeConfigsResource,
+    default: &BTreeMap<String, String>,
+    include_synonyms: bool,
+    version: i16,
+) -> Vec<DescribeConfigsResourceResult> {
+    default
+        .iter()
+        .filter(|(key, _)| wanted(resource, key))
+        .map(|(key, value)| {
+            let synonyms = vec![(
+                key.clone(),
+                value.clone(),
+                SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG,
+            )];
+            entry(
+                key,
+                value,
+                SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG,
                 false,
                 TYPE_LONG,
                 include_synonyms.then_some(&synonyms),
@@ -212,7 +253,13 @@ fn describe_broker(
     version: i16,
 ) -> Result<Vec<DescribeConfigsResourceResult>, Refusal> {
     let name = resource.resource_name.as_str();
-    if !name.is_empty() && name != ctx.broker_id.to_string() {
+    let Ok(id) = name.parse::<i32>() else {
+        return Err((
+            ResponseError::InvalidRequest,
+            format!("Broker id must be an integer, but it is: {name}"),
+        ));
+    };
+    if id != ctx.broker_id {
         return Err((
             ResponseError::InvalidRequest,
             format!(
