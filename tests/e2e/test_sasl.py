@@ -9,11 +9,12 @@ import hmac
 import json
 import logging
 import os
+import time
 import uuid
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from conftest import gregor_cli, wait_until
@@ -256,4 +257,49 @@ def test_gregor_configs_manages_scram_credentials(sasl_plaintext, tmp_path):
                                   "ResourceNotFoundException: Attempt to describe a user credential that does not exist: nobody")
     # Without credentials the SASL listener refuses the tool.
     out = gregor_cli("configs", "--bootstrap-server", f"127.0.0.1:{ports['SASL']}", "--entity-type", "users", "--describe", timeout=90)
+    assert out.returncode != 0
+
+
+def test_gregor_consumer_groups_over_sasl_plaintext(sasl_plaintext, tmp_path):
+    """kafka-consumer-groups.sh's --command-config: --list and --describe over a SASL
+    listener with a librdkafka-style file; without it the SASL listener refuses the tool."""
+    g, ports, _ = sasl_plaintext
+    conf = rdkafka_conf(ports["SASL"], "SCRAM-SHA-256", "bob", "bob-secret")
+    topic = "sasl-groups-" + uuid.uuid4().hex[:6]
+    admin = AdminClient(conf)
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(timeout=30)
+    producer = Producer(conf)
+    for i in range(5):
+        producer.produce(topic, f"m{i}".encode())
+    assert producer.flush(30) == 0
+    consumer = Consumer({**conf, "group.id": "sasl-group", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    seen = 0
+    deadline = time.time() + 60
+    while seen < 5 and time.time() < deadline:
+        m = consumer.poll(1.0)
+        if m is not None and m.error() is None:
+            seen += 1
+    assert seen == 5
+    consumer.commit(asynchronous=False)
+    consumer.close()
+
+    cfg = tmp_path / "groups.properties"
+    cfg.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
+                   "sasl.username=bob\nsasl.password=bob-secret\n")
+    base = ["consumer-groups", "--bootstrap-server", f"127.0.0.1:{ports['SASL']}", "--command-config", str(cfg)]
+    out = gregor_cli(*base, "--list", timeout=90)
+    assert out.returncode == 0, out.stderr
+    assert "sasl-group" in out.stdout.split(), out.stdout
+    out = gregor_cli(*base, "--describe", "--group", "sasl-group", timeout=90)
+    assert out.returncode == 0, out.stderr
+    row = next(line.split() for line in out.stdout.splitlines() if topic in line)
+    assert row[:5] == ["sasl-group", topic, "0", "5", "5"], out.stdout
+    # A wrong password fails with the broker's SASL refusal; no file, no answer.
+    cfg.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
+                   "sasl.username=bob\nsasl.password=wrong\n")
+    out = gregor_cli(*base, "--list", timeout=90)
+    assert out.returncode != 0 and "Authentication failed" in (out.stdout + out.stderr), out
+    out = gregor_cli("consumer-groups", "--bootstrap-server", f"127.0.0.1:{ports['SASL']}", "--list", timeout=90)
     assert out.returncode != 0

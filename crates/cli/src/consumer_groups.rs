@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context as _};
 use clap::Args;
-use client::Connection;
+use client::{Connection, ConnectionOptions};
 use group_coordinator::reset::{self, ResetTo};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{
@@ -52,6 +52,10 @@ pub struct ConsumerGroupsArgs {
     /// REQUIRED: The server(s) to connect to (host:port[,host:port...]).
     #[arg(long, value_name = "server to connect to")]
     pub bootstrap_server: Option<String>,
+    /// Property file containing configs to be passed to Admin Client and Consumer
+    /// (`security.protocol`, `sasl.*`, `ssl.*`).
+    #[arg(long, value_name = "command config property file")]
+    pub command_config: Option<std::path::PathBuf>,
     /// List all consumer groups.
     #[arg(long)]
     pub list: bool,
@@ -185,7 +189,14 @@ pub fn run(args: ConsumerGroupsArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("cannot start the async runtime")?;
     let result = runtime.block_on(async {
-        let mut cluster = Cluster::connect(args.bootstrap_server.as_deref().unwrap_or("")).await?;
+        let bootstrap = args.bootstrap_server.as_deref().unwrap_or("");
+        let options = crate::admin_options::admin_options(
+            bootstrap,
+            CLIENT_ID,
+            args.command_config.as_deref(),
+            "--command-config",
+        )?;
+        let mut cluster = Cluster::connect(bootstrap, options.connection).await?;
         match action {
             Action::List => execute_list(&mut cluster).await,
             Action::Describe => {
@@ -226,23 +237,29 @@ struct Cluster {
     connections: BTreeMap<i32, Connection>,
     /// topic -> partition -> leader.
     leaders: BTreeMap<String, BTreeMap<i32, i32>>,
+    /// How each connection is opened (`client.id`, `--command-config`'s SASL and TLS).
+    options: ConnectionOptions,
 }
 
 impl Cluster {
-    async fn connect(bootstrap_servers: &str) -> anyhow::Result<Cluster> {
+    async fn connect(
+        bootstrap_servers: &str,
+        options: ConnectionOptions,
+    ) -> anyhow::Result<Cluster> {
         let mut last_err = None;
         for addr in bootstrap_servers
             .split(',')
             .map(str::trim)
             .filter(|s| !s.is_empty())
         {
-            match Connection::connect(addr, CLIENT_ID).await {
+            match Connection::connect_with(addr, options.clone()).await {
                 Ok(bootstrap) => {
                     let mut cluster = Cluster {
                         bootstrap,
                         brokers: BTreeMap::new(),
                         connections: BTreeMap::new(),
                         leaders: BTreeMap::new(),
+                        options,
                     };
                     cluster.refresh().await?;
                     return Ok(cluster);
@@ -289,7 +306,7 @@ impl Cluster {
                 .get(&id)
                 .ok_or_else(|| anyhow!("broker {id} is not in the cluster metadata"))?
                 .clone();
-            let connection = Connection::connect(&addr, CLIENT_ID).await?;
+            let connection = Connection::connect_with(&addr, self.options.clone()).await?;
             self.connections.insert(id, connection);
         }
         Ok(self.connections.get_mut(&id).expect("just inserted"))
