@@ -57,8 +57,17 @@ def main():
     ap.add_argument("--rate", type=int, default=1000, help="messages per second over all partitions")
     ap.add_argument("--gregor", default=os.path.join(ROOT, "target", "release", "gregor"))
     ap.add_argument("--acks", choices=["1", "all"], default="all")
+    ap.add_argument(
+        "--producers", type=int, default=None,
+        help="librdkafka producers the partitions are spread over (default: one per 250 partitions); "
+        "librdkafka sends one partition per ProduceRequest and a broker serves a connection's "
+        "requests one at a time, so one producer acknowledges one partition per round trip per broker",
+    )
+    ap.add_argument("--timeout-secs", type=int, default=120, help="gregor bench failover's limit per phase")
     ap.add_argument("--keep", action="store_true", help="keep the data directory and logs")
     args = ap.parse_args()
+    if args.producers is None:
+        args.producers = max(1, args.partitions // 250)
 
     os.environ["GREGOR_BIN"] = args.gregor
     os.environ["GREGOR_TEST_ZOOKEEPER"] = args.zookeeper
@@ -74,7 +83,7 @@ def main():
         cluster.start()
         topic = "failover"
         started = time.time()
-        cluster.create_topic(topic, args.partitions, args.replication_factor)
+        cluster.create_topic(topic, args.partitions, args.replication_factor, timeout=max(120, args.partitions // 20))
         print(f"topic created with {args.partitions} partitions x {args.replication_factor} in {time.time() - started:.1f} s", file=sys.stderr)
         md = cluster.admin().list_topics(topic, timeout=60).topics[topic]
         controller = cluster.controller()
@@ -90,8 +99,9 @@ def main():
                 args.gregor, "bench", "failover", "--bootstrap-server", cluster.bootstrap, "--topic", topic,
                 "--broker-id", str(victim), "--broker-pid", str(cluster.brokers[victim].proc.pid),
                 "--signal", args.signal, "--rate", str(args.rate), "--acks", args.acks,
+                "--producers", str(args.producers), "--timeout-secs", str(args.timeout_secs),
             ],
-            capture_output=True, text=True, timeout=600,
+            capture_output=True, text=True, timeout=4 * args.timeout_secs + 300,
         )
         sys.stdout.write(bench.stdout)
         if bench.returncode != 0:

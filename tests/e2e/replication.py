@@ -162,16 +162,17 @@ class Cluster:
 
     # ---- Helpers ----
 
-    def create_topic(self, name, partitions=None, rf=None, config=None, assignment=None):
+    def create_topic(self, name, partitions=None, rf=None, config=None, assignment=None, timeout=120):
         """Creates `name` with `partitions` x `rf`, or with an explicit `assignment`
-        (replica lists, preferred leader first), and waits for its partition states."""
+        (replica lists, preferred leader first), and waits (up to `timeout` s for each step)
+        for its partition states."""
         admin = self.admin()
         if assignment is not None:
             new = NewTopic(name, num_partitions=len(assignment), replica_assignment=assignment, config=config or {})
             partitions = len(assignment)
         else:
             new = NewTopic(name, num_partitions=partitions, replication_factor=rf, config=config or {})
-        admin.create_topics([new])[name].result(timeout=120)
+        admin.create_topics([new])[name].result(timeout=timeout)
 
         def online():
             md = admin.list_topics(name, timeout=30).topics.get(name)
@@ -182,7 +183,7 @@ class Cluster:
                 and all(p.leader >= 0 for p in md.partitions.values())
             )
 
-        wait_until(online, timeout=120, interval=0.5, what=f"every partition of {name} has a leader")
+        wait_until(online, timeout=timeout, interval=0.5, what=f"every partition of {name} has a leader")
 
     def wait_isr(self, topic, partitions, size, timeout=60):
         wait_until(

@@ -17,14 +17,18 @@ LINE = re.compile(
     r"resumed_p50_s=[\d.]+ exit_s=(?P<exit>[\d.]+)$",
     re.M,
 )
-COUNTS = re.compile(r"^failover: sent=(?P<sent>\d+) delivered=(?P<delivered>\d+) failed=(?P<failed>\d+)", re.M)
+COUNTS = re.compile(
+    r"^failover: sent=(?P<sent>\d+) delivered=(?P<delivered>\d+) failed=(?P<failed>\d+) "
+    r"producers=(?P<producers>\d+) warm_up_s=[\d.]+",
+    re.M,
+)
 
 
 def failover(c, topic, broker, signal):
     r = subprocess.run(
         [GREGOR_BIN, "bench", "failover", "--bootstrap-server", c.bootstrap, "--topic", topic,
          "--broker-id", str(broker), "--broker-pid", str(c.brokers[broker].proc.pid),
-         "--signal", signal, "--rate", "300", "--timeout-secs", "60"],
+         "--signal", signal, "--rate", "300", "--timeout-secs", "60", "--producers", "2"],
         capture_output=True, text=True, timeout=180,
     )
     if r.returncode != 0 and "unrecognized subcommand 'bench'" in r.stderr:
@@ -53,6 +57,7 @@ def test_failover_figures_for_a_controlled_shutdown_and_a_crash(tmp_path):
             assert all(c.leader(topic, p) not in (broker, -1) for p in led)
             assert int(counts["failed"]) == 0, counts.group(0)
             assert int(counts["delivered"]) == int(counts["sent"])
+            assert int(counts["producers"]) == 2
             if signal == "term":
                 assert "controlled shutdown succeeded" in c.brokers[broker].log_text()
     finally:

@@ -10,6 +10,14 @@
 //! - `exit_s` (SIGTERM): until the process is gone;
 //! - `failed`: delivery reports with an error (a rolling restart should see none).
 //!
+//! The messages go round-robin over the partitions, from `producers` librdkafka producers
+//! (partition `p` from producer `p % producers`). librdkafka puts one partition in each
+//! ProduceRequest, and a broker serves one request of a connection at a time (as Kafka), so
+//! one producer acknowledges at most one partition per acks=all round trip per broker: with
+//! 1,000 partitions on a broker and a round trip of 140 ms (a loaded machine) one pass over
+//! them takes 140 s, more than the warm-up may. Several producers (several connections per
+//! broker) take such passes side by side.
+//!
 //! Like the other modes it speaks only the Kafka protocol (and sends a signal to a pid on
 //! this machine), so the same figures can be taken against Apache Kafka.
 
@@ -66,6 +74,8 @@ pub struct FailoverOptions {
     pub message_size: usize,
     /// Extra librdkafka producer properties, applied last.
     pub producer_properties: Vec<(String, String)>,
+    /// librdkafka producers the partitions are spread over (at least 1).
+    pub producers: usize,
     /// Give up waiting for a phase after this long.
     pub timeout: Duration,
 }
@@ -79,6 +89,10 @@ pub struct FailoverReport {
     pub partitions: usize,
     /// Partitions the broker led when it was signalled.
     pub moved: usize,
+    /// Producers the partitions were spread over.
+    pub producers: usize,
+    /// Until every partition had acknowledged a message (before the signal).
+    pub warm_up: Duration,
     /// When the signal was sent, in milliseconds since the Unix epoch (to line up with logs).
     pub signal_unix_ms: u64,
     /// Signal → the metadata shows a live leader other than the broker for every moved
@@ -119,10 +133,12 @@ impl std::fmt::Display for FailoverReport {
         )?;
         writeln!(
             f,
-            "failover: sent={} delivered={} failed={}{}",
+            "failover: sent={} delivered={} failed={} producers={} warm_up_s={:.3}{}",
             self.sent,
             self.delivered,
             self.failed,
+            self.producers,
+            self.warm_up.as_secs_f64(),
             self.first_error
                 .as_ref()
                 .map(|e| format!(" first_error={e:?}"))
@@ -146,9 +162,21 @@ struct Deliveries {
     first_error: Mutex<Option<KafkaError>>,
 }
 
-impl ClientContext for Deliveries {}
+/// The context of every producer of a run: they share one [`Deliveries`].
+#[derive(Debug, Clone)]
+struct Shared(Arc<Deliveries>);
 
-impl ProducerContext for Deliveries {
+impl std::ops::Deref for Shared {
+    type Target = Deliveries;
+
+    fn deref(&self) -> &Deliveries {
+        &self.0
+    }
+}
+
+impl ClientContext for Shared {}
+
+impl ProducerContext for Shared {
     type DeliveryOpaque = ();
 
     fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
@@ -207,7 +235,7 @@ pub fn failover(opts: &FailoverOptions) -> Result<FailoverReport, BenchError> {
             opts.broker_id
         )));
     }
-    let deliveries = Deliveries {
+    let deliveries = Shared(Arc::new(Deliveries {
         start: Instant::now(),
         signal_ns: AtomicU64::new(0),
         warm: Mutex::new(vec![false; leaders.len()]),
@@ -215,7 +243,7 @@ pub fn failover(opts: &FailoverOptions) -> Result<FailoverReport, BenchError> {
         delivered: AtomicU64::new(0),
         failed: AtomicU64::new(0),
         first_error: Mutex::new(None),
-    };
+    }));
     let mut config = ClientConfig::new();
     config
         .set("bootstrap.servers", &opts.bootstrap_server)
@@ -235,18 +263,21 @@ pub fn failover(opts: &FailoverOptions) -> Result<FailoverReport, BenchError> {
     for (k, v) in &opts.producer_properties {
         config.set(k, v);
     }
-    let producer: BaseProducer<Deliveries> =
-        config
-            .create_with_context(deliveries)
-            .map_err(|source| BenchError::Client {
-                client: "producer",
-                source,
-            })?;
+    let producers = (0..opts.producers.max(1))
+        .map(|_| {
+            config
+                .create_with_context::<_, BaseProducer<Shared>>(deliveries.clone())
+                .map_err(|source| BenchError::Client {
+                    client: "producer",
+                    source,
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let payload = vec![b'x'; opts.message_size];
     let partitions = leaders.len() as i32;
     let interval = Duration::from_secs_f64(1.0 / opts.rate.max(1) as f64);
     let mut sender = Sender {
-        producer: &producer,
+        producers: &producers,
         topic: &opts.topic,
         payload: &payload,
         partitions,
@@ -256,22 +287,45 @@ pub fn failover(opts: &FailoverOptions) -> Result<FailoverReport, BenchError> {
     };
 
     // Warm up: every partition acknowledged something.
-    let deadline = Instant::now() + opts.timeout;
-    while !producer
-        .context()
-        .warm
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .all(|&w| w)
-    {
+    let warm_started = Instant::now();
+    let deadline = warm_started + opts.timeout;
+    loop {
+        let (warm, cold) = {
+            let warm = deliveries.warm.lock().unwrap_or_else(|e| e.into_inner());
+            let cold: Vec<usize> = (0..warm.len()).filter(|&p| !warm[p]).collect();
+            (warm.len() - cold.len(), cold)
+        };
+        if cold.is_empty() {
+            break;
+        }
         if Instant::now() > deadline {
-            return Err(topic_err(
-                "not every partition acknowledged a message during warm-up".into(),
-            ));
+            let first: Vec<String> = cold.iter().take(10).map(|p| p.to_string()).collect();
+            let queued: i32 = producers.iter().map(|p| p.in_flight_count()).sum();
+            return Err(topic_err(format!(
+                "not every partition acknowledged a message during warm-up: {warm} of {} did in {:.0} s \
+                 (not yet: {}{}; {} messages sent, {} acknowledged, {queued} waiting in the producers, \
+                 {} failed{}). librdkafka sends one partition per ProduceRequest and a broker serves a \
+                 connection's requests one at a time, so with many partitions per broker more \
+                 --producers (connections) or a longer --timeout-secs are needed",
+                leaders.len(),
+                warm_started.elapsed().as_secs_f64(),
+                first.join(", "),
+                if cold.len() > first.len() { ", ..." } else { "" },
+                sender.sent,
+                deliveries.delivered.load(Ordering::Relaxed),
+                deliveries.failed.load(Ordering::Relaxed),
+                deliveries
+                    .first_error
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .as_ref()
+                    .map(|e| format!(", the first: {e}"))
+                    .unwrap_or_default(),
+            )));
         }
         sender.step()?;
     }
+    let warm_up = warm_started.elapsed();
 
     // The metadata watcher asks the other brokers, from its own client.
     let survivors = leaders_client(&opts.bootstrap_server)?;
@@ -280,8 +334,8 @@ pub fn failover(opts: &FailoverOptions) -> Result<FailoverReport, BenchError> {
     let signal_unix_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
-    producer.context().signal_ns.store(
-        (signalled - producer.context().start).as_nanos().max(1) as u64,
+    deliveries.signal_ns.store(
+        (signalled - deliveries.start).as_nanos().max(1) as u64,
         Ordering::Release,
     );
     send_signal(opts.broker_pid, opts.signal)
@@ -326,11 +380,7 @@ pub fn failover(opts: &FailoverOptions) -> Result<FailoverReport, BenchError> {
             exit = Some(signalled.elapsed());
         }
         let resumed = {
-            let resumed = producer
-                .context()
-                .resumed
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
+            let resumed = deliveries.resumed.lock().unwrap_or_else(|e| e.into_inner());
             moved.iter().all(|&p| resumed[p].is_some())
         };
         if (resumed && exit.is_some() && metadata_done.load(Ordering::Acquire))
@@ -346,11 +396,12 @@ pub fn failover(opts: &FailoverOptions) -> Result<FailoverReport, BenchError> {
         sender.step()?;
     }
     let sent = sender.sent;
-    let pending = producer.flush(Duration::from_secs(60));
-    if let Err(source) = pending {
-        return Err(BenchError::Produce { sent, source });
+    for producer in &producers {
+        if let Err(source) = producer.flush(Duration::from_secs(60)) {
+            return Err(BenchError::Produce { sent, source });
+        }
     }
-    let ctx = producer.context();
+    let ctx = &deliveries;
     let mut times: Vec<Duration> = {
         let resumed = ctx.resumed.lock().unwrap_or_else(|e| e.into_inner());
         moved.iter().filter_map(|&p| resumed[p]).collect()
@@ -370,6 +421,8 @@ pub fn failover(opts: &FailoverOptions) -> Result<FailoverReport, BenchError> {
         signal: opts.signal,
         partitions: leaders.len(),
         moved: moved.len(),
+        producers: producers.len(),
+        warm_up,
         signal_unix_ms,
         metadata,
         resumed_max,
@@ -383,9 +436,10 @@ pub fn failover(opts: &FailoverOptions) -> Result<FailoverReport, BenchError> {
     Ok(report)
 }
 
-/// Sends at a fixed rate, round-robin over the partitions, serving delivery reports.
+/// Sends at a fixed rate, round-robin over the partitions (partition `p` from producer
+/// `p % producers`), serving delivery reports.
 struct Sender<'a> {
-    producer: &'a BaseProducer<Deliveries>,
+    producers: &'a [BaseProducer<Shared>],
     topic: &'a str,
     payload: &'a [u8],
     partitions: i32,
@@ -398,21 +452,22 @@ impl Sender<'_> {
     fn step(&mut self) -> Result<(), BenchError> {
         let now = Instant::now();
         if now < self.next_at {
-            self.producer.poll(self.next_at - now);
+            self.poll_all(self.next_at - now);
             return Ok(());
         }
         self.next_at += self.interval;
         let partition = (self.sent % self.partitions as u64) as i32;
+        let producer = &self.producers[partition as usize % self.producers.len()];
         let record = BaseRecord::<(), [u8], ()>::with_opaque_to(self.topic, ())
             .payload(self.payload)
             .partition(partition);
-        match self.producer.send(record) {
+        match producer.send(record) {
             Ok(()) => self.sent += 1,
             Err((
                 KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull),
                 _,
             )) => {
-                self.producer.poll(Duration::from_millis(10));
+                self.poll_all(Duration::from_millis(10));
             }
             Err((source, _)) => {
                 return Err(BenchError::Produce {
@@ -421,8 +476,23 @@ impl Sender<'_> {
                 })
             }
         }
-        self.producer.poll(Duration::ZERO);
+        self.poll_all(Duration::ZERO);
         Ok(())
+    }
+
+    /// Serves every producer's delivery reports, waiting up to `wait` in all (one producer
+    /// waits on its own queue; several are polled, then the thread sleeps a millisecond).
+    fn poll_all(&self, wait: Duration) {
+        if let [producer] = self.producers {
+            producer.poll(wait);
+            return;
+        }
+        for producer in self.producers {
+            producer.poll(Duration::ZERO);
+        }
+        if !wait.is_zero() {
+            thread::sleep(wait.min(Duration::from_millis(1)));
+        }
     }
 }
 

@@ -314,6 +314,11 @@ struct FailoverArgs {
     /// A librdkafka producer property, key=value (repeatable).
     #[arg(long = "producer-property", value_name = "KEY=VALUE")]
     producer_property: Vec<String>,
+    /// librdkafka producers the partitions are spread over (partition p from producer p %
+    /// N): librdkafka sends one partition per ProduceRequest and a broker serves a
+    /// connection's requests one at a time, so many partitions per broker need several.
+    #[arg(long, default_value_t = 1)]
+    producers: usize,
     /// Give up waiting for a phase after this many seconds.
     #[arg(long, default_value_t = 120)]
     timeout_secs: u64,
@@ -462,6 +467,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 message_size: a.message_size,
                 producer_properties: parse_properties(&a.producer_property)
                     .context("--producer-property")?,
+                producers: a.producers.max(1),
                 timeout: Duration::from_secs(a.timeout_secs.max(1)),
             };
             print!("{}", bench::failover(&opts)?);
