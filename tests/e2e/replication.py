@@ -172,7 +172,7 @@ class Cluster:
             partitions = len(assignment)
         else:
             new = NewTopic(name, num_partitions=partitions, replication_factor=rf, config=config or {})
-        admin.create_topics([new])[name].result(timeout=timeout)
+        admin.create_topics([new], request_timeout=timeout)[name].result(timeout=timeout)
 
         def online():
             md = admin.list_topics(name, timeout=30).topics.get(name)
