@@ -256,3 +256,38 @@ fn mutated_requests(cases: u32) {
         },
     );
 }
+
+/// Writes the seed corpus of the libFuzzer targets `decode_request` and `broker_dispatch`
+/// (fuzz/, docs/fuzzing.md): every valid request the mutation run starts from, at every
+/// version, into the directory `GREGOR_FUZZ_CORPUS`.
+#[test]
+#[ignore = "writes a fuzz corpus; see docs/fuzzing.md"]
+fn write_seed_corpus() {
+    let dir = std::env::var("GREGOR_FUZZ_CORPUS").expect("GREGOR_FUZZ_CORPUS names the corpus dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    let records = Bytes::from(records_seed());
+    let names: Vec<String> = ["t", "orders", "a.b_c-1"].map(String::from).to_vec();
+    let frames = seed_frames(&records, &names);
+    assert!(frames.len() > 50, "{} seeds", frames.len());
+    for (i, frame) in frames.iter().enumerate() {
+        std::fs::write(format!("{dir}/request-{i:03}"), frame).unwrap();
+    }
+}
+
+/// A valid v2 record set (two batches: plain, and idempotent gzip), as the Produce seeds
+/// carry (so a broker would take them).
+fn records_seed() -> Vec<u8> {
+    use records::fuzzing::{build, BatchPlan};
+    build(&[
+        BatchPlan {
+            codec: 0,
+            producer: None,
+            records: vec![(Some(b"k".to_vec()), 40, b'a', 1), (None, 300, b'b', 0)],
+        },
+        BatchPlan {
+            codec: 1,
+            producer: Some((7, 0, 0, false)),
+            records: vec![(None, 12, b'c', 2)],
+        },
+    ])
+}

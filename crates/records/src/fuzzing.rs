@@ -89,3 +89,33 @@ pub fn policy(
         now_ms: 1_700_000_000_000,
     }
 }
+
+/// The libFuzzer target's input: 10 bytes of policy (flags: 1 compacted, 2 LogAppendTime,
+/// 4 no timestamp bound; the target codec; the bound as a big-endian i64), then the record
+/// set. `None` when shorter than the policy.
+pub fn split_input(data: &[u8]) -> Option<(ProducePolicy, &[u8])> {
+    if data.len() < 10 {
+        return None;
+    }
+    let (head, set) = data.split_at(10);
+    let mut bound = [0u8; 8];
+    bound.copy_from_slice(&head[2..10]);
+    let bound = if head[0] & 4 == 4 {
+        i64::MAX
+    } else {
+        i64::from_be_bytes(bound)
+    };
+    Some((
+        policy(head[0] & 1 == 1, head[0] & 2 == 2, bound, head[1] % 6),
+        set,
+    ))
+}
+
+/// A seed of the libFuzzer target: `set` behind the policy `flags` and `target` codec (see
+/// [`split_input`]) with a one-hour timestamp bound.
+pub fn join_input(flags: u8, target: u8, set: &[u8]) -> Vec<u8> {
+    let mut input = vec![flags, target];
+    input.extend_from_slice(&3_600_000i64.to_be_bytes());
+    input.extend_from_slice(set);
+    input
+}

@@ -201,3 +201,42 @@ fn random_bytes(cases: u32) {
         Ok(())
     });
 }
+
+/// Writes the seed corpus of the libFuzzer target `record_batch` (fuzz/, docs/fuzzing.md):
+/// valid record sets of every codec, idempotent and transactional ones among them, behind a
+/// few policies, into the directory `GREGOR_FUZZ_CORPUS`.
+#[test]
+#[ignore = "writes a fuzz corpus; see docs/fuzzing.md"]
+fn write_seed_corpus() {
+    let dir = std::env::var("GREGOR_FUZZ_CORPUS").expect("GREGOR_FUZZ_CORPUS names the corpus dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    for codec in 0..5u8 {
+        // One batch per set: the validator wants a producer's batches at base offset 0.
+        let plain = build(&[BatchPlan {
+            codec,
+            producer: None,
+            records: vec![(Some(b"k".to_vec()), 40, b'a', 1), (None, 300, b'b', 0)],
+        }]);
+        let idempotent = build(&[BatchPlan {
+            codec,
+            producer: Some((7, 0, 0, codec % 2 == 0)),
+            records: vec![(None, 12, b'c', 2), (Some(Vec::new()), 0, 0, 0)],
+        }]);
+        for (kind, set) in [("plain", plain), ("producer", idempotent)] {
+            let policy = records::fuzzing::policy(false, false, 3_600_000, 5);
+            let mut copy = set.clone();
+            assert!(
+                records::validate_produce(&mut copy, &policy).is_ok(),
+                "seed {kind} codec {codec}"
+            );
+            for (flags, target) in [(0u8, 5u8), (1, 0), (2, 1), (4, 4)] {
+                let input = records::fuzzing::join_input(flags, target, &set);
+                std::fs::write(
+                    format!("{dir}/codec{codec}-{kind}-policy{flags}{target}"),
+                    input,
+                )
+                .unwrap();
+            }
+        }
+    }
+}

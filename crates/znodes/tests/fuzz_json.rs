@@ -161,3 +161,16 @@ fn arbitrary_bytes() {
         },
     );
 }
+
+/// Writes the seed corpus of the libFuzzer target `znode_json` (fuzz/, docs/fuzzing.md): the
+/// JSON Kafka writes for each znode type, into the directory `GREGOR_FUZZ_CORPUS`.
+#[test]
+#[ignore = "writes a fuzz corpus; see docs/fuzzing.md"]
+fn write_seed_corpus() {
+    let dir = std::env::var("GREGOR_FUZZ_CORPUS").expect("GREGOR_FUZZ_CORPUS names the corpus dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (i, (name, text)) in seeds().iter().enumerate() {
+        assert!(is_own_type(name, text.as_bytes()), "seed {name}");
+        std::fs::write(format!("{dir}/{i:02}-{name}"), text).unwrap();
+    }
+}
