@@ -3,9 +3,11 @@ ZooKeeper, a real idempotent acks=all producer of numbered messages, real faults
 SIGSTOP/SIGCONT, SIGTERM), and a verifier that reads every partition back (replication.py).
 Each scenario is bounded in time; together they stay within a few minutes."""
 
+import json
 import time
 
 import pytest
+from confluent_kafka import Producer
 
 from conftest import gregor_cli, wait_until
 from replication import SESSION_TIMEOUT_MS, Cluster, NumberedProducer, read_back, verify
@@ -91,18 +93,53 @@ def test_leader_with_followers_behind_waits_and_loses_nothing(cluster, producers
     assert not producer.failed, producer.failed[:5]
 
 
+def state_text(cluster, topic, partition=0):
+    return cluster.zk.get(f"/brokers/topics/{topic}/partitions/{partition}/state")[0].decode()
+
+
 def test_unclean_election_when_the_topic_allows_it(cluster):
     """The same failure with unclean.leader.election.enable=true on the topic: the live
-    out-of-sync replica is elected as soon as it registers, with itself as the ISR."""
+    out-of-sync replica is elected as soon as it registers, with itself as the ISR, and the
+    partition is RECOVERING (KIP-704) in its state znode, in Kafka 3.9's JSON. When the old
+    leader returns it follows, catches up and joins the ISR: the new leader's AlterPartition
+    carries RECOVERED, and the znode drops the field, as Kafka 3.9 writes a recovered state."""
     c = cluster()
     leader, follower = [b for b in sorted(c.brokers) if b != c.controller()]
     topic = "dirty"
     c.create_topic(topic, config={"unclean.leader.election.enable": "true"}, assignment=[[leader, follower]])
+    c.wait_isr(topic, 1, 2)
+    assert "leader_recovery_state" not in state_text(c, topic), state_text(c, topic)
     c.brokers[follower].kill()
     wait_until(lambda: c.isr(topic, 0) == [leader], timeout=RESUME_WITHIN_S, what="ISR shrinks")
+    # Records only the old leader has: the unclean election loses them.
+    p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all"})
+    for i in range(20):
+        p.produce(topic, value=f"lost-{i}".encode(), partition=0)
+    assert p.flush(30) == 0
     c.brokers[leader].kill()
     wait_until(lambda: c.leader(topic, 0) == -1, timeout=RESUME_WITHIN_S, what="Leader none")
+    assert "leader_recovery_state" not in state_text(c, topic), "a leaderless partition is not recovering"
     c.brokers[follower].start()
     wait_until(lambda: c.leader(topic, 0) == follower, timeout=30, what="the out-of-sync replica is elected")
-    assert c.isr(topic, 0) == [follower]
+    state = c.state(topic, 0)
+    assert state["isr"] == [follower]
+    assert state["leader_recovery_state"] == 1, state
+    epoch = state["leader_epoch"]
+    controller_epoch = state["controller_epoch"]
+    assert state_text(c, topic) == (
+        f'{{"controller_epoch":{controller_epoch},"leader":{follower},"version":1,'
+        f'"leader_recovery_state":1,"leader_epoch":{epoch},"isr":[{follower}]}}'
+    )
+
+    # The old leader returns: it truncates to the new leader's log, catches up and is added
+    # to the ISR by an AlterPartition that also reports the partition RECOVERED.
+    c.brokers[leader].start()
+    wait_until(lambda: sorted(c.isr(topic, 0)) == sorted([follower, leader]), timeout=60, what="the ISR grows again")
+    state = c.state(topic, 0)
+    assert "leader_recovery_state" not in state, state
+    assert (state["leader"], state["leader_epoch"]) == (follower, epoch), state
+    assert state_text(c, topic) == (
+        f'{{"controller_epoch":{controller_epoch},"leader":{follower},"version":1,'
+        f'"leader_epoch":{epoch},"isr":{json.dumps(state["isr"], separators=(",", ":"))}}}'
+    )
 

@@ -13,11 +13,14 @@
 //! partition epoch INVALID_UPDATE_VERSION; an ISR that is empty, repeats a broker, leaves out
 //! the leader or names a broker outside the assignment INVALID_REQUEST; an ISR member that is
 //! not live or is in controlled shutdown INELIGIBLE_REPLICA (KIP-841; OPERATION_NOT_ATTEMPTED
-//! below v2, which has no INELIGIBLE_REPLICA); a leader recovery state of RECOVERING
-//! INVALID_REQUEST (Kafka refuses it with more than one ISR member, or when the partition is
-//! RECOVERED, which every partition of this controller is: it never elects a RECOVERING
-//! leader, see docs/protocol-versions.md). For the whole request: a broker that is not live,
-//! or live with another broker epoch, STALE_BROKER_EPOCH.
+//! below v2, which has no INELIGIBLE_REPLICA). Leader recovery state (KIP-704): a request
+//! naming the current ISR and the current state is answered with it; RECOVERING with more
+//! than one ISR member, or RECOVERING for a RECOVERED partition, is INVALID_REQUEST (Kafka
+//! 3.9's checks); RECOVERED for a RECOVERING partition (the leader of an unclean election
+//! reporting it recovered) is written with the ISR asked for. For the whole request: a broker
+//! that is not live, or live with another broker epoch, STALE_BROKER_EPOCH; a leader recovery
+//! state that is neither 0 nor 1 UNKNOWN_SERVER_ERROR, changing nothing (Kafka 3.9's
+//! `LeaderRecoveryState.of` throws, and the controller answers the exception's code).
 //!
 //! Versions (Kafka 3.9's ZooKeeper controller): v1 adds the leader recovery state; v2 names
 //! topics by id (an unknown id is UNKNOWN_TOPIC_ID for each of its partitions) and answers by
@@ -37,13 +40,11 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use tracing::info;
 
-use model::{BrokerId, TopicName, TopicPartition};
+use model::{BrokerId, LeaderRecoveryState, TopicName, TopicPartition};
 
 use crate::context::{ControllerContext, LeaderIsrAndControllerEpoch};
 use crate::effect::Effect;
 
-/// `LeaderRecoveryState.RECOVERING` (KIP-704): the leader was elected uncleanly.
-const RECOVERING: i8 = 1;
 /// Kafka's INELIGIBLE_REPLICA (KIP-841), newer than `kafka-protocol`'s error table.
 pub const INELIGIBLE_REPLICA: i16 = 107;
 
@@ -109,6 +110,22 @@ pub fn plan(
             return Err(ResponseError::StaleBrokerEpoch);
         }
     }
+    if api_version >= 1 {
+        if let Some(bad) = request
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .find(|p| LeaderRecoveryState::from_value(p.leader_recovery_state).is_none())
+        {
+            info!(
+                broker,
+                partition = bad.partition_index,
+                leader_recovery_state = bad.leader_recovery_state,
+                "refusing AlterPartition: the leader recovery state is neither 0 (RECOVERED) nor 1 (RECOVERING)"
+            );
+            return Err(ResponseError::UnknownServerError);
+        }
+    }
     let by_id: BTreeMap<[u8; 16], TopicName> = if api_version >= 2 {
         ctx.topic_ids
             .iter()
@@ -157,17 +174,18 @@ pub fn plan(
                     } else {
                         p.new_isr.iter().map(|b| b.0).collect()
                     };
+                    // Checked above; v0 has no field and means RECOVERED.
                     let recovery = if api_version >= 1 {
-                        p.leader_recovery_state
+                        LeaderRecoveryState::from_value(p.leader_recovery_state).unwrap_or_default()
                     } else {
-                        0
+                        LeaderRecoveryState::Recovered
                     };
                     let ask = Ask {
                         broker,
                         leader_epoch: p.leader_epoch,
                         partition_epoch: p.partition_epoch,
                         isr,
-                        recovering: recovery == RECOVERING,
+                        recovery,
                     };
                     let decision = decide(ctx, &tp, &ask);
                     if let Decision::Written {
@@ -176,7 +194,7 @@ pub fn plan(
                     {
                         info!(target: "state_change", %tp, broker, from = ?previous.isr,
                             to = ?written.isr, partition_epoch = written.zk_version,
-                            "AlterPartition accepted");
+                            recovery = ?written.leader_recovery_state, "AlterPartition accepted");
                         ctx.leadership.insert(tp.clone(), written.clone());
                         effects.push(Effect::UpdatePartitionState {
                             tp: tp.clone(),
@@ -278,7 +296,7 @@ struct Ask {
     leader_epoch: i32,
     partition_epoch: i32,
     isr: Vec<BrokerId>,
-    recovering: bool,
+    recovery: LeaderRecoveryState,
 }
 
 fn decide(ctx: &ControllerContext, tp: &TopicPartition, ask: &Ask) -> Decision {
@@ -298,9 +316,7 @@ fn decide(ctx: &ControllerContext, tp: &TopicPartition, ask: &Ask) -> Decision {
         // One leader per epoch: another broker asking at the leader's epoch is confused.
         return Refused(ResponseError::NotLeaderOrFollower);
     }
-    // Every partition of this controller is RECOVERED, so a RECOVERING ask is never the
-    // current state.
-    if !ask.recovering && same_members(&ask.isr, &current.isr) {
+    if ask.recovery == current.leader_recovery_state && same_members(&ask.isr, &current.isr) {
         return Decision::Current;
     }
     if ask.partition_epoch < current.zk_version {
@@ -312,11 +328,22 @@ fn decide(ctx: &ControllerContext, tp: &TopicPartition, ask: &Ask) -> Decision {
         || distinct.len() != ask.isr.len()
         || !distinct.contains(&current.leader)
         || !distinct.iter().all(|b| replicas.contains(b))
-        // Kafka refuses RECOVERING with more than one ISR member, and any change from
-        // RECOVERED to RECOVERING: here the partition is always RECOVERED.
-        || ask.recovering
     {
         return Refused(ResponseError::InvalidRequest);
+    }
+    if ask.recovery == LeaderRecoveryState::Recovering {
+        // Kafka 3.9: a recovering leader's ISR is itself alone, and a recovered partition
+        // never goes back to recovering (only an unclean election makes it so).
+        if ask.isr.len() > 1 {
+            info!(%tp, broker = ask.broker, isr = ?ask.isr,
+                "refusing AlterPartition: the leader is recovering and the ISR has more than one member");
+            return Refused(ResponseError::InvalidRequest);
+        }
+        if current.leader_recovery_state == LeaderRecoveryState::Recovered {
+            info!(%tp, broker = ask.broker,
+                "refusing AlterPartition: the leader recovery state cannot change from RECOVERED to RECOVERING");
+            return Refused(ResponseError::InvalidRequest);
+        }
     }
     // KIP-841: only registered brokers outside controlled shutdown may be in an ISR.
     if !distinct.iter().all(|&b| ctx.is_replica_online(b)) {
@@ -330,6 +357,7 @@ fn decide(ctx: &ControllerContext, tp: &TopicPartition, ask: &Ask) -> Decision {
             isr: ask.isr.clone(),
             controller_epoch: ctx.epoch,
             zk_version: current.zk_version + 1,
+            leader_recovery_state: ask.recovery,
         },
         requested_partition_epoch: ask.partition_epoch,
     }
@@ -374,6 +402,7 @@ fn partition_result(
             .with_leader_id(WireBrokerId(state.leader))
             .with_leader_epoch(state.leader_epoch)
             .with_isr(state.isr.iter().map(|&b| WireBrokerId(b)).collect())
+            .with_leader_recovery_state(state.leader_recovery_state.value())
             .with_partition_epoch(state.zk_version),
         Err(error) => PartitionResult::default()
             .with_partition_index(partition)
@@ -409,6 +438,7 @@ mod tests {
                 isr: vec![0, 1, 2],
                 controller_epoch: 1,
                 zk_version: 7,
+                leader_recovery_state: LeaderRecoveryState::Recovered,
             },
         );
         ctx
@@ -473,6 +503,7 @@ mod tests {
             isr: vec![0, 1],
             controller_epoch: 1,
             zk_version: 8,
+            leader_recovery_state: LeaderRecoveryState::Recovered,
         };
         assert_eq!(
             plan.effects,
@@ -677,6 +708,7 @@ mod tests {
                     isr: vec![0, 1, 2],
                     controller_epoch: 1,
                     zk_version: 7,
+                    leader_recovery_state: LeaderRecoveryState::Recovered,
                 },
             );
         }
@@ -783,15 +815,21 @@ mod tests {
         }
     }
 
+    const RECOVERING: i8 = 1;
+
     #[test]
     fn recovering_is_refused_from_a_recovered_partition() {
-        // Kafka refuses RECOVERING with more than one member, and RECOVERED -> RECOVERING
-        // (every partition of this controller is RECOVERED), even for the current ISR.
+        // Kafka refuses RECOVERING with more than one member, and RECOVERED -> RECOVERING,
+        // even for the current ISR.
         for isr in [&[0, 1][..], &[0], &[0, 1, 2]] {
             let mut ctx = ctx();
             let mut req = request(0, 100, &[("t", 0, 3, isr, 7)]);
             req.topics[0].partitions[0].leader_recovery_state = RECOVERING;
             let plan = super::plan(&mut ctx, &req, 1).unwrap();
+            assert!(plan
+                .effects
+                .iter()
+                .all(|e| !matches!(e, Effect::UpdatePartitionState { .. })));
             let resp = super::response(plan, &mut ctx, &BTreeSet::new());
             assert_eq!(
                 resp.topics[0].partitions[0].error_code,
@@ -799,6 +837,122 @@ mod tests {
                 "{isr:?}"
             );
             assert_eq!(ctx.leadership[&tp("t", 0)].isr, vec![0, 1, 2]);
+            assert_eq!(
+                ctx.leadership[&tp("t", 0)].leader_recovery_state,
+                LeaderRecoveryState::Recovered
+            );
         }
+    }
+
+    /// t-0 after an unclean election: leader 0 at leader epoch 3, ISR [0], RECOVERING.
+    fn recovering_ctx() -> ControllerContext {
+        let mut ctx = ctx();
+        let state = ctx.leadership.get_mut(&tp("t", 0)).unwrap();
+        state.isr = vec![0];
+        state.leader_recovery_state = LeaderRecoveryState::Recovering;
+        ctx
+    }
+
+    #[test]
+    fn a_recovering_leader_reports_recovered_with_its_isr_grown() {
+        // Kafka 3.9's leader marks itself RECOVERED on LeaderAndIsr and sends it with its
+        // next ISR change: the controller writes both.
+        for version in [1, 2, 3] {
+            let mut ctx = recovering_ctx();
+            ctx.topic_ids
+                .insert("t".parse().unwrap(), model::TopicId::from_bytes([7; 16]));
+            let mut req = request(0, 100, &[("t", 0, 3, &[0, 1], 7)]);
+            if version >= 2 {
+                req = by_id(req, uuid::Uuid::from_bytes([7; 16]), version);
+            }
+            let plan = super::plan(&mut ctx, &req, version).unwrap();
+            let written = LeaderIsrAndControllerEpoch {
+                leader: 0,
+                leader_epoch: 3,
+                isr: vec![0, 1],
+                controller_epoch: 1,
+                zk_version: 8,
+                leader_recovery_state: LeaderRecoveryState::Recovered,
+            };
+            assert_eq!(
+                plan.effects[0],
+                Effect::UpdatePartitionState {
+                    tp: tp("t", 0),
+                    state: written.clone(),
+                    expected_zk_version: 7
+                },
+                "v{version}"
+            );
+            let resp = super::response(plan, &mut ctx, &BTreeSet::new());
+            let p = &resp.topics[0].partitions[0];
+            assert_eq!(p.error_code, 0, "v{version}");
+            assert_eq!(p.leader_recovery_state, 0, "v{version}");
+            assert_eq!(p.isr, vec![WireBrokerId(0), WireBrokerId(1)]);
+            assert_eq!(p.partition_epoch, 8);
+            assert_eq!(ctx.leadership[&tp("t", 0)], written, "v{version}");
+        }
+    }
+
+    #[test]
+    fn recovered_with_the_same_isr_is_written_and_recovering_again_is_current() {
+        // RECOVERED alone (the ISR unchanged) clears the state too.
+        let mut ctx = recovering_ctx();
+        let req = request(0, 100, &[("t", 0, 3, &[0], 7)]);
+        let plan = super::plan(&mut ctx, &req, 1).unwrap();
+        let resp = super::response(plan, &mut ctx, &BTreeSet::new());
+        assert_eq!(resp.topics[0].partitions[0].error_code, 0);
+        assert_eq!(resp.topics[0].partitions[0].partition_epoch, 8);
+        assert_eq!(
+            ctx.leadership[&tp("t", 0)].leader_recovery_state,
+            LeaderRecoveryState::Recovered
+        );
+        // RECOVERING with ISR [leader] on a RECOVERING partition is its current state: the
+        // answer is that state (RECOVERING), and nothing is written.
+        let mut ctx = recovering_ctx();
+        let mut req = request(0, 100, &[("t", 0, 3, &[0], 7)]);
+        req.topics[0].partitions[0].leader_recovery_state = RECOVERING;
+        let plan = super::plan(&mut ctx, &req, 1).unwrap();
+        assert!(plan
+            .effects
+            .iter()
+            .all(|e| !matches!(e, Effect::UpdatePartitionState { .. })));
+        let resp = super::response(plan, &mut ctx, &BTreeSet::new());
+        let p = &resp.topics[0].partitions[0];
+        assert_eq!((p.error_code, p.leader_recovery_state), (0, RECOVERING));
+        assert_eq!(p.partition_epoch, 7);
+    }
+
+    #[test]
+    fn a_recovering_partition_refuses_recovering_with_more_members() {
+        let mut ctx = recovering_ctx();
+        let mut req = request(0, 100, &[("t", 0, 3, &[0, 1], 7)]);
+        req.topics[0].partitions[0].leader_recovery_state = RECOVERING;
+        let plan = super::plan(&mut ctx, &req, 1).unwrap();
+        let resp = super::response(plan, &mut ctx, &BTreeSet::new());
+        assert_eq!(
+            resp.topics[0].partitions[0].error_code,
+            ResponseError::InvalidRequest.code()
+        );
+        assert_eq!(
+            ctx.leadership[&tp("t", 0)],
+            recovering_ctx().leadership[&tp("t", 0)]
+        );
+    }
+
+    #[test]
+    fn an_unknown_recovery_state_refuses_the_whole_request() {
+        // Kafka 3.9's LeaderRecoveryState.of throws: UNKNOWN_SERVER_ERROR, nothing changes
+        // (not even the other, valid partition).
+        let mut ctx = recovering_ctx();
+        let before = ctx.leadership.clone();
+        let mut req = request(0, 100, &[("t", 0, 3, &[0, 1], 7), ("t", 1, 3, &[0], 7)]);
+        req.topics[0].partitions[1].leader_recovery_state = 2;
+        let err = super::plan(&mut ctx, &req, 1).unwrap_err();
+        assert_eq!(err, ResponseError::UnknownServerError);
+        assert_eq!(ctx.leadership, before);
+        // At v0 the field does not exist: not read.
+        let plan = super::plan(&mut ctx, &req, 0).unwrap();
+        let resp = super::response(plan, &mut ctx, &BTreeSet::new());
+        assert_eq!(resp.topics[0].partitions[0].error_code, 0);
     }
 }

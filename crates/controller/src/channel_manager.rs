@@ -846,6 +846,7 @@ pub fn leader_and_isr_request(
                     .with_leader_epoch(leadership.leader_epoch)
                     .with_isr(wire_ids(&leadership.isr))
                     .with_partition_epoch(leadership.zk_version)
+                    .with_leader_recovery_state(leadership.leader_recovery_state.value())
                     .with_replicas(wire_ids(ctx.replicas(&tp)))
                     .with_adding_replicas(wire_ids(
                         ctx.reassignments.get(&tp).map_or(&[][..], |r| &r.adding),
@@ -1021,6 +1022,8 @@ pub fn stop_replica_request(
 
 #[cfg(test)]
 mod tests {
+    use model::LeaderRecoveryState;
+
     use super::*;
     use crate::context::LeaderIsrAndControllerEpoch;
     use crate::test_support::{ctx_with, name, tp};
@@ -1036,6 +1039,7 @@ mod tests {
                     isr: vec![leader],
                     controller_epoch: 1,
                     zk_version: 4,
+                    leader_recovery_state: LeaderRecoveryState::Recovered,
                 },
             );
         }
@@ -1093,6 +1097,7 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec![(0, 9092)]
         );
+        assert_eq!(p.leader_recovery_state, 0);
         // Stop and delete of one partition merge into one entry that deletes.
         let ControlRequest::StopReplica { request, deleted } = &requests[4].1 else {
             unreachable!()
@@ -1100,6 +1105,28 @@ mod tests {
         assert_eq!(deleted, &vec![tp("t", 1)]);
         assert!(request.topic_states[0].partition_states[0].delete_partition);
         assert_eq!(request.topic_states[0].partition_states[0].leader_epoch, 3);
+    }
+
+    #[test]
+    fn leader_and_isr_carries_recovering_after_an_unclean_election() {
+        let mut ctx = ctx();
+        ctx.leadership
+            .get_mut(&tp("t", 1))
+            .unwrap()
+            .leader_recovery_state = LeaderRecoveryState::Recovering;
+        let mut batch = RequestBatch::default();
+        batch.add_leader_and_isr(&[1], &tp("t", 0), false);
+        batch.add_leader_and_isr(&[1], &tp("t", 1), false);
+        let requests = batch.build(&ctx, 7);
+        let ControlRequest::LeaderAndIsr(lai) = &requests[0].1 else {
+            unreachable!()
+        };
+        let states: Vec<_> = lai.topic_states[0]
+            .partition_states
+            .iter()
+            .map(|p| (p.partition_index, p.leader_recovery_state))
+            .collect();
+        assert_eq!(states, vec![(0, 0), (1, 1)]);
     }
 
     /// A broker that answers ApiVersions at once and every UpdateMetadata after `delay`.

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use model::{BrokerId, TopicId, TopicName, TopicPartition};
+use model::{BrokerId, LeaderRecoveryState, TopicId, TopicName, TopicPartition};
 
 use crate::partition_state_machine::PartitionState;
 use crate::replica_state_machine::ReplicaState;
@@ -59,6 +59,9 @@ pub struct LeaderIsrAndControllerEpoch {
     pub controller_epoch: i32,
     /// The state znode's version (Kafka's `zkVersion`, the partition epoch).
     pub zk_version: i32,
+    /// KIP-704: RECOVERING from an unclean election until the leader reports RECOVERED in an
+    /// AlterPartition; every other leader change keeps it, as Kafka's `newLeaderAndIsr`.
+    pub leader_recovery_state: LeaderRecoveryState,
 }
 
 /// The replicas an ongoing reassignment of one partition adds and removes (Kafka's

@@ -1541,6 +1541,7 @@ impl EventLoop {
                 state.leader_epoch,
                 state.isr.clone(),
             )
+            .with_leader_recovery_state(state.leader_recovery_state)
         };
         let creates: Vec<_> = round
             .creates
@@ -1782,6 +1783,7 @@ fn leadership_from(state: PartitionStateZNode, zk_version: i32) -> LeaderIsrAndC
         isr: state.isr,
         controller_epoch: state.controller_epoch,
         zk_version,
+        leader_recovery_state: state.leader_recovery_state,
     }
 }
 

@@ -278,6 +278,8 @@ fn initialize_states(ctx: &mut ControllerContext) {
 
 #[cfg(test)]
 mod tests {
+    use model::LeaderRecoveryState;
+
     use super::*;
     use crate::context::LeaderIsrAndControllerEpoch;
     use crate::context::NO_LEADER as NO_LEADER_ID;
@@ -378,6 +380,7 @@ mod tests {
                 isr: vec![0],
                 controller_epoch: 1,
                 zk_version: 0,
+                leader_recovery_state: LeaderRecoveryState::Recovered,
             },
         );
         ctx.topics_to_be_deleted.insert(name("t"));
@@ -410,6 +413,7 @@ mod tests {
                 isr: vec![0, 1],
                 controller_epoch: 1,
                 zk_version: 3,
+                leader_recovery_state: LeaderRecoveryState::Recovered,
             },
         );
         let effects = on_controller_failover(&mut ctx);
@@ -448,6 +452,7 @@ mod tests {
                     isr: isr.to_vec(),
                     controller_epoch: 1,
                     zk_version: 9,
+                    leader_recovery_state: LeaderRecoveryState::Recovered,
                 },
             );
             ctx.partition_states

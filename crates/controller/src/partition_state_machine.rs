@@ -8,7 +8,7 @@
 
 use tracing::{error, info, warn};
 
-use model::TopicPartition;
+use model::{LeaderRecoveryState, TopicPartition};
 
 use crate::context::{ControllerContext, LeaderIsrAndControllerEpoch};
 use crate::effect::Effect;
@@ -247,6 +247,7 @@ fn initialize_leader_and_isr(
         isr: live.clone(),
         controller_epoch: ctx.epoch,
         zk_version: 0,
+        leader_recovery_state: LeaderRecoveryState::Recovered,
     };
     ctx.leadership.insert(tp.clone(), state.clone());
     set_state(ctx, tp, PartitionState::New, PartitionState::Online);
@@ -316,6 +317,13 @@ fn elect_leader(
         isr: elected.isr,
         controller_epoch: ctx.epoch,
         zk_version: current.zk_version + 1,
+        // Kafka 3.9's `Election.leaderForOffline`: a leader from outside the ISR marks the
+        // partition RECOVERING; any other election keeps the state it had.
+        leader_recovery_state: if elected.unclean {
+            LeaderRecoveryState::Recovering
+        } else {
+            current.leader_recovery_state
+        },
     };
     info!(
         target: "state_change",
@@ -383,6 +391,7 @@ mod tests {
             isr: vec![3, 1],
             controller_epoch: 1,
             zk_version: 0,
+            leader_recovery_state: LeaderRecoveryState::Recovered,
         };
         assert_eq!(
             effects,
@@ -452,6 +461,7 @@ mod tests {
                 isr: vec![0, 2],
                 controller_epoch: 1,
                 zk_version: 7,
+                leader_recovery_state: LeaderRecoveryState::Recovered,
             },
         );
         let effects =
@@ -462,6 +472,7 @@ mod tests {
             isr: vec![2],
             controller_epoch: 1,
             zk_version: 8,
+            leader_recovery_state: LeaderRecoveryState::Recovered,
         };
         assert_eq!(
             effects,
@@ -498,6 +509,7 @@ mod tests {
                 isr: vec![0],
                 controller_epoch: 1,
                 zk_version: 0,
+                leader_recovery_state: LeaderRecoveryState::Recovered,
             },
         );
         assert!(
@@ -505,5 +517,99 @@ mod tests {
                 .is_empty()
         );
         assert_eq!(ctx.partition_state(&p0), PartitionState::Offline);
+    }
+
+    /// t-0 on [0, 1], Offline: leader 0 gone, ISR [0] (broker 0 not live, 1 live).
+    fn offline_with_only_an_out_of_sync_replica(
+        recovery: LeaderRecoveryState,
+    ) -> (ControllerContext, TopicPartition) {
+        let mut ctx = ctx_with(&[1], &[("t", &[&[0, 1]])]);
+        let p0 = tp("t", 0);
+        ctx.partition_states
+            .insert(p0.clone(), PartitionState::Offline);
+        ctx.leadership.insert(
+            p0.clone(),
+            LeaderIsrAndControllerEpoch {
+                leader: -1,
+                leader_epoch: 4,
+                isr: vec![0],
+                controller_epoch: 1,
+                zk_version: 6,
+                leader_recovery_state: recovery,
+            },
+        );
+        (ctx, p0)
+    }
+
+    #[test]
+    fn unclean_election_marks_the_partition_recovering() {
+        // Kafka 3.9's Election.leaderForOffline: a leader from outside the ISR gets ISR
+        // [leader] and RECOVERING, by the topic's config or by ElectLeaders UNCLEAN.
+        for by_config in [true, false] {
+            let (mut ctx, p0) =
+                offline_with_only_an_out_of_sync_replica(LeaderRecoveryState::Recovered);
+            let strategy = if by_config {
+                ctx.unclean_election_topics.insert("t".parse().unwrap());
+                ElectionStrategy::Offline
+            } else {
+                ElectionStrategy::OfflineAllowUnclean
+            };
+            let effects = handle_state_changes_with(
+                &mut ctx,
+                std::slice::from_ref(&p0),
+                PartitionState::Online,
+                strategy,
+            );
+            let state = LeaderIsrAndControllerEpoch {
+                leader: 1,
+                leader_epoch: 5,
+                isr: vec![1],
+                controller_epoch: 1,
+                zk_version: 7,
+                leader_recovery_state: LeaderRecoveryState::Recovering,
+            };
+            assert_eq!(
+                effects[0],
+                Effect::UpdatePartitionState {
+                    tp: p0.clone(),
+                    state: state.clone(),
+                    expected_zk_version: 6
+                },
+                "{strategy:?}"
+            );
+            assert_eq!(ctx.leadership[&p0], state);
+            assert_eq!(ctx.partition_state(&p0), PartitionState::Online);
+        }
+    }
+
+    #[test]
+    fn a_clean_election_keeps_the_recovery_state() {
+        // The recovering leader (in the ISR) comes back: it leads again, still RECOVERING;
+        // a recovered partition's clean election stays RECOVERED.
+        for recovery in [
+            LeaderRecoveryState::Recovering,
+            LeaderRecoveryState::Recovered,
+        ] {
+            let (mut ctx, p0) = offline_with_only_an_out_of_sync_replica(recovery);
+            ctx.leadership.get_mut(&p0).unwrap().isr = vec![1];
+            handle_state_changes(&mut ctx, std::slice::from_ref(&p0), PartitionState::Online);
+            let state = &ctx.leadership[&p0];
+            assert_eq!((state.leader, state.leader_epoch), (1, 5));
+            assert_eq!(state.leader_recovery_state, recovery);
+        }
+    }
+
+    #[test]
+    fn without_unclean_election_nothing_is_marked() {
+        let (mut ctx, p0) =
+            offline_with_only_an_out_of_sync_replica(LeaderRecoveryState::Recovered);
+        assert!(
+            handle_state_changes(&mut ctx, std::slice::from_ref(&p0), PartitionState::Online)
+                .is_empty()
+        );
+        assert_eq!(
+            ctx.leadership[&p0].leader_recovery_state,
+            LeaderRecoveryState::Recovered
+        );
     }
 }

@@ -360,6 +360,7 @@ fn complete(
         isr: current.isr.clone(),
         controller_epoch: ctx.epoch,
         zk_version: current.zk_version + 1,
+        leader_recovery_state: current.leader_recovery_state,
     };
     if !leader_stays {
         info!(target: "state_change", controller_epoch = ctx.epoch, %tp, from = current.leader,

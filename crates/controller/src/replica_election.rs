@@ -391,6 +391,8 @@ fn error_message(error: ResponseError) -> String {
 
 #[cfg(test)]
 mod tests {
+    use model::LeaderRecoveryState;
+
     use super::*;
     use crate::context::LeaderIsrAndControllerEpoch;
     use crate::test_support::{ctx_with, tp};
@@ -406,6 +408,7 @@ mod tests {
                 isr: isr.to_vec(),
                 controller_epoch: 1,
                 zk_version: 5,
+                leader_recovery_state: LeaderRecoveryState::Recovered,
             },
         );
     }
@@ -440,6 +443,7 @@ mod tests {
             isr: vec![1, 2, 0],
             controller_epoch: 1,
             zk_version: 6,
+            leader_recovery_state: LeaderRecoveryState::Recovered,
         };
         assert_eq!(
             plan.effects,

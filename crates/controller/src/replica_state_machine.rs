@@ -156,6 +156,7 @@ fn remove_replica_from_isr(
         isr,
         controller_epoch: ctx.epoch,
         zk_version: current.zk_version + 1,
+        leader_recovery_state: current.leader_recovery_state,
     };
     ctx.leadership.insert(tp.clone(), state.clone());
     let brokers: Vec<_> = ctx
@@ -184,6 +185,8 @@ fn remove_replica_from_isr(
 
 #[cfg(test)]
 mod tests {
+    use model::LeaderRecoveryState;
+
     use super::*;
     use crate::test_support::{ctx_with, tp};
     use ReplicaState::*;
@@ -296,6 +299,7 @@ mod tests {
                 isr: vec![0, 1, 2],
                 controller_epoch: 1,
                 zk_version: 5,
+                leader_recovery_state: LeaderRecoveryState::Recovered,
             },
         );
         let effects = handle_state_changes(&mut ctx, std::slice::from_ref(&follower), Offline);
@@ -305,6 +309,7 @@ mod tests {
             isr: vec![0, 2],
             controller_epoch: 1,
             zk_version: 6,
+            leader_recovery_state: LeaderRecoveryState::Recovered,
         };
         assert_eq!(
             effects,
@@ -341,6 +346,7 @@ mod tests {
                 isr: vec![1],
                 controller_epoch: 1,
                 zk_version: 0,
+                leader_recovery_state: LeaderRecoveryState::Recovered,
             },
         );
         handle_state_changes(&mut ctx, std::slice::from_ref(&only), Offline);

@@ -822,10 +822,12 @@ impl Sim {
             {
                 return Err("INVALID_REQUEST");
             }
+            // The simulated leaders are Kafka 3.9's: RECOVERED in every AlterPartition.
             let state = LeaderIsrAndControllerEpoch {
                 isr: isr.clone(),
                 controller_epoch: ctx.epoch,
                 zk_version: current.zk_version + 1,
+                leader_recovery_state: model::LeaderRecoveryState::Recovered,
                 ..current
             };
             ctx.leadership.insert(tp.clone(), state.clone());

@@ -308,6 +308,8 @@ fn merge_stop_replica(old: &mut StopReplicaRequest, new: StopReplicaRequest) {
 
 #[cfg(test)]
 mod tests {
+    use model::LeaderRecoveryState;
+
     use super::*;
     use crate::channel_manager::{
         leader_and_isr_request, stop_replica_request, update_metadata_request,
@@ -332,6 +334,7 @@ mod tests {
                 isr: vec![0, 1],
                 controller_epoch: 1,
                 zk_version: epoch,
+                leader_recovery_state: LeaderRecoveryState::Recovered,
             },
         );
     }

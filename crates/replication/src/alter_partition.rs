@@ -5,7 +5,7 @@
 //! Where the controller is, this broker's epoch and the topics' ids come from the broker
 //! through [`ControllerChannel`]. A request goes at the newest version both sides offer
 //! (Kafka 3.9's v3 between Gregor brokers: topics by id, the ISR with broker epochs, here -1,
-//! "not known", as followers do not send their epochs), or at v1, by name, when a topic's id
+//! "not known", as Kafka 3.9's ZooKeeper-mode leaders send), or at v1, by name, when a topic's id
 //! is not known yet, as Kafka's `AlterPartitionManager`. Each answer goes back to its partition, which commits the new ISR,
 //! resubmits after a retriable error, or stays pending until the next LeaderAndIsr.
 
@@ -296,9 +296,13 @@ fn build_request(
     use kafka_protocol::messages::alter_partition_request::BrokerState;
     let mut topics: Vec<(model::TopicName, TopicData)> = Vec::new();
     for item in items {
+        // A leader is RECOVERED from the moment it leads (Kafka 3.9's `Partition.makeLeader`
+        // marks a RECOVERING partition recovered at once), so every change it proposes says
+        // so: the first one after an unclean election clears RECOVERING at the controller.
         let mut data = PartitionData::default()
             .with_partition_index(item.tp.partition)
             .with_leader_epoch(item.leader_epoch)
+            .with_leader_recovery_state(model::LeaderRecoveryState::Recovered.value())
             .with_partition_epoch(item.partition_epoch);
         if version >= 3 {
             data.new_isr_with_epochs = item

@@ -22,6 +22,7 @@ pub fn seeds() -> Vec<(&'static str, String)> {
         ("topic", r#"{"version":3,"partitions":{"0":[1,2],"1":[2,3]},"topic_id":"Zjaq1Hq9RXuZQqVbbAHtaA","adding_replicas":{"0":[3]},"removing_replicas":{"0":[1]}}"#.to_owned()),
         ("topic", serde_json::json!({"version": 2, "partitions": big_partitions}).to_string()),
         ("partition", r#"{"controller_epoch":3,"leader":1,"version":1,"leader_epoch":7,"isr":[1,2]}"#.to_owned()),
+        ("partition", r#"{"controller_epoch":3,"leader":2,"version":1,"leader_recovery_state":1,"leader_epoch":8,"isr":[2]}"#.to_owned()),
         ("controller", r#"{"version":1,"brokerid":1,"timestamp":"1633072800000"}"#.to_owned()),
         ("config", r#"{"version":1,"config":{"retention.ms":"1000","cleanup.policy":"compact"}}"#.to_owned()),
         ("change", r#"{"version":2,"entity_path":"users/alice/clients/app"}"#.to_owned()),

@@ -1,4 +1,5 @@
-//! The Kafka 2.8 JSON of every znode, as serde structs.
+//! The Kafka 2.8 JSON of every znode, as serde structs (plus Kafka 3.9's
+//! `leader_recovery_state` in a partition's state, KIP-704).
 //!
 //! Field order in each struct is the order written (and matches the SPEC's examples byte
 //! for byte); maps keyed by partition use `BTreeMap<i32, _>`, which serde_json writes as
@@ -7,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use model::{BrokerId, TopicId};
+use model::{BrokerId, LeaderRecoveryState, TopicId};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 /// Why a znode's data could not be read.
@@ -191,6 +192,13 @@ impl TopicAssignment {
 }
 
 /// `/brokers/topics/<t>/partitions/<p>/state` (Kafka's `TopicPartitionStateZNode`).
+///
+/// Kafka 3.9 adds `leader_recovery_state` (KIP-704) only when it is RECOVERING (`1`), and
+/// reads a state without it (Kafka 2.8's) as RECOVERED; any other value is refused, as
+/// Kafka's `LeaderRecoveryState.of` refuses it. The field order is the one Kafka 3.9 (Scala
+/// 2.13) writes: its `HashMap` iterates these six keys as `controller_epoch`, `leader`,
+/// `version`, `leader_recovery_state`, `leader_epoch`, `isr` (and without the fifth, as
+/// Kafka 2.8's well-known `{"controller_epoch":..,"leader":..,"version":1,..}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionStateZNode {
     /// Epoch of the controller that wrote this state.
@@ -199,6 +207,13 @@ pub struct PartitionStateZNode {
     pub leader: BrokerId,
     /// Format version: 1.
     pub version: i32,
+    /// KIP-704: RECOVERING after an unclean election until the leader reports RECOVERED.
+    #[serde(
+        default,
+        skip_serializing_if = "LeaderRecoveryState::is_recovered",
+        with = "recovery_state"
+    )]
+    pub leader_recovery_state: LeaderRecoveryState,
     /// Bumped at every leader change.
     pub leader_epoch: i32,
     /// In-sync replicas.
@@ -221,9 +236,16 @@ impl PartitionStateZNode {
             controller_epoch,
             leader,
             version: 1,
+            leader_recovery_state: LeaderRecoveryState::Recovered,
             leader_epoch,
             isr,
         }
+    }
+
+    /// The same state with `leader_recovery_state` set.
+    pub fn with_leader_recovery_state(mut self, state: LeaderRecoveryState) -> Self {
+        self.leader_recovery_state = state;
+        self
     }
 }
 
@@ -469,6 +491,33 @@ mod string_i64 {
             StringOrNumber::String(s) => s.trim().parse().map_err(de::Error::custom),
             StringOrNumber::Number(n) => Ok(n),
         }
+    }
+}
+
+/// A leader recovery state as Kafka's number (0 RECOVERED, 1 RECOVERING).
+mod recovery_state {
+    use model::LeaderRecoveryState;
+    use serde::{de, Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(
+        value: &LeaderRecoveryState,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.serialize_i32(i32::from(value.value()))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<LeaderRecoveryState, D::Error> {
+        let value = i64::deserialize(d)?;
+        i8::try_from(value)
+            .ok()
+            .and_then(LeaderRecoveryState::from_value)
+            .ok_or_else(|| {
+                de::Error::custom(format!(
+                    "leader_recovery_state {value} is not a leader recovery state (0 RECOVERED, 1 RECOVERING)"
+                ))
+            })
     }
 }
 

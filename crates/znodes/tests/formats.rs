@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use model::TopicId;
+use model::{LeaderRecoveryState, TopicId};
 use znodes::json::*;
 
 /// Parses `text`, checks the value, and checks that writing it back gives `text` exactly.
@@ -83,11 +83,44 @@ fn topic_assignment_older_versions() {
 fn partition_state() {
     let text = r#"{"controller_epoch":1,"leader":3,"version":1,"leader_epoch":0,"isr":[3,0,1]}"#;
     round_trip(text, &PartitionStateZNode::new(1, 3, 0, vec![3, 0, 1]));
-    // Kafka's own field order, plus a future field, reads the same.
-    let other = r#"{"version":1,"leader":-1,"leader_epoch":4,"isr":[],"controller_epoch":2,"leader_recovery_state":0}"#;
+    // Another field order, an explicit RECOVERED and an unknown field read the same.
+    let other = r#"{"version":1,"leader":-1,"leader_epoch":4,"isr":[],"controller_epoch":2,"leader_recovery_state":0,"future":true}"#;
     assert_eq!(
         PartitionStateZNode::from_json_bytes(other.as_bytes()).unwrap(),
         PartitionStateZNode::new(2, -1, 4, vec![])
+    );
+}
+
+#[test]
+fn partition_state_recovering_is_kafka_3_9s() {
+    // Kafka 3.9's TopicPartitionStateZNode.encode after an unclean election: the field is
+    // added only when RECOVERING, in the order its Scala 2.13 HashMap iterates the keys.
+    let text = r#"{"controller_epoch":3,"leader":1,"version":1,"leader_recovery_state":1,"leader_epoch":5,"isr":[1]}"#;
+    let recovering = PartitionStateZNode::new(3, 1, 5, vec![1])
+        .with_leader_recovery_state(LeaderRecoveryState::Recovering);
+    round_trip(text, &recovering);
+    // RECOVERED is left out, as Kafka writes it (and as Kafka 2.8 wrote every state).
+    let recovered = r#"{"controller_epoch":3,"leader":1,"version":1,"leader_epoch":5,"isr":[1,0]}"#;
+    round_trip(recovered, &PartitionStateZNode::new(3, 1, 5, vec![1, 0]));
+    // Kafka's LeaderRecoveryState.of refuses any other value.
+    for bad in ["2", "-1", "\"1\"", "300"] {
+        let text = format!(
+            r#"{{"controller_epoch":3,"leader":1,"version":1,"leader_recovery_state":{bad},"leader_epoch":5,"isr":[1]}}"#
+        );
+        let err = PartitionStateZNode::from_json_bytes(text.as_bytes()).unwrap_err();
+        assert!(
+            err.to_string().starts_with("invalid partition state JSON:"),
+            "{bad}: {err}"
+        );
+    }
+    let err = PartitionStateZNode::from_json_bytes(
+        br#"{"controller_epoch":3,"leader":1,"version":1,"leader_recovery_state":2,"leader_epoch":5,"isr":[1]}"#,
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("leader_recovery_state 2 is not a leader recovery state"),
+        "{err}"
     );
 }
 

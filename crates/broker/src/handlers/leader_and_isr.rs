@@ -234,6 +234,13 @@ fn apply(
         return Err(ResponseError::UnknownTopicOrPartition);
     }
     let role = if state.leader.0 == ctx.broker_id {
+        if state.leader_recovery_state == model::LeaderRecoveryState::Recovering.value() {
+            // KIP-704, as Kafka 3.9's `Partition.makeLeader`: the leader of an unclean
+            // election recovers at once; its next AlterPartition (the ISR growing when a
+            // follower catches up) carries RECOVERED and clears it at the controller.
+            info!(%tp, leader_epoch = state.leader_epoch,
+                "the partition was marked as RECOVERING; marking it as RECOVERED");
+        }
         ReplicaRole::Leader {
             leader_epoch: state.leader_epoch,
         }
