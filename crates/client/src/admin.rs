@@ -843,17 +843,12 @@ impl AdminClient {
         let addr = self.config_broker(kind, name);
         let response = self.connection(&addr).await?.send(request).await;
         let response = self.forget_if_broken(&addr, response)?;
-        match response.responses.first() {
-            Some(r) if r.error_code != 0 => Err(ClientError::server(
-                r.error_code,
-                r.error_message.as_deref(),
-            )),
-            Some(_) => Ok(()),
-            None => Err(ClientError::Protocol {
-                addr,
-                message: "IncrementalAlterConfigs response has no result".to_string(),
-            }),
-        }
+        let first = response.responses.first();
+        one_config_result(
+            addr,
+            "IncrementalAlterConfigs",
+            first.map(|r| (r.error_code, r.error_message.as_deref())),
+        )
     }
 
     /// AlterConfigs (the legacy API): `configs` replace every dynamic config of the resource
@@ -887,17 +882,12 @@ impl AdminClient {
         let addr = self.config_broker(kind, name);
         let response = self.connection(&addr).await?.send(request).await;
         let response = self.forget_if_broken(&addr, response)?;
-        match response.responses.first() {
-            Some(r) if r.error_code != 0 => Err(ClientError::server(
-                r.error_code,
-                r.error_message.as_deref(),
-            )),
-            Some(_) => Ok(()),
-            None => Err(ClientError::Protocol {
-                addr,
-                message: "AlterConfigs response has no result".to_string(),
-            }),
-        }
+        let first = response.responses.first();
+        one_config_result(
+            addr,
+            "AlterConfigs",
+            first.map(|r| (r.error_code, r.error_message.as_deref())),
+        )
     }
 
     /// Where a config request for `name` goes: a broker's own configs (and its loggers) to
@@ -1621,4 +1611,21 @@ fn partitions_by_topic(named: &[(String, i32)]) -> BTreeMap<&str, Vec<i32>> {
         by_topic.entry(topic).or_default().push(*partition);
     }
     by_topic
+}
+
+/// The outcome of an alter of one config resource: its result's error, or a protocol error
+/// naming `api` when the response has no result at all.
+fn one_config_result(
+    addr: String,
+    api: &str,
+    first: Option<(i16, Option<&str>)>,
+) -> Result<(), ClientError> {
+    match first {
+        Some((code, message)) if code != 0 => Err(ClientError::server(code, message)),
+        Some(_) => Ok(()),
+        None => Err(ClientError::Protocol {
+            addr,
+            message: format!("{api} response has no result"),
+        }),
+    }
 }
