@@ -396,6 +396,20 @@ fn group_name(g: usize) -> String {
     format!("soak-group-{g}")
 }
 
+/// An acks=all Produce of `records` to one partition, with a 30 s timeout.
+fn produce_acks_all(topic: &str, partition: usize, records: Bytes) -> ProduceRequest {
+    ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(30_000)
+        .with_topic_data(vec![produce_request::TopicProduceData::default()
+            .with_name(name(topic))
+            .with_partition_data(vec![
+                produce_request::PartitionProduceData::default()
+                    .with_index(partition as i32)
+                    .with_records(Some(records)),
+            ])])
+}
+
 fn connection_options(client_id: String) -> ConnectionOptions {
     ConnectionOptions {
         client_id,
@@ -975,21 +989,11 @@ async fn producer(s: Arc<Shared>, i: usize) {
             conn = connect(&s, &addr, format!("soak-producer-{i}"), "produce").await;
         }
         if let Some(c) = conn.as_mut() {
-            let request = ProduceRequest::default()
-                .with_acks(-1)
-                .with_timeout_ms(30_000)
-                .with_topic_data(vec![produce_request::TopicProduceData::default()
-                    .with_name(name(&s.opts.topic))
-                    .with_partition_data(vec![
-                        produce_request::PartitionProduceData::default()
-                            .with_index(partition as i32)
-                            .with_records(Some(encode_batch(
-                                producer,
-                                seq,
-                                count,
-                                s.opts.message_size,
-                            ))),
-                    ])]);
+            let request = produce_acks_all(
+                &s.opts.topic,
+                partition,
+                encode_batch(producer, seq, count, s.opts.message_size),
+            );
             match c.send(request).await {
                 Ok(response) => {
                     let p = response
@@ -1595,21 +1599,11 @@ async fn disconnector(s: Arc<Shared>, i: usize) {
         n += 1;
         let (addr, bytes, name) = match variant {
             0 => {
-                let request = ProduceRequest::default()
-                    .with_acks(-1)
-                    .with_timeout_ms(30_000)
-                    .with_topic_data(vec![produce_request::TopicProduceData::default()
-                        .with_name(name(&s.opts.topic))
-                        .with_partition_data(vec![
-                            produce_request::PartitionProduceData::default()
-                                .with_index(partition as i32)
-                                .with_records(Some(encode_batch(
-                                    u32::MAX - i as u32,
-                                    n as u32,
-                                    4,
-                                    s.opts.message_size,
-                                ))),
-                        ])]);
+                let request = produce_acks_all(
+                    &s.opts.topic,
+                    partition,
+                    encode_batch(u32::MAX - i as u32, n as u32, 4, s.opts.message_size),
+                );
                 (
                     s.topology.leaders[partition].clone(),
                     frame(&request, 8, 1),
