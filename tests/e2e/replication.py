@@ -120,7 +120,22 @@ class Cluster:
         self.zk.start(timeout=15)
         wait_until(lambda: self.registered() == set(self.brokers), timeout=30, what="every broker registered")
         wait_until(lambda: self.controller() is not None, timeout=30, what="a controller")
+        wait_until(self.metadata_complete, timeout=60, interval=0.5, what="every broker's metadata names all brokers and the controller")
         return self
+
+    def metadata_complete(self):
+        """Whether every broker's own Metadata names all brokers and the controller. A broker
+        answers from its cache, which the controller's first UpdateMetadata fills; until then it
+        says ControllerId -1, and librdkafka's admin client, told there is no controller, waits
+        long for one. So a test creates its topics only once every cache is filled."""
+        for b in self.brokers.values():
+            try:
+                md = AdminClient({"bootstrap.servers": b.address}).list_topics(timeout=10)
+            except Exception:
+                return False
+            if len(md.brokers) != len(self.brokers) or md.controller_id < 0:
+                return False
+        return True
 
     def stop(self):
         for b in self.brokers.values():
@@ -134,7 +149,9 @@ class Cluster:
         return ",".join(b.address for b in self.brokers.values())
 
     def admin(self):
-        return AdminClient({"bootstrap.servers": self.bootstrap})
+        # librdkafka's socket.timeout.ms (60 s), not the request's timeout, is what cuts a long
+        # CreateTopics (10,000 partitions on three loaded brokers take longer).
+        return AdminClient({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 300000})
 
     # ---- What the store says ----
 
