@@ -56,12 +56,18 @@ def main():
     ap.add_argument("--session-timeout-ms", type=int, default=6000)
     ap.add_argument("--rate", type=int, default=1000, help="messages per second over all partitions")
     ap.add_argument("--gregor", default=os.path.join(ROOT, "target", "release", "gregor"))
+    ap.add_argument("--bench-gregor", default=None, help="the gregor binary that runs `bench failover` (default: --gregor)")
     ap.add_argument("--acks", choices=["1", "all"], default="all")
     ap.add_argument(
         "--producers", type=int, default=None,
         help="librdkafka producers the partitions are spread over (default: one per 250 partitions); "
         "librdkafka sends one partition per ProduceRequest and a broker serves a connection's "
         "requests one at a time, so one producer acknowledges one partition per round trip per broker",
+    )
+    ap.add_argument(
+        "--sample", type=int, default=None,
+        help="produce to this many partitions only, spread over the topic (gregor bench failover "
+        "--sample); the metadata figure and the controller's still cover every partition",
     )
     ap.add_argument("--timeout-secs", type=int, default=120, help="gregor bench failover's limit per phase")
     ap.add_argument(
@@ -72,7 +78,7 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the data directory and logs")
     args = ap.parse_args()
     if args.producers is None:
-        args.producers = max(1, args.partitions // 250)
+        args.producers = max(1, min(args.partitions, args.sample or args.partitions) // 250)
 
     os.environ["GREGOR_BIN"] = args.gregor
     os.environ["GREGOR_TEST_ZOOKEEPER"] = args.zookeeper
@@ -105,11 +111,11 @@ def main():
         load = os.getloadavg()
         bench = subprocess.run(
             [
-                args.gregor, "bench", "failover", "--bootstrap-server", cluster.bootstrap, "--topic", topic,
+                args.bench_gregor or args.gregor, "bench", "failover", "--bootstrap-server", cluster.bootstrap, "--topic", topic,
                 "--broker-id", str(victim), "--broker-pid", str(cluster.brokers[victim].proc.pid),
                 "--signal", args.signal, "--rate", str(args.rate), "--acks", args.acks,
                 "--producers", str(args.producers), "--timeout-secs", str(args.timeout_secs),
-            ],
+            ] + (["--sample", str(args.sample)] if args.sample else []),
             capture_output=True, text=True, timeout=4 * args.timeout_secs + 300,
         )
         sys.stdout.write(bench.stdout)

@@ -18,6 +18,12 @@
 //! them takes 140 s, more than the warm-up may. Several producers (several connections per
 //! broker) take such passes side by side.
 //!
+//! `sample` limits the produce to that many partitions, spread evenly over the topic (every
+//! k-th one): the warm-up and `resumed_s` then cover the sampled partitions, while
+//! `metadata_s` still covers every partition the broker led. With 10,000 partitions this is
+//! what makes a run possible at all on a small machine (one acks=all round trip per partition
+//! and connection, above).
+//!
 //! Like the other modes it speaks only the Kafka protocol (and sends a signal to a pid on
 //! this machine), so the same figures can be taken against Apache Kafka.
 
@@ -76,6 +82,8 @@ pub struct FailoverOptions {
     pub producer_properties: Vec<(String, String)>,
     /// librdkafka producers the partitions are spread over (at least 1).
     pub producers: usize,
+    /// Produce to this many partitions only, spread evenly (`None`: every partition).
+    pub sample: Option<usize>,
     /// Give up waiting for a phase after this long.
     pub timeout: Duration,
 }
@@ -89,6 +97,10 @@ pub struct FailoverReport {
     pub partitions: usize,
     /// Partitions the broker led when it was signalled.
     pub moved: usize,
+    /// Partitions produced to (all of them unless `sample` was given).
+    pub sampled: usize,
+    /// Of those, the ones the broker led: `resumed_s` covers these.
+    pub sampled_moved: usize,
     /// Producers the partitions were spread over.
     pub producers: usize,
     /// Until every partition had acknowledged a message (before the signal).
@@ -121,10 +133,12 @@ impl std::fmt::Display for FailoverReport {
         };
         writeln!(
             f,
-            "failover: signal={} partitions={} moved={} signal_unix_ms={} metadata_s={} resumed_s={} resumed_p50_s={} exit_s={}",
+            "failover: signal={} partitions={} moved={} sampled={} sampled_moved={} signal_unix_ms={} metadata_s={} resumed_s={} resumed_p50_s={} exit_s={}",
             self.signal.name(),
             self.partitions,
             self.moved,
+            self.sampled,
+            self.sampled_moved,
             self.signal_unix_ms,
             secs(self.metadata),
             secs(self.resumed_max),
@@ -235,6 +249,19 @@ pub fn failover(opts: &FailoverOptions) -> Result<FailoverReport, BenchError> {
             opts.broker_id
         )));
     }
+    let sampled = sample_partitions(leaders.len(), opts.sample);
+    // The moved partitions produced to: `resumed_s` waits for these.
+    let sampled_moved: Vec<usize> = moved
+        .iter()
+        .copied()
+        .filter(|p| sampled.binary_search(p).is_ok())
+        .collect();
+    if sampled_moved.is_empty() {
+        return Err(topic_err(format!(
+            "no sampled partition is led by broker {}: sample more partitions",
+            opts.broker_id
+        )));
+    }
     let deliveries = Shared(Arc::new(Deliveries {
         start: Instant::now(),
         signal_ns: AtomicU64::new(0),
@@ -274,13 +301,12 @@ pub fn failover(opts: &FailoverOptions) -> Result<FailoverReport, BenchError> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     let payload = vec![b'x'; opts.message_size];
-    let partitions = leaders.len() as i32;
     let interval = Duration::from_secs_f64(1.0 / opts.rate.max(1) as f64);
     let mut sender = Sender {
         producers: &producers,
         topic: &opts.topic,
         payload: &payload,
-        partitions,
+        partitions: &sampled,
         interval,
         next_at: Instant::now(),
         sent: 0,
@@ -292,8 +318,8 @@ pub fn failover(opts: &FailoverOptions) -> Result<FailoverReport, BenchError> {
     loop {
         let (warm, cold) = {
             let warm = deliveries.warm.lock().unwrap_or_else(|e| e.into_inner());
-            let cold: Vec<usize> = (0..warm.len()).filter(|&p| !warm[p]).collect();
-            (warm.len() - cold.len(), cold)
+            let cold: Vec<usize> = sampled.iter().copied().filter(|&p| !warm[p]).collect();
+            (sampled.len() - cold.len(), cold)
         };
         if cold.is_empty() {
             break;
@@ -302,12 +328,12 @@ pub fn failover(opts: &FailoverOptions) -> Result<FailoverReport, BenchError> {
             let first: Vec<String> = cold.iter().take(10).map(|p| p.to_string()).collect();
             let queued: i32 = producers.iter().map(|p| p.in_flight_count()).sum();
             return Err(topic_err(format!(
-                "not every partition acknowledged a message during warm-up: {warm} of {} did in {:.0} s \
+                "not every partition produced to acknowledged a message during warm-up: {warm} of {} did in {:.0} s \
                  (not yet: {}{}; {} messages sent, {} acknowledged, {queued} waiting in the producers, \
                  {} failed{}). librdkafka sends one partition per ProduceRequest and a broker serves a \
                  connection's requests one at a time, so with many partitions per broker more \
-                 --producers (connections) or a longer --timeout-secs are needed",
-                leaders.len(),
+                 --producers (connections), a longer --timeout-secs or a --sample are needed",
+                sampled.len(),
                 warm_started.elapsed().as_secs_f64(),
                 first.join(", "),
                 if cold.len() > first.len() { ", ..." } else { "" },
@@ -381,7 +407,7 @@ pub fn failover(opts: &FailoverOptions) -> Result<FailoverReport, BenchError> {
         }
         let resumed = {
             let resumed = deliveries.resumed.lock().unwrap_or_else(|e| e.into_inner());
-            moved.iter().all(|&p| resumed[p].is_some())
+            sampled_moved.iter().all(|&p| resumed[p].is_some())
         };
         if (resumed && exit.is_some() && metadata_done.load(Ordering::Acquire))
             || Instant::now() > deadline
@@ -404,10 +430,10 @@ pub fn failover(opts: &FailoverOptions) -> Result<FailoverReport, BenchError> {
     let ctx = &deliveries;
     let mut times: Vec<Duration> = {
         let resumed = ctx.resumed.lock().unwrap_or_else(|e| e.into_inner());
-        moved.iter().filter_map(|&p| resumed[p]).collect()
+        sampled_moved.iter().filter_map(|&p| resumed[p]).collect()
     };
     times.sort();
-    let resumed_max = (times.len() == moved.len())
+    let resumed_max = (times.len() == sampled_moved.len())
         .then(|| times.last().copied())
         .flatten();
     let resumed_p50 = times.get(times.len() / 2).copied();
@@ -421,6 +447,8 @@ pub fn failover(opts: &FailoverOptions) -> Result<FailoverReport, BenchError> {
         signal: opts.signal,
         partitions: leaders.len(),
         moved: moved.len(),
+        sampled: sampled.len(),
+        sampled_moved: sampled_moved.len(),
         producers: producers.len(),
         warm_up,
         signal_unix_ms,
@@ -436,13 +464,22 @@ pub fn failover(opts: &FailoverOptions) -> Result<FailoverReport, BenchError> {
     Ok(report)
 }
 
-/// Sends at a fixed rate, round-robin over the partitions (partition `p` from producer
-/// `p % producers`), serving delivery reports.
+/// `sample` partitions of `partitions`, evenly spread and in order (all of them when `sample`
+/// is `None` or not smaller).
+fn sample_partitions(partitions: usize, sample: Option<usize>) -> Vec<usize> {
+    match sample {
+        Some(n) if n < partitions => (0..n.max(1)).map(|i| i * partitions / n.max(1)).collect(),
+        _ => (0..partitions).collect(),
+    }
+}
+
+/// Sends at a fixed rate, round-robin over the partitions produced to (partition `p` from
+/// producer `p % producers`), serving delivery reports.
 struct Sender<'a> {
     producers: &'a [BaseProducer<Shared>],
     topic: &'a str,
     payload: &'a [u8],
-    partitions: i32,
+    partitions: &'a [usize],
     interval: Duration,
     next_at: Instant,
     sent: u64,
@@ -456,8 +493,9 @@ impl Sender<'_> {
             return Ok(());
         }
         self.next_at += self.interval;
-        let partition = (self.sent % self.partitions as u64) as i32;
-        let producer = &self.producers[partition as usize % self.producers.len()];
+        let partition = self.partitions[(self.sent % self.partitions.len() as u64) as usize];
+        let producer = &self.producers[partition % self.producers.len()];
+        let partition = partition as i32;
         let record = BaseRecord::<(), [u8], ()>::with_opaque_to(self.topic, ())
             .payload(self.payload)
             .partition(partition);
@@ -558,5 +596,22 @@ fn process_alive(pid: u32) -> bool {
             .and_then(|(_, rest)| rest.split_whitespace().next())
             .is_some_and(|state| state != "Z" && state != "X"),
         Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sample_partitions;
+
+    #[test]
+    fn a_sample_is_spread_over_the_topic_in_order() {
+        assert_eq!(sample_partitions(10, Some(5)), vec![0, 2, 4, 6, 8]);
+        assert_eq!(sample_partitions(10000, Some(300)).len(), 300);
+        let s = sample_partitions(10000, Some(300));
+        assert!(s.windows(2).all(|w| w[0] < w[1]));
+        assert!(*s.last().unwrap() < 10000 && *s.last().unwrap() >= 9900);
+        assert_eq!(sample_partitions(4, None), vec![0, 1, 2, 3]);
+        assert_eq!(sample_partitions(4, Some(9)), vec![0, 1, 2, 3]);
+        assert_eq!(sample_partitions(4, Some(0)), vec![0]);
     }
 }

@@ -319,6 +319,10 @@ struct FailoverArgs {
     /// connection's requests one at a time, so many partitions per broker need several.
     #[arg(long, default_value_t = 1)]
     producers: usize,
+    /// Produce to this many partitions only, spread evenly over the topic; the metadata
+    /// figure still covers every partition the broker led (default: every partition).
+    #[arg(long)]
+    sample: Option<usize>,
     /// Give up waiting for a phase after this many seconds.
     #[arg(long, default_value_t = 120)]
     timeout_secs: u64,
@@ -468,6 +472,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 producer_properties: parse_properties(&a.producer_property)
                     .context("--producer-property")?,
                 producers: a.producers.max(1),
+                sample: a.sample,
                 timeout: Duration::from_secs(a.timeout_secs.max(1)),
             };
             print!("{}", bench::failover(&opts)?);
