@@ -111,13 +111,17 @@ impl KafkaZkClient {
     ) -> Result<Outcomes<K, Vec<OpResult>>> {
         let ops: Vec<Op> = chunk.iter().flat_map(|i| i.ops.iter().cloned()).collect();
         match self.fenced_multi(Some(epoch_zk_version), ops).await {
-            Ok(mut results) => {
-                let mut out = Vec::with_capacity(chunk.len());
-                for item in chunk {
-                    let rest = results.split_off(item.ops.len().min(results.len()));
-                    out.push((item.key, Ok(std::mem::replace(&mut results, rest))));
-                }
-                Ok(out)
+            Ok(results) => {
+                // Each item takes its ops' results in order (one pass: splitting the rest off
+                // per item would move the whole tail each time, quadratic in the chunk).
+                let mut results = results.into_iter();
+                Ok(chunk
+                    .into_iter()
+                    .map(|item| {
+                        let mine: Vec<OpResult> = results.by_ref().take(item.ops.len()).collect();
+                        (item.key, Ok(mine))
+                    })
+                    .collect())
             }
             Err(err @ ZkClientError::ControllerMoved { .. }) => Err(err),
             Err(err) if chunk.len() == 1 => {
