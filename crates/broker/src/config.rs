@@ -153,6 +153,10 @@ pub struct BrokerConfig {
     /// to the first `log.dirs` entry when `log.dirs` (or `log.dir`) is set, else to
     /// `<data_dir>/metadata`. Unused with `zookeeper.connect`.
     pub metadata_log_dir: PathBuf,
+    /// `metadata.store.cache.bytes` (Gregor's own key): the cap of the embedded store's page
+    /// cache, default [`metastore::DEFAULT_CACHE_BYTES`] (8 MiB). The cache fills up to it
+    /// and stays there; reads never use it. Unused with `zookeeper.connect`.
+    pub metadata_store_cache_bytes: usize,
     /// `broker.rack`.
     pub rack: Option<String>,
     /// `zookeeper.connect`: use a ZooKeeper ensemble instead of the embedded store.
@@ -235,6 +239,7 @@ const KNOWN_KEYS: &[&str] = &[
     "log.dirs",
     "log.dir",
     "metadata.log.dir",
+    "metadata.store.cache.bytes",
     "broker.rack",
     "zookeeper.connect",
     "zookeeper.session.timeout.ms",
@@ -455,6 +460,12 @@ impl BrokerConfig {
             data_dir: data_dir.to_path_buf(),
             log_dirs,
             metadata_log_dir,
+            metadata_store_cache_bytes: parse_num(
+                &props,
+                "metadata.store.cache.bytes",
+                metastore::DEFAULT_CACHE_BYTES,
+                0,
+            )?,
             rack: get("broker.rack")
                 .map(str::to_string)
                 .filter(|r| !r.is_empty()),
@@ -1251,6 +1262,21 @@ mod tests {
             Some(("log.retention.ms", "1000"))
         );
         assert_eq!(config.placement_strategy, assignment::Strategy::Kafka);
+    }
+
+    #[test]
+    fn metadata_store_cache_bytes_defaults_to_the_store_s_and_is_checked() {
+        let config = load("", &[]).unwrap();
+        assert_eq!(
+            config.metadata_store_cache_bytes,
+            metastore::DEFAULT_CACHE_BYTES
+        );
+        let config = load("", &["metadata.store.cache.bytes=1048576"]).unwrap();
+        assert_eq!(config.metadata_store_cache_bytes, 1_048_576);
+        let err = load("", &["metadata.store.cache.bytes=-1"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("metadata.store.cache.bytes"), "{err}");
     }
 
     #[test]

@@ -49,8 +49,9 @@ impl MetadataStore {
                     path: path.clone(),
                     source: metastore::Error::Backend(e.to_string()),
                 })?;
-                let store = EmbeddedStore::open(&path)
-                    .map_err(|source| BrokerError::OpenStore { path, source })?;
+                let store =
+                    EmbeddedStore::open_with_cache(&path, config.metadata_store_cache_bytes)
+                        .map_err(|source| BrokerError::OpenStore { path, source })?;
                 Ok(MetadataStore::Embedded(store))
             }
         }

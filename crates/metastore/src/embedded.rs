@@ -31,6 +31,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use redb::Durability;
 use tokio::sync::{mpsc, oneshot};
 
+pub use crate::durable::DEFAULT_CACHE_BYTES;
 use crate::durable::{self, Durable};
 use crate::event_queue::{self, EventSender, Sent};
 use crate::path::validate_path;
@@ -75,6 +76,14 @@ impl EmbeddedStore {
     /// Fails with [`Error::StoreLocked`] if another process (or another open handle in this
     /// process) has the store open.
     pub fn open(dir: &Path) -> Result<EmbeddedStore> {
+        Self::open_with_cache(dir, DEFAULT_CACHE_BYTES)
+    }
+
+    /// [`EmbeddedStore::open`] with redb's page cache capped at `cache_bytes` instead of
+    /// [`DEFAULT_CACHE_BYTES`]. The cache fills up to its cap and stays there; reads never
+    /// use it (they are served by the in-memory tree), so a small one only costs the writer
+    /// re-reading pages from the OS page cache.
+    pub fn open_with_cache(dir: &Path, cache_bytes: usize) -> Result<EmbeddedStore> {
         std::fs::create_dir_all(dir).map_err(|err| {
             Error::Backend(format!(
                 "cannot create the store directory {}: {err}",
@@ -82,7 +91,7 @@ impl EmbeddedStore {
             ))
         })?;
         let file = dir.join(STORE_FILE);
-        let (durable, tree, epoch) = Durable::open(&file)?;
+        let (durable, tree, epoch) = Durable::open(&file, cache_bytes)?;
         Ok(Self::start(
             tree,
             epoch,
@@ -204,6 +213,7 @@ impl EmbeddedStore {
             requests: stats.requests.load(Ordering::Relaxed),
             commit_micros: stats.commit_micros.load(Ordering::Relaxed),
             checkpoints: stats.checkpoints.load(Ordering::Relaxed),
+            cache_bytes: stats.cache_bytes.load(Ordering::Relaxed),
         }
     }
 
@@ -261,6 +271,9 @@ pub struct CommitStats {
     pub commit_micros: u64,
     /// Checkpoints that folded the commit log into the node table.
     pub checkpoints: u64,
+    /// Bytes in redb's page cache after the last commit or checkpoint (at most the cap
+    /// given at open, [`DEFAULT_CACHE_BYTES`] by default).
+    pub cache_bytes: u64,
 }
 
 #[derive(Debug, Default)]
@@ -269,6 +282,7 @@ struct StatsCounters {
     requests: AtomicU64,
     commit_micros: AtomicU64,
     checkpoints: AtomicU64,
+    cache_bytes: AtomicU64,
 }
 
 /// A client session of the embedded store.
@@ -765,9 +779,18 @@ impl Writer {
                 std::thread::sleep(std::time::Duration::from_millis(delay));
             }
         }
-        match self.durable.as_mut() {
-            Some(durable) => durable.append(&self.working, dirty),
-            None => Ok(()),
+        let Some(durable) = self.durable.as_mut() else {
+            return Ok(());
+        };
+        let appended = durable.append(&self.working, dirty);
+        self.record_cache_bytes();
+        appended
+    }
+
+    fn record_cache_bytes(&self) {
+        if let Some(durable) = &self.durable {
+            let used = u64::try_from(durable.cache_used_bytes()).unwrap_or(u64::MAX);
+            self.shared.stats.cache_bytes.store(used, Ordering::Relaxed);
         }
     }
 
@@ -787,6 +810,7 @@ impl Writer {
             tracing::error!(location = %self.shared.location, error = %err, "metastore checkpoint failed; store poisoned");
             *lock(&self.shared.failure) = Some(err);
         }
+        self.record_cache_bytes();
     }
 
     /// Checkpoints durably (so the next open has no log to replay) and closes the file.

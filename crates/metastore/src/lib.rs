@@ -90,7 +90,7 @@ mod zookeeper;
 pub use client::{Client, Events};
 #[doc(hidden)]
 pub use durable::fuzzing;
-pub use embedded::{CommitStats, EmbeddedStore, STORE_FILE};
+pub use embedded::{CommitStats, EmbeddedStore, DEFAULT_CACHE_BYTES, STORE_FILE};
 pub use zookeeper::connect_zookeeper;
 
 /// Where a broker keeps its embedded store, relative to its data directory

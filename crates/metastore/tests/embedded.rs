@@ -176,3 +176,61 @@ fn expire_session_works_from_sync_code_and_ignores_unknown_ids() {
         );
     });
 }
+
+/// Writes 1 KiB values to 480 znodes, 32 at a time, `rounds` times over; returns the most
+/// bytes redb's page cache held after any 32 writes.
+async fn most_cache_bytes_while_rewriting(store: &EmbeddedStore, rounds: usize) -> u64 {
+    let (c, _events) = store.connect(SessionOptions::default());
+    let paths: Vec<String> = (0..480).map(|i| format!("/o/g{}/{}", i % 40, i)).collect();
+    for path in &paths {
+        c.create_recursive(path, b"", P).await.unwrap();
+    }
+    let value = vec![b'x'; 1024];
+    let mut most = 0;
+    for round in 0..rounds {
+        for chunk in paths.chunks(32) {
+            let writes: Vec<_> = chunk
+                .iter()
+                .map(|path| {
+                    let (c, path, mut value) = (c.clone(), path.clone(), value.clone());
+                    value[0] = b'0' + (round % 10) as u8;
+                    tokio::spawn(async move { c.set_data(&path, &value, None).await })
+                })
+                .collect();
+            for write in writes {
+                write.await.unwrap().unwrap();
+            }
+            most = most.max(store.commit_stats().cache_bytes);
+        }
+    }
+    c.close().await;
+    most
+}
+
+/// Issue 14: the broker's RSS grew in the soak while its embedded store's redb page cache
+/// filled up to its 64 MiB cap. The cache is capped at [`metastore::DEFAULT_CACHE_BYTES`]
+/// (8 MiB) by default and at what `open_with_cache` asks for: 14,400 writes of 1 KiB (about
+/// 15 MiB of log, well past either cap) fill it, and it never holds more than the cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_cache_fills_up_to_its_cap_and_no_further() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = EmbeddedStore::open(dir.path()).unwrap();
+    let most = most_cache_bytes_while_rewriting(&store, 30).await;
+    store.close().await;
+    // 8 MiB, the default cap (it was 64 MiB).
+    let cap = 8 * 1024 * 1024;
+    assert_eq!(metastore::DEFAULT_CACHE_BYTES as u64, cap);
+    assert!(
+        most <= cap,
+        "the default cache held {most} bytes, cap {cap}"
+    );
+    assert!(most > cap / 2, "the cache is in use: {most} bytes");
+
+    let dir = tempfile::tempdir().unwrap();
+    let cap = 1024 * 1024;
+    let store = EmbeddedStore::open_with_cache(dir.path(), cap).unwrap();
+    let most = most_cache_bytes_while_rewriting(&store, 10).await;
+    store.close().await;
+    assert!(most <= cap as u64, "a 1 MiB cache held {most} bytes");
+    assert!(most > 0);
+}
