@@ -14,7 +14,7 @@ from replication import Cluster
 LINE = re.compile(
     r"^failover: signal=(?P<signal>KILL|TERM) partitions=(?P<partitions>\d+) moved=(?P<moved>\d+) "
     r"signal_unix_ms=\d+ metadata_s=(?P<metadata>[\d.]+) resumed_s=(?P<resumed>[\d.]+) "
-    r"resumed_p50_s=[\d.]+ exit_s=(?P<exit>[\d.]+)$",
+    r"resumed_p50_s=[\d.]+ exit_s=(?P<exit>[\d.]+) sampled=(?P<sampled>\d+) sampled_moved=(?P<sampled_moved>\d+)$",
     re.M,
 )
 COUNTS = re.compile(
@@ -37,6 +37,8 @@ def failover(c, topic, broker, signal):
     c.brokers[broker].proc.wait(timeout=60)
     line, counts = LINE.search(r.stdout), COUNTS.search(r.stdout)
     assert line and counts, r.stdout
+    # Without --sample every partition is produced to.
+    assert line["sampled"] == line["partitions"] and line["sampled_moved"] == line["moved"], r.stdout
     return line, counts
 
 

@@ -133,17 +133,17 @@ impl std::fmt::Display for FailoverReport {
         };
         writeln!(
             f,
-            "failover: signal={} partitions={} moved={} sampled={} sampled_moved={} signal_unix_ms={} metadata_s={} resumed_s={} resumed_p50_s={} exit_s={}",
+            "failover: signal={} partitions={} moved={} signal_unix_ms={} metadata_s={} resumed_s={} resumed_p50_s={} exit_s={} sampled={} sampled_moved={}",
             self.signal.name(),
             self.partitions,
             self.moved,
-            self.sampled,
-            self.sampled_moved,
             self.signal_unix_ms,
             secs(self.metadata),
             secs(self.resumed_max),
             secs(self.resumed_p50),
             secs(self.exit),
+            self.sampled,
+            self.sampled_moved,
         )?;
         writeln!(
             f,
