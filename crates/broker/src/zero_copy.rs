@@ -25,7 +25,10 @@ use tokio::net::TcpStream;
 
 const MARKER_BYTES: usize = 16;
 
-type Attached = RefCell<Option<Vec<([u8; MARKER_BYTES], FileRegion)>>>;
+/// The file regions attached to a response, each with the marker encoded in its place.
+pub(crate) type Regions = Vec<([u8; MARKER_BYTES], FileRegion)>;
+
+type Attached = RefCell<Option<Regions>>;
 
 tokio::task_local! {
     static ATTACHED: Attached;
@@ -33,10 +36,7 @@ tokio::task_local! {
 
 /// Runs a request's handler with zero-copy on (`enabled`) or off; returns the regions it
 /// attached, in the order their markers appear.
-pub(crate) async fn scope<F: Future>(
-    enabled: bool,
-    handler: F,
-) -> (F::Output, Vec<([u8; MARKER_BYTES], FileRegion)>) {
+pub(crate) async fn scope<F: Future>(enabled: bool, handler: F) -> (F::Output, Regions) {
     let attached: Attached = RefCell::new(enabled.then(Vec::new));
     ATTACHED
         .scope(attached, async {
@@ -112,31 +112,31 @@ pub(crate) struct SpliceError(String);
 /// `regions`: the chunks to write, in order. `flexible` is Fetch v12+, whose records field
 /// has a varint length (+1); older versions have an int32.
 pub(crate) fn splice(
-    frame: BytesMut,
-    regions: Vec<([u8; MARKER_BYTES], FileRegion)>,
+    mut frame: BytesMut,
+    regions: Regions,
     flexible: bool,
 ) -> Result<Vec<Chunk>, SpliceError> {
-    let mut frame = frame.freeze();
     let old_prefix: &[u8] = if flexible {
         &[MARKER_BYTES as u8 + 1]
     } else {
         &[0, 0, 0, MARKER_BYTES as u8]
     };
-    let mut chunks = Vec::with_capacity(regions.len() * 3 + 1);
     let mut size = i64::from(i32::from_be_bytes(
-        frame[..4]
-            .try_into()
-            .map_err(|_| SpliceError("frame shorter than its size".into()))?,
+        frame
+            .get(..4)
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(|| SpliceError("frame shorter than its size".into()))?,
     ));
-    let mut cursor = 0;
+    // (start of the bytes before the region, end of its new length prefix, the region)
     let mut spans = Vec::with_capacity(regions.len());
+    let mut cursor = 0;
     for (marker, region) in regions {
         let at = find(&frame[cursor..], &marker)
             .map(|i| cursor + i)
             .ok_or_else(|| SpliceError("a marker is missing from the encoded response".into()))?;
         let prefix_at = at
             .checked_sub(old_prefix.len())
-            .filter(|&p| &frame[p..at] == old_prefix)
+            .filter(|&p| p >= cursor.max(4) && &frame[p..at] == old_prefix)
             .ok_or_else(|| SpliceError("a marker is not preceded by its records length".into()))?;
         let mut prefix = BytesMut::with_capacity(5);
         if flexible {
@@ -147,25 +147,43 @@ pub(crate) fn splice(
             prefix.put_i32(len);
         }
         size += (prefix.len() + region.len) as i64 - (old_prefix.len() + MARKER_BYTES) as i64;
-        spans.push((cursor, prefix_at, prefix.freeze(), region));
+        // The new prefix (at most 5 bytes) overwrites the old one and the marker (17 or 20),
+        // so the bytes before a region and its prefix leave as one chunk, with no copy.
+        frame[prefix_at..prefix_at + prefix.len()].copy_from_slice(&prefix);
+        spans.push((cursor, prefix_at + prefix.len(), region));
         cursor = at + MARKER_BYTES;
     }
     let size = i32::try_from(size).map_err(|_| SpliceError("response larger than 2 GiB".into()))?;
-    let tail = frame.split_off(cursor);
-    let mut head = BytesMut::from(&frame[..]);
-    head[..4].copy_from_slice(&size.to_be_bytes());
-    let head = head.freeze();
-    for (from, to, prefix, region) in spans {
-        chunks.push(Chunk::Bytes(head.slice(from..to)));
-        chunks.push(Chunk::Bytes(prefix));
+    frame[..4].copy_from_slice(&size.to_be_bytes());
+    let frame = frame.freeze();
+    let mut chunks = Vec::with_capacity(spans.len() * 2 + 1);
+    for (from, to, region) in spans {
+        chunks.push(Chunk::Bytes(frame.slice(from..to)));
         chunks.push(Chunk::File(region));
     }
-    chunks.push(Chunk::Bytes(tail));
+    chunks.push(Chunk::Bytes(frame.slice(cursor..)));
     Ok(chunks)
 }
 
 /// Writes `chunks` to `stream`, file regions with `sendfile`.
+///
+/// The socket is corked (`TCP_CORK`) while a frame with file regions goes out, so the bytes
+/// before a region leave in the same segment as its first records and the frame's tail with
+/// its last ones, instead of as small segments of their own (the connection has
+/// `TCP_NODELAY`); uncorking sends what is left at once.
 pub(crate) async fn write(stream: &mut TcpStream, chunks: &[Chunk]) -> io::Result<()> {
+    let cork = chunks.iter().any(|c| matches!(c, Chunk::File(_)));
+    if cork {
+        socket2::SockRef::from(&*stream).set_tcp_cork(true)?;
+    }
+    let written = write_chunks(stream, chunks).await;
+    if cork {
+        socket2::SockRef::from(&*stream).set_tcp_cork(false)?;
+    }
+    written
+}
+
+async fn write_chunks(stream: &mut TcpStream, chunks: &[Chunk]) -> io::Result<()> {
     for chunk in chunks {
         match chunk {
             Chunk::Bytes(bytes) => stream.write_all(bytes).await?,
@@ -216,6 +234,103 @@ fn put_unsigned_varint(out: &mut BytesMut, mut value: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
+    use std::sync::Arc;
+    use tokio::io::AsyncReadExt;
+
+    /// A frame of Fetch v4 shape with two records fields (int32 length, marker), the file
+    /// regions they stand for, and the frame the copying path would send.
+    fn frame_and_regions(
+        file: &Arc<std::fs::File>,
+        path: &Arc<std::path::Path>,
+        content: &[u8],
+    ) -> (BytesMut, Regions, Vec<u8>) {
+        let pieces: [(&[u8], u64, usize); 2] = [(b"head-bytes", 3, 5000), (b"between", 6000, 70)];
+        let (mut frame, mut expected) = (BytesMut::new(), Vec::new());
+        let mut regions = Vec::new();
+        for (bytes, position, len) in pieces {
+            let marker = next_marker();
+            frame.extend_from_slice(bytes);
+            frame.put_i32(MARKER_BYTES as i32);
+            frame.extend_from_slice(&marker);
+            expected.extend_from_slice(bytes);
+            expected.extend_from_slice(&(len as i32).to_be_bytes());
+            expected.extend_from_slice(&content[position as usize..position as usize + len]);
+            let region = FileRegion {
+                file: Arc::clone(file),
+                path: Arc::clone(path),
+                position,
+                len,
+            };
+            regions.push((marker, region));
+        }
+        frame.extend_from_slice(b"tail");
+        expected.extend_from_slice(b"tail");
+        let mut framed = BytesMut::new();
+        framed.put_i32(frame.len() as i32);
+        framed.extend_from_slice(&frame);
+        let mut with_size = (expected.len() as i32).to_be_bytes().to_vec();
+        with_size.extend_from_slice(&expected);
+        (framed, regions, with_size)
+    }
+
+    #[tokio::test]
+    async fn a_spliced_frame_goes_out_whole_in_one_send_per_piece_and_uncorked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path: Arc<std::path::Path> = Arc::from(dir.path().join("segment.log"));
+        let content: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::File::create(&*path)
+            .unwrap()
+            .write_all(&content)
+            .unwrap();
+        let file = Arc::new(std::fs::File::open(&*path).unwrap());
+        let (frame, regions, expected) = frame_and_regions(&file, &path, &content);
+
+        let chunks = splice(frame, regions, false).unwrap();
+        // The bytes before each region and its length go out as one chunk.
+        let kinds: Vec<&str> = chunks
+            .iter()
+            .map(|c| match c {
+                Chunk::Bytes(_) => "bytes",
+                Chunk::File(_) => "file",
+            })
+            .collect();
+        assert_eq!(kinds, ["bytes", "file", "bytes", "file", "bytes"]);
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (mut server, _) = listener.accept().await.unwrap();
+        server.set_nodelay(true).unwrap();
+        write(&mut server, &chunks).await.unwrap();
+        // Uncorked again: a later small response is not held back.
+        assert!(!socket2::SockRef::from(&server).tcp_cork().unwrap());
+        let mut got = vec![0u8; expected.len()];
+        client.read_exact(&mut got).await.unwrap();
+        assert_eq!(got, expected);
+    }
+
+    #[test]
+    fn a_marker_without_its_records_length_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path: Arc<std::path::Path> = Arc::from(dir.path().join("segment.log"));
+        std::fs::write(&*path, [0u8; 16]).unwrap();
+        let file = Arc::new(std::fs::File::open(&*path).unwrap());
+        let marker = next_marker();
+        let mut frame = BytesMut::new();
+        frame.put_i32(MARKER_BYTES as i32 + 2);
+        frame.extend_from_slice(&[0, 0]);
+        frame.extend_from_slice(&marker);
+        let region = FileRegion {
+            file,
+            path,
+            position: 0,
+            len: 16,
+        };
+        let err = splice(frame, vec![(marker, region)], false).unwrap_err();
+        assert!(err.to_string().contains("records length"), "{err}");
+    }
 
     #[test]
     fn varints_are_kafkas() {
