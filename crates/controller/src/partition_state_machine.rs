@@ -6,7 +6,7 @@
 //!                  └──────────────────▲
 //! ```
 
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use model::{LeaderRecoveryState, TopicPartition};
 
@@ -184,6 +184,9 @@ pub fn handle_state_changes_with(
     strategy: ElectionStrategy,
 ) -> Vec<Effect> {
     let mut effects = Vec::new();
+    // One info line per call (per-partition lines are at debug): a 10,000-partition create
+    // would otherwise log 10,000 of them.
+    let mut moved: Vec<(PartitionState, usize)> = Vec::new();
     for tp in partitions {
         let current = ctx.partition_state(tp);
         if !target.can_move_from(current) {
@@ -202,10 +205,21 @@ pub fn handle_state_changes_with(
             PartitionState::Online => elect_leader(ctx, tp, current, strategy, &mut effects),
             PartitionState::Offline => set_state(ctx, tp, current, target),
             PartitionState::NonExistent => {
-                info!(target: "state_change", %tp, from = ?current, to = ?target, "partition state change");
+                debug!(target: "state_change", %tp, from = ?current, to = ?target, "partition state change");
                 ctx.partition_states.remove(tp);
             }
         }
+        if ctx.partition_state(tp) == target {
+            match moved.iter_mut().find(|(from, _)| *from == current) {
+                Some((_, count)) => *count += 1,
+                None => moved.push((current, 1)),
+            }
+        }
+    }
+    if !moved.is_empty() {
+        let total: usize = moved.iter().map(|(_, n)| n).sum();
+        info!(target: "state_change", controller_epoch = ctx.epoch, to = ?target, partitions = total,
+            from = ?moved, "partition state changes");
     }
     effects
 }
@@ -216,7 +230,7 @@ fn set_state(
     from: PartitionState,
     to: PartitionState,
 ) {
-    info!(target: "state_change", controller_epoch = ctx.epoch, %tp, ?from, ?to, "partition state change");
+    debug!(target: "state_change", controller_epoch = ctx.epoch, %tp, ?from, ?to, "partition state change");
     ctx.partition_states.insert(tp.clone(), to);
 }
 

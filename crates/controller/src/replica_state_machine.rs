@@ -1,7 +1,7 @@
 //! The replica state machine (Kafka's `ZkReplicaStateMachine`), pure: it changes the
 //! [`ControllerContext`] and returns [`Effect`]s for the event loop to carry out.
 
-use tracing::{error, info};
+use tracing::{debug, error, info};
 
 use crate::context::{
     ControllerContext, LeaderIsrAndControllerEpoch, PartitionAndReplica, NO_LEADER,
@@ -56,6 +56,8 @@ pub fn handle_state_changes(
     target: ReplicaState,
 ) -> Vec<Effect> {
     let mut effects = Vec::new();
+    // One info line per call; the per-replica lines are at debug.
+    let mut moved: Vec<(ReplicaState, usize)> = Vec::new();
     for replica in replicas {
         let current = ctx.replica_state(replica);
         if !target.can_move_from(current) {
@@ -104,16 +106,25 @@ pub fn handle_state_changes(
             }
             _ => {}
         }
-        info!(
+        debug!(
             target: "state_change",
             controller_epoch = ctx.epoch, %tp, replica = broker, from = ?current, to = ?target,
             "replica state change"
         );
+        match moved.iter_mut().find(|(from, _)| *from == current) {
+            Some((_, count)) => *count += 1,
+            None => moved.push((current, 1)),
+        }
         if target == ReplicaState::NonExistent {
             ctx.replica_states.remove(replica);
         } else {
             ctx.replica_states.insert(replica.clone(), target);
         }
+    }
+    if !moved.is_empty() {
+        let total: usize = moved.iter().map(|(_, n)| n).sum();
+        info!(target: "state_change", controller_epoch = ctx.epoch, to = ?target, replicas = total,
+            from = ?moved, "replica state changes");
     }
     effects
 }

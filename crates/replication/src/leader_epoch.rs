@@ -28,6 +28,15 @@ pub struct LeaderEpochCache {
 }
 
 impl LeaderEpochCache {
+    /// The cache of a log created just now, in a directory known to hold no checkpoint:
+    /// nothing to read.
+    pub fn new_empty(dir: &Path) -> LeaderEpochCache {
+        LeaderEpochCache {
+            path: dir.join(LEADER_EPOCH_CHECKPOINT),
+            entries: Vec::new(),
+        }
+    }
+
     /// Reads `dir/leader-epoch-checkpoint` (missing: empty). Entries that break the order
     /// (a hand-edited or older file) are dropped from the first offending one on.
     pub fn open(dir: &Path) -> Result<LeaderEpochCache, ReplicationError> {

@@ -465,7 +465,24 @@ impl ReplicaManager {
         leader: Option<LeaderEndpoint>,
         now_ms: i64,
     ) -> Result<Transition, ReplicationError> {
-        let partition = self.open_partition(tp, dir, config.clone(), now_ms)?;
+        self.become_leader_or_follower_in(tp, dir, false, config, leadership, leader, now_ms)
+    }
+
+    /// [`ReplicaManager::become_leader_or_follower`]; `fresh_dir` says that the LogManager
+    /// created `dir` just now (`storage::PartitionDir::fresh`), so a log not open yet starts
+    /// empty without reading the disk.
+    #[allow(clippy::too_many_arguments)]
+    pub fn become_leader_or_follower_in(
+        &self,
+        tp: &TopicPartition,
+        dir: &Path,
+        fresh_dir: bool,
+        config: PartitionConfig,
+        leadership: &PartitionLeadership,
+        leader: Option<LeaderEndpoint>,
+        now_ms: i64,
+    ) -> Result<Transition, ReplicationError> {
+        let partition = self.open_partition(tp, dir, fresh_dir, config.clone(), now_ms)?;
         partition.set_config(config);
         let current = partition.leader_epoch();
         if partition.role().is_some() && leadership.leader_epoch <= current {
@@ -514,6 +531,7 @@ impl ReplicaManager {
         &self,
         tp: &TopicPartition,
         dir: &Path,
+        fresh_dir: bool,
         config: PartitionConfig,
         now_ms: i64,
     ) -> Result<Arc<Partition>, ReplicationError> {
@@ -525,28 +543,42 @@ impl ReplicaManager {
             .checkpointed
             .write()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(tp)
-            .unwrap_or(Checkpointed {
-                recovery_point: 0,
-                log_start_offset: 0,
-                high_watermark: 0,
-                clean: false,
-            });
-        let opened = Partition::open(
-            tp.clone(),
-            dir,
-            config,
-            if checkpointed.clean {
-                None
-            } else {
-                Some(checkpointed.recovery_point)
-            },
-            checkpointed.log_start_offset,
-            checkpointed.high_watermark,
-            self.inner.config.broker_id,
-            self.inner.config.replica_lag_time_max_ms,
-            now_ms,
-        );
+            .remove(tp);
+        // A new directory with checkpoints from before (its log was removed by hand) is
+        // opened the slow way, which honours them.
+        let fresh = fresh_dir && checkpointed.is_none();
+        let checkpointed = checkpointed.unwrap_or(Checkpointed {
+            recovery_point: 0,
+            log_start_offset: 0,
+            high_watermark: 0,
+            clean: false,
+        });
+        let opened = if fresh {
+            Partition::create_new(
+                tp.clone(),
+                dir,
+                config,
+                self.inner.config.broker_id,
+                self.inner.config.replica_lag_time_max_ms,
+                now_ms,
+            )
+        } else {
+            Partition::open(
+                tp.clone(),
+                dir,
+                config,
+                if checkpointed.clean {
+                    None
+                } else {
+                    Some(checkpointed.recovery_point)
+                },
+                checkpointed.log_start_offset,
+                checkpointed.high_watermark,
+                self.inner.config.broker_id,
+                self.inner.config.replica_lag_time_max_ms,
+                now_ms,
+            )
+        };
         let partition = match opened {
             Ok(partition) => Arc::new(partition),
             Err(err) => {

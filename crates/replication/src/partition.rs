@@ -12,7 +12,7 @@ use std::sync::{Mutex, MutexGuard};
 use model::TopicPartition;
 use records::BatchHeader;
 use storage::log::{Log, LogConfig, LogError};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::alter_partition::{AlterIsrItem, AlterIsrResult};
 use crate::isr::{self, IsrState, RemoteReplica};
@@ -316,7 +316,65 @@ impl Partition {
             None => Log::open_clean(dir, config.log.clone(), log_start_offset)?,
         };
         let producers = rebuild_producer_state(&log)?;
-        let mut epochs = LeaderEpochCache::open(dir)?;
+        let epochs = LeaderEpochCache::open(dir)?;
+        Partition::with_log(
+            tp,
+            dir,
+            log,
+            producers,
+            epochs,
+            config,
+            high_watermark,
+            local_id,
+            lag_time_max_ms,
+            now_ms,
+            true,
+        )
+    }
+
+    /// A partition whose directory the LogManager created just now (so it holds no file):
+    /// the empty log, no epochs, no producers, without reading the disk (what creating
+    /// thousands of partitions at once costs). The topic id comes from the LeaderAndIsr
+    /// ([`Partition::set_topic_id`]).
+    pub(crate) fn create_new(
+        tp: TopicPartition,
+        dir: &Path,
+        config: PartitionConfig,
+        local_id: i32,
+        lag_time_max_ms: i64,
+        now_ms: i64,
+    ) -> Result<Partition, ReplicationError> {
+        let log = Log::create_new(dir, config.log.clone());
+        let epochs = LeaderEpochCache::new_empty(dir);
+        Partition::with_log(
+            tp,
+            dir,
+            log,
+            ProducerStateMap::default(),
+            epochs,
+            config,
+            0,
+            local_id,
+            lag_time_max_ms,
+            now_ms,
+            false,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn with_log(
+        tp: TopicPartition,
+        dir: &Path,
+        log: Log,
+        producers: ProducerStateMap,
+        mut epochs: LeaderEpochCache,
+        config: PartitionConfig,
+        high_watermark: i64,
+        local_id: i32,
+        lag_time_max_ms: i64,
+        now_ms: i64,
+        read_metadata: bool,
+    ) -> Result<Partition, ReplicationError> {
         // The log may have lost a torn tail at recovery, or been cut by retention.
         epochs.truncate_from_end(log.log_end_offset())?;
         epochs.truncate_from_start(log.log_start_offset())?;
@@ -324,8 +382,8 @@ impl Partition {
         // Unreadable metadata is the LogManager's to report (it refuses the partition on the
         // next LeaderAndIsr that names an id); here it only means no check.
         let topic_id = std::sync::OnceLock::new();
-        if let Some(id) = storage::read_partition_metadata(dir)
-            .ok()
+        if let Some(id) = read_metadata
+            .then(|| storage::read_partition_metadata(dir).ok().flatten())
             .flatten()
             .filter(|id| *id != model::TopicId::ZERO)
         {
@@ -422,7 +480,7 @@ impl Partition {
         let was_leader = state.is_leader();
         let leo = state.log.log_end_offset();
         state.epochs.assign(l.leader_epoch, leo)?;
-        info!(target: "state_change", tp = %self.tp, leader_epoch = l.leader_epoch,
+        debug!(target: "state_change", tp = %self.tp, leader_epoch = l.leader_epoch,
             previous_epoch = state.leader_epoch(), start_offset = leo,
             high_watermark = state.high_watermark, isr = ?l.isr, "leader starts at a new epoch");
         state.role = Some(Role::Leader {
@@ -451,7 +509,7 @@ impl Partition {
         let continuous = matches!(previous, Some(Role::Follower { leader_epoch })
             if state.leader_id == l.leader
                 && (l.leader_epoch == leader_epoch || l.leader_epoch == leader_epoch + 1));
-        info!(target: "state_change", tp = %self.tp, leader = l.leader,
+        debug!(target: "state_change", tp = %self.tp, leader = l.leader,
             leader_epoch = l.leader_epoch, previous_epoch = state.leader_epoch(),
             log_end_offset = state.log.log_end_offset(), high_watermark = state.high_watermark,
             "follower starts at a new epoch");

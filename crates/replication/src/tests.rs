@@ -1008,3 +1008,46 @@ async fn acks_all_waits_end_when_the_broker_stops_serving() {
         ResponseError::NotLeaderOrFollower
     );
 }
+
+#[test]
+fn a_log_in_a_fresh_directory_reads_nothing_and_creates_its_segment_on_the_first_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let dirs = [dir.path().to_owned()];
+    let part = dir.path().join("t-0");
+    std::fs::create_dir(&part).unwrap();
+    let names = || {
+        let mut n: Vec<String> = std::fs::read_dir(&part)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        n.sort();
+        n
+    };
+    {
+        let rm = manager(1, dir.path());
+        let l = leadership(1, 1, &[1], 0);
+        let t = rm
+            .become_leader_or_follower_in(&tp(), &part, true, config(), &l, None, 0)
+            .unwrap();
+        assert_eq!(t, Transition::BecameLeader);
+        let p = rm.get(&tp()).unwrap();
+        assert_eq!((p.log_end_offset(), p.high_watermark()), (0, 0));
+        assert!(
+            !names().iter().any(|n| n.ends_with(".log")),
+            "{:?}",
+            names()
+        );
+        // An empty read needs no file either.
+        assert!(read(&p, 0).records.is_empty());
+        rm.append(&tp(), &mut batch(3, "a", None), 1, 0).unwrap();
+        assert!(names().contains(&"00000000000000000000.log".to_string()));
+        let epochs = std::fs::read_to_string(part.join("leader-epoch-checkpoint")).unwrap();
+        assert_eq!(epochs, "0\n1\n1 0\n");
+    }
+    // A crash (no clean shutdown, no checkpoint): the next start recovers the records.
+    let rm = manager(1, dir.path());
+    let p = leader(&rm, dir.path());
+    assert_eq!(p.log_end_offset(), 3);
+    assert_eq!(read(&p, 0).records.len() as u64, p.size_in_bytes());
+    rm.shutdown(&dirs).unwrap();
+}

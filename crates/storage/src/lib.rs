@@ -23,6 +23,6 @@ mod sync_group;
 pub use error::StorageError;
 #[cfg(any(test, feature = "fault-injection"))]
 pub use file::faults;
-pub use log_manager::{LogManager, LogManagerConfig, DELETE_DIR_SUFFIX};
+pub use log_manager::{LogManager, LogManagerConfig, PartitionDir, DELETE_DIR_SUFFIX};
 pub use partition_metadata::{read_partition_metadata, PARTITION_METADATA_FILE};
 pub use sync_group::{sync_dirs, EnteredGroup, SyncGroup};

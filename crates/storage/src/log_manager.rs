@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use model::{TopicId, TopicName, TopicPartition};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::partition_metadata::{read_partition_metadata, write_partition_metadata};
 use crate::StorageError;
@@ -25,6 +25,14 @@ pub struct LogManagerConfig {
     pub log_dirs: Vec<PathBuf>,
     /// `file.delete.delay.ms`: how long a `-delete` directory stays before removal.
     pub file_delete_delay: Duration,
+}
+
+/// A partition's directory, from [`LogManager::open_or_create_partition`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionDir {
+    pub dir: PathBuf,
+    /// Created just now by this call: it holds nothing but `partition.metadata`.
+    pub fresh: bool,
 }
 
 /// The live partition logs of one broker. Cheap to clone; clones share state.
@@ -145,6 +153,17 @@ impl LogManager {
         tp: &TopicPartition,
         topic_id: Option<TopicId>,
     ) -> Result<PathBuf, StorageError> {
+        self.open_or_create_partition(tp, topic_id).map(|p| p.dir)
+    }
+
+    /// [`LogManager::create_partition`], saying whether the directory was created just now
+    /// (then it holds only `partition.metadata`, and the log in it can start without reading
+    /// the disk: [`crate::Log::create_new`]).
+    pub fn open_or_create_partition(
+        &self,
+        tp: &TopicPartition,
+        topic_id: Option<TopicId>,
+    ) -> Result<PartitionDir, StorageError> {
         // Chosen and recorded under the lock; created outside it (a failure takes it back).
         let (dir, created) = {
             let mut logs = self.lock();
@@ -157,17 +176,41 @@ impl LogManager {
                 }
             }
         };
+        let mut fresh = false;
         if created {
-            if let Err(err) = std::fs::create_dir_all(&dir) {
+            // One mkdir: the log directory exists (open() made it). A directory already there
+            // (not loaded at start) is used as it is, not assumed empty.
+            let made = match std::fs::create_dir(&dir) {
+                Ok(()) => {
+                    fresh = true;
+                    Ok(())
+                }
+                Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
+                    if dir.is_dir() {
+                        Ok(())
+                    } else {
+                        Err(err)
+                    }
+                }
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                    std::fs::create_dir_all(&dir)
+                }
+                Err(err) => Err(err),
+            };
+            if let Err(err) = made {
                 let mut logs = self.lock();
                 if logs.by_partition.get(tp) == Some(&dir) {
                     logs.remove(&self.config, tp);
                 }
                 return Err(StorageError::io("create partition directory", &dir)(err));
             }
-            info!(%tp, dir = %dir.display(), "created partition log");
+            debug!(%tp, dir = %dir.display(), "created partition log");
         }
         if let Some(requested) = topic_id.filter(|id| *id != TopicId::ZERO) {
+            if fresh {
+                write_partition_metadata(&dir, requested)?;
+                return Ok(PartitionDir { dir, fresh });
+            }
             match read_partition_metadata(&dir)? {
                 Some(on_disk) if on_disk != requested => {
                     return Err(StorageError::InconsistentTopicId {
@@ -180,7 +223,7 @@ impl LogManager {
                 None => write_partition_metadata(&dir, requested)?,
             }
         }
-        Ok(dir)
+        Ok(PartitionDir { dir, fresh })
     }
 
     /// Drops `tp` from the live set and renames its directory to
@@ -211,7 +254,7 @@ impl LogManager {
             }
             return Err(StorageError::io("rename for deletion", &dir)(err));
         }
-        info!(%tp, dir = %renamed.display(), delay_ms = self.config.file_delete_delay.as_millis() as u64,
+        debug!(%tp, dir = %renamed.display(), delay_ms = self.config.file_delete_delay.as_millis() as u64,
             "renamed partition log for deletion");
         self.schedule_removal(renamed.clone());
         Ok(Some(renamed))
@@ -312,7 +355,7 @@ impl LogManager {
         tokio::spawn(async move {
             tokio::time::sleep(delay).await;
             match tokio::fs::remove_dir_all(&path).await {
-                Ok(()) => info!(dir = %path.display(), "removed deleted partition log"),
+                Ok(()) => debug!(dir = %path.display(), "removed deleted partition log"),
                 Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
                 Err(err) => {
                     warn!(dir = %path.display(), error = %err, "could not remove deleted partition log")

@@ -178,3 +178,48 @@ async fn per_dir_counts_follow_creates_deletes_reloads_and_failures() {
     assert_eq!(counts(&reloaded), vec![5, 5]);
     assert_eq!(reloaded.partition_dir(&tp("u", 0)), None);
 }
+
+#[test]
+fn a_partition_directory_is_fresh_only_when_created_by_the_call() {
+    let a = tempfile::tempdir().unwrap();
+    let logs = open(&[a.path()], 60_000);
+    let id = model::TopicId::from_bytes([7; 16]);
+    let first = logs
+        .open_or_create_partition(&tp("f", 0), Some(id))
+        .unwrap();
+    assert!(first.fresh);
+    // Only partition.metadata is in it, with the id.
+    let names: Vec<_> = std::fs::read_dir(&first.dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names, vec![storage::PARTITION_METADATA_FILE.to_string()]);
+    assert_eq!(
+        storage::read_partition_metadata(&first.dir).unwrap(),
+        Some(id)
+    );
+    let again = logs
+        .open_or_create_partition(&tp("f", 0), Some(id))
+        .unwrap();
+    assert_eq!(
+        again,
+        storage::PartitionDir {
+            dir: first.dir.clone(),
+            fresh: false
+        }
+    );
+    // A directory already there (made after the start) is used, not assumed empty, and its
+    // partition.metadata is still checked.
+    std::fs::create_dir(a.path().join("f-1")).unwrap();
+    let other = model::TopicId::from_bytes([8; 16]);
+    std::fs::write(a.path().join("f-1/leftover"), b"x").unwrap();
+    let existing = logs
+        .open_or_create_partition(&tp("f", 1), Some(other))
+        .unwrap();
+    assert!(!existing.fresh);
+    assert!(existing.dir.join("leftover").exists());
+    drop(logs);
+    let reloaded = open(&[a.path()], 60_000);
+    let after = reloaded.open_or_create_partition(&tp("f", 0), Some(other));
+    assert!(after.is_err(), "the id on disk is checked after a restart");
+}

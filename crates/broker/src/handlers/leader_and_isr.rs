@@ -122,6 +122,7 @@ pub(super) async fn handle(
     // One control request at a time changes replicas (see BrokerContext): this is what
     // makes the partitions of concurrent batches distinct.
     let _state_change = ctx.replica_state_change.lock().await;
+    let started = std::time::Instant::now();
     let mut results = apply_batch(ctx, work.clone(), &leaders).await;
     // A log of an older topic of the same name is removed if the store confirms it is stale,
     // and the partition is tried again.
@@ -142,6 +143,20 @@ pub(super) async fn handle(
             results[i] = result;
         }
     }
+    // One info line per request; the per-partition lines are at debug.
+    let (mut led, mut followers, mut unchanged, mut failed) = (0usize, 0usize, 0usize, 0usize);
+    for result in &results {
+        match result {
+            Ok(replication::Transition::BecameLeader) => led += 1,
+            Ok(replication::Transition::BecameFollower) => followers += 1,
+            Ok(replication::Transition::SameEpoch) => unchanged += 1,
+            Err(_) => failed += 1,
+        }
+    }
+    info!(target: "state_change", controller = request.controller_id.0,
+        controller_epoch = request.controller_epoch, partitions = results.len(), leaders = led,
+        followers, unchanged, failed, elapsed_ms = started.elapsed().as_millis() as u64,
+        "LeaderAndIsr applied");
     let mut results = results.into_iter();
     let mut response = LeaderAndIsrResponse::default();
     for (topic, topic_id, states) in groups {
@@ -185,7 +200,7 @@ async fn apply_batch(
     ctx: &Arc<BrokerContext>,
     work: Vec<Work>,
     leaders: &Arc<Vec<replication::fetcher::LeaderEndpoint>>,
-) -> Vec<Result<(), ResponseError>> {
+) -> Vec<Result<replication::Transition, ResponseError>> {
     let (batch_ctx, leaders) = (Arc::clone(ctx), Arc::clone(leaders));
     let ran = crate::control_batch::run(work, move |w| {
         apply(
@@ -196,8 +211,10 @@ async fn apply_batch(
     ran.results
         .into_iter()
         .map(|result| match result {
-            Ok(dir) if ran.unsynced_dirs.contains(&dir) => Err(ResponseError::KafkaStorageError),
-            Ok(_) => Ok(()),
+            Ok((dir, _)) if ran.unsynced_dirs.contains(&dir) => {
+                Err(ResponseError::KafkaStorageError)
+            }
+            Ok((_, transition)) => Ok(transition),
             Err(err) => Err(err),
         })
         .collect()
@@ -224,7 +241,7 @@ fn apply(
     state: &LeaderAndIsrPartitionState,
     config: &replication::PartitionConfig,
     leaders: &[replication::fetcher::LeaderEndpoint],
-) -> Result<PathBuf, ResponseError> {
+) -> Result<(PathBuf, replication::Transition), ResponseError> {
     let name: model::TopicName = topic
         .parse()
         .map_err(|_| ResponseError::InvalidTopicException)?;
@@ -251,9 +268,9 @@ fn apply(
         }
     };
     let topic_id = (!topic_id.is_nil()).then(|| TopicId::from_bytes(*topic_id.as_bytes()));
-    let dir = ctx
+    let storage::PartitionDir { dir, fresh } = ctx
         .log_manager
-        .create_partition(&tp, topic_id)
+        .open_or_create_partition(&tp, topic_id)
         .map_err(|err| {
             warn!(%tp, error = %err, "cannot create partition log");
             match err {
@@ -276,9 +293,10 @@ fn apply(
         .cloned();
     let transition = ctx
         .replica_manager
-        .become_leader_or_follower(
+        .become_leader_or_follower_in(
             &tp,
             &dir,
+            fresh,
             config.clone(),
             &leadership,
             endpoint,
@@ -299,5 +317,5 @@ fn apply(
     if transition != replication::Transition::SameEpoch {
         ctx.replicas().insert(tp, role);
     }
-    Ok(dir)
+    Ok((dir, transition))
 }

@@ -14,7 +14,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::stop_replica_response::StopReplicaPartitionError;
 use kafka_protocol::messages::{RequestHeader, StopReplicaRequest, StopReplicaResponse, TopicName};
 use model::TopicPartition;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::auth::{control_plane, RequestContext};
 use crate::context::BrokerContext;
@@ -86,6 +86,7 @@ pub(super) async fn handle(
     // Closing (fsync) and renaming logs is disk work: off the async workers; one control
     // request at a time changes replicas (see BrokerContext).
     let _state_change = ctx.replica_state_change.lock().await;
+    let started = std::time::Instant::now();
     let rm = ctx.replica_manager.clone();
     let log_manager = ctx.log_manager.clone();
     let stopped = crate::blocking::run(move || {
@@ -97,15 +98,20 @@ pub(super) async fn handle(
             .collect::<Vec<_>>()
     })
     .await;
-    let partition_errors = stopped
+    let requested = stopped.len();
+    let (mut stopped_count, mut deleted_count, mut failed) = (0usize, 0usize, 0usize);
+    let partition_errors: Vec<_> = stopped
         .into_iter()
         .map(|(topic, partition, delete, result)| {
             let (stopped, result) = result;
             if let Some(tp) = &stopped {
                 if ctx.replicas().remove(tp).is_some() {
-                    info!(target: "state_change", %tp, delete, "stopped replica");
+                    debug!(target: "state_change", %tp, delete, "stopped replica");
+                    stopped_count += 1;
+                    deleted_count += usize::from(delete && result.is_ok());
                 }
             }
+            failed += usize::from(result.is_err());
             let code = result.err().map_or(0, |e| e.code());
             StopReplicaPartitionError::default()
                 .with_topic_name(TopicName(topic.into()))
@@ -113,6 +119,9 @@ pub(super) async fn handle(
                 .with_error_code(code)
         })
         .collect();
+    info!(target: "state_change", partitions = requested, stopped = stopped_count,
+        deleted = deleted_count, failed, elapsed_ms = started.elapsed().as_millis() as u64,
+        "StopReplica applied");
     StopReplicaResponse::default().with_partition_errors(partition_errors)
 }
 

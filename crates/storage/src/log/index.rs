@@ -29,6 +29,17 @@ pub(crate) struct OffsetIndex {
 }
 
 impl OffsetIndex {
+    /// The index of a segment created just now, known to have no file yet: nothing is read
+    /// or created until its first entry.
+    pub(crate) fn new_empty(path: &Path, base_offset: i64) -> OffsetIndex {
+        OffsetIndex {
+            path: path.to_owned(),
+            file: CachedFile::lazy(path),
+            base_offset,
+            entries: Vec::new(),
+        }
+    }
+
     pub(crate) fn open(path: &Path, base_offset: i64) -> Result<OffsetIndex, LogError> {
         let (file, bytes) = open_and_read(path, OFFSET_ENTRY_SIZE)?;
         let entries = bytes
@@ -141,6 +152,16 @@ pub(crate) struct TimeIndex {
 }
 
 impl TimeIndex {
+    /// See [`OffsetIndex::new_empty`].
+    pub(crate) fn new_empty(path: &Path, base_offset: i64) -> TimeIndex {
+        TimeIndex {
+            path: path.to_owned(),
+            file: CachedFile::lazy(path),
+            base_offset,
+            entries: Vec::new(),
+        }
+    }
+
     pub(crate) fn open(path: &Path, base_offset: i64) -> Result<TimeIndex, LogError> {
         let (file, bytes) = open_and_read(path, TIME_ENTRY_SIZE)?;
         let entries = bytes

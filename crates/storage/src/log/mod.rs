@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use records::RecordsError;
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use recovery::OffsetRange;
 use segment::Segment;
@@ -225,6 +225,24 @@ impl Log {
         Log::open_with(dir, config, None, log_start_offset)
     }
 
+    /// A new, empty log in `dir`, a directory the caller created just now (so it holds
+    /// nothing to list or recover): nothing is read, and no segment file is created until
+    /// the first append. The same log as [`Log::open`] of an empty directory.
+    pub fn create_new(dir: &Path, config: LogConfig) -> Log {
+        let mut segments = BTreeMap::new();
+        segments.insert(0, Segment::new_empty(dir, 0));
+        debug!(dir = %dir.display(), "created an empty log");
+        Log {
+            dir: dir.to_owned(),
+            config,
+            segments,
+            log_start_offset: 0,
+            recovery_point: 0,
+            unflushed_messages: 0,
+            offline: None,
+        }
+    }
+
     fn open_with(
         dir: &Path,
         config: LogConfig,
@@ -236,6 +254,9 @@ impl Log {
         // swapped in get their indexes rebuilt.
         let swapped = cleaner::complete_interrupted_swaps(dir)?;
         let mut bases = Vec::new();
+        // Any segment file at all (an index left without its `.log`), so that a log with no
+        // `.log` starts lazily only when nothing of the segment is there.
+        let mut segment_files = false;
         for entry in std::fs::read_dir(dir).map_err(LogError::io("list", dir))? {
             let entry = entry.map_err(LogError::io("list", dir))?;
             let name = entry.file_name().to_string_lossy().into_owned();
@@ -245,6 +266,7 @@ impl Log {
             {
                 bases.push(base);
             }
+            segment_files |= name.ends_with(".index") || name.ends_with(".timeindex");
         }
         bases.sort_unstable();
         let mut segments = BTreeMap::new();
@@ -283,7 +305,12 @@ impl Log {
         }
         if segments.is_empty() {
             let base = log_start_offset.max(0);
-            segments.insert(base, Segment::open(dir, base)?);
+            let segment = if segment_files {
+                Segment::open(dir, base)?
+            } else {
+                Segment::new_empty(dir, base)
+            };
+            segments.insert(base, segment);
         }
         let first_base = *segments.keys().next().expect("at least one segment");
         let mut log = Log {
@@ -298,7 +325,7 @@ impl Log {
         if recovery_point.is_none() {
             log.recovery_point = log.log_end_offset();
         }
-        info!(dir = %dir.display(), log_start_offset = log.log_start_offset, log_end_offset = log.log_end_offset(),
+        debug!(dir = %dir.display(), log_start_offset = log.log_start_offset, log_end_offset = log.log_end_offset(),
             segments = log.segments.len(), "loaded log");
         Ok(log)
     }

@@ -85,6 +85,28 @@ impl Segment {
         Ok(segment)
     }
 
+    /// A new, empty segment whose files do not exist yet (the partition's directory was
+    /// created just now, or holds no segment): no file is created until the first append
+    /// (or read, or fsync), so an empty partition costs no inode and no descriptor for its
+    /// segment. A restart that finds no `.log` file starts the log at its log start offset
+    /// again, which is where this segment starts.
+    pub(crate) fn new_empty(dir: &Path, base_offset: i64) -> Segment {
+        let [log_path, index_path, time_path] = Segment::paths(dir, base_offset);
+        Segment {
+            base_offset,
+            offset_index: OffsetIndex::new_empty(&index_path, base_offset),
+            time_index: TimeIndex::new_empty(&time_path, base_offset),
+            log_path_shared: Arc::from(log_path.as_path()),
+            file: CachedFile::lazy(&log_path),
+            log_path,
+            size: 0,
+            bytes_since_index_entry: 0,
+            next_offset: base_offset,
+            max_timestamp: -1,
+            first_append_ms: None,
+        }
+    }
+
     /// Opens an existing segment that may hold offsets in `range`. With `recover` (data past
     /// the recovery point, or no clean shutdown) every batch is re-validated and a torn or
     /// corrupt tail is cut off; otherwise the indexes are trusted, unless they are damaged or
@@ -384,6 +406,10 @@ impl Segment {
     /// Creates the index files an empty index has not created yet, so that all three files
     /// exist (a segment written to replace others is moved file by file).
     pub(crate) fn create_missing_files(&self) -> Result<(), LogError> {
+        self.file
+            .get()
+            .map(drop)
+            .map_err(LogError::io("create", &self.log_path))?;
         self.offset_index.create_file()?;
         self.time_index.create_file()
     }

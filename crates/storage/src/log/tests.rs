@@ -422,3 +422,74 @@ fn truncate_fully_and_start_at_restarts_an_empty_log_past_the_old_end() {
     let log = Log::open(dir.path(), small_segments(), 0, 0).unwrap();
     assert_eq!((log.log_start_offset(), log.log_end_offset()), (50, 53));
 }
+
+fn file_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn an_empty_log_creates_its_segment_files_on_the_first_append() {
+    for create_new in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = if create_new {
+            Log::create_new(dir.path(), LogConfig::default())
+        } else {
+            Log::open(dir.path(), LogConfig::default(), 0, 0).unwrap()
+        };
+        // Reading, flushing and truncating an empty log need no file.
+        assert!(log.read(0, usize::MAX).unwrap().is_empty());
+        log.flush().unwrap();
+        log.truncate_to(0).unwrap();
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 0));
+        assert!(file_names(dir.path()).is_empty(), "{create_new}");
+        drop(log);
+        // A restart finds no segment and starts empty again, still without files.
+        let mut log = Log::open(dir.path(), LogConfig::default(), 0, 0).unwrap();
+        assert_eq!(log.log_end_offset(), 0);
+        assert!(file_names(dir.path()).is_empty());
+        let mut a = batch(3, "a", 10);
+        assert_eq!(log.append(&mut a, 0, 1).unwrap().first_offset, 0);
+        assert_eq!(log.read(0, usize::MAX).unwrap(), a);
+        assert!(file_names(dir.path()).contains(&"00000000000000000000.log".to_string()));
+        log.flush().unwrap();
+        drop(log);
+        let log = Log::open_clean(dir.path(), LogConfig::default(), 0).unwrap();
+        assert_eq!(log.log_end_offset(), 3);
+        assert_eq!(log.read(0, usize::MAX).unwrap(), a);
+    }
+}
+
+#[test]
+fn an_empty_log_at_a_later_start_offset_starts_there_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), LogConfig::default(), 7, 7).unwrap();
+    assert_eq!(log.log_end_offset(), 7);
+    drop(log);
+    assert!(file_names(dir.path()).is_empty());
+    let mut log = Log::open(dir.path(), LogConfig::default(), 7, 7).unwrap();
+    let mut a = batch(1, "a", 10);
+    assert_eq!(log.append(&mut a, 0, 1).unwrap().first_offset, 7);
+    assert!(file_names(dir.path()).contains(&"00000000000000000007.log".to_string()));
+}
+
+#[test]
+fn index_files_left_without_their_log_are_not_ignored() {
+    // A segment's `.log` is gone but an index of it is there (a removal cut short): the log
+    // opens that segment as before (checking the index against an empty `.log`).
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("00000000000000000000.index"), [0u8; 8]).unwrap();
+    let log = Log::open(dir.path(), LogConfig::default(), 0, 0);
+    assert!(file_names(dir.path()).contains(&"00000000000000000000.log".to_string()));
+    drop(log);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("00000000000000000000.timeindex"), []).unwrap();
+    let mut log = Log::open(dir.path(), LogConfig::default(), 0, 0).unwrap();
+    let mut a = batch(2, "a", 10);
+    log.append(&mut a, 0, 1).unwrap();
+    assert_eq!(log.read(0, usize::MAX).unwrap(), a);
+}
