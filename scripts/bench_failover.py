@@ -147,17 +147,24 @@ def main():
             ]
             for at, f in moved:
                 print(f"controller: controlled_shutdown_s={float(f['elapsed_ms']) / 1000:.3f} remaining={f['remaining']} after_signal_s={at - signal_ms / 1000:.3f}")
-        # The surviving brokers applying the LeaderAndIsr (their state_change lines).
-        applied = []
+        # The surviving brokers applying the controller's LeaderAndIsr requests (one
+        # "LeaderAndIsr applied" line per request, with its partitions and time taken).
         for b, proc in cluster.brokers.items():
             if b == victim:
                 continue
-            applied += [at for at, _ in log_events(proc.log_text(), "state_change: became") if at * 1000 >= signal_ms]
-        if applied:
-            print(
-                f"brokers: leader_and_isr_applied first_s={min(applied) - signal_ms / 1000:.3f} "
-                f"last_s={max(applied) - signal_ms / 1000:.3f} partitions={len(applied)}"
-            )
+            applied = [
+                (at, f) for at, f in log_events(proc.log_text(), "LeaderAndIsr applied")
+                if at * 1000 >= signal_ms
+            ]
+            if applied:
+                first_start = min(at - float(f["elapsed_ms"]) / 1000 for at, f in applied)
+                print(
+                    f"broker {b}: leader_and_isr requests={len(applied)} "
+                    f"partitions={sum(int(f['partitions']) for _, f in applied)} "
+                    f"became_leader={sum(int(f['leaders']) for _, f in applied)} "
+                    f"first_started_s={first_start - signal_ms / 1000:.3f} "
+                    f"last_applied_s={max(at for at, _ in applied) - signal_ms / 1000:.3f}"
+                )
         print(f"machine: load average before the run {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; session timeout {args.session_timeout_ms} ms")
     finally:
         cluster.stop()

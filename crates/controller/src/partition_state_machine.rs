@@ -339,11 +339,22 @@ fn elect_leader(
             current.leader_recovery_state
         },
     };
-    info!(
-        target: "state_change",
-        controller_epoch = ctx.epoch, %tp, ?strategy, leader = state.leader,
-        leader_epoch = state.leader_epoch, isr = ?state.isr, "elected leader"
-    );
+    // Per partition at debug (a broker failure elects thousands; the state machine's summary
+    // line is at info), except an unclean election: data may be lost, so it is always told.
+    if elected.unclean {
+        warn!(
+            target: "state_change",
+            controller_epoch = ctx.epoch, %tp, ?strategy, leader = state.leader,
+            leader_epoch = state.leader_epoch, isr = ?state.isr,
+            "elected a leader from outside the ISR (unclean election): records may be lost"
+        );
+    } else {
+        debug!(
+            target: "state_change",
+            controller_epoch = ctx.epoch, %tp, ?strategy, leader = state.leader,
+            leader_epoch = state.leader_epoch, isr = ?state.isr, "elected leader"
+        );
+    }
     ctx.leadership.insert(tp.clone(), state.clone());
     set_state(ctx, tp, from, PartitionState::Online);
     effects.push(Effect::UpdatePartitionState {

@@ -25,7 +25,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use model::{TopicId, TopicPartition};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 use uuid::Uuid;
 
 use crate::auth::{control_plane, RequestContext};
@@ -305,7 +305,8 @@ fn apply(
         .map_err(|err| {
             match &err {
                 replication::ReplicationError::StaleLeaderEpoch { .. } => {
-                    info!(%tp, error = %err, "ignoring LeaderAndIsr")
+                    // Counted in the request's "LeaderAndIsr applied" line (failed).
+                    debug!(%tp, error = %err, "ignoring LeaderAndIsr")
                 }
                 _ => warn!(%tp, error = %err, "cannot open partition log"),
             }
