@@ -10,6 +10,7 @@
 //! (one broker, controlled by the caller; tests bind port 0) and [`dev_cluster`].
 
 pub mod admin_http;
+mod allocator;
 mod auth;
 mod blocking;
 pub mod config;

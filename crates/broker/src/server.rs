@@ -104,6 +104,7 @@ impl Broker {
         listener: Option<TcpListener>,
     ) -> Result<Broker, BrokerError> {
         crate::open_files::configure();
+        crate::allocator::start_trimming();
         let (client, events) = store.connect(session_options(&config)).await?;
         let zk = KafkaZkClient::new(client, events);
         match Broker::start_on_session(config, store, listener, zk.clone()).await {
