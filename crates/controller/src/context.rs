@@ -324,3 +324,34 @@ impl ControllerContext {
         )
     }
 }
+
+/// How many partitions or replicas a state-machine call moved, per state they left: the
+/// one info line each call logs (the per-item lines are at debug).
+#[derive(Debug)]
+pub(crate) struct MovedFrom<S>(Vec<(S, usize)>);
+
+impl<S> Default for MovedFrom<S> {
+    fn default() -> Self {
+        MovedFrom(Vec::new())
+    }
+}
+
+impl<S: PartialEq> MovedFrom<S> {
+    /// Counts one item that left `from`.
+    pub(crate) fn add(&mut self, from: S) {
+        match self.0.iter_mut().find(|(s, _)| *s == from) {
+            Some((_, count)) => *count += 1,
+            None => self.0.push((from, 1)),
+        }
+    }
+
+    /// Items counted, over every state.
+    pub(crate) fn total(&self) -> usize {
+        self.0.iter().map(|(_, n)| n).sum()
+    }
+
+    /// The counts, in the order the states were first met.
+    pub(crate) fn counts(&self) -> &[(S, usize)] {
+        &self.0
+    }
+}

@@ -10,7 +10,7 @@ use tracing::{debug, error, info, warn};
 
 use model::{LeaderRecoveryState, TopicPartition};
 
-use crate::context::{ControllerContext, LeaderIsrAndControllerEpoch};
+use crate::context::{ControllerContext, LeaderIsrAndControllerEpoch, MovedFrom};
 use crate::effect::Effect;
 
 /// A partition's state, with Kafka's meanings.
@@ -186,7 +186,7 @@ pub fn handle_state_changes_with(
     let mut effects = Vec::new();
     // One info line per call (per-partition lines are at debug): a 10,000-partition create
     // would otherwise log 10,000 of them.
-    let mut moved: Vec<(PartitionState, usize)> = Vec::new();
+    let mut moved = MovedFrom::default();
     for tp in partitions {
         let current = ctx.partition_state(tp);
         if !target.can_move_from(current) {
@@ -210,16 +210,12 @@ pub fn handle_state_changes_with(
             }
         }
         if ctx.partition_state(tp) == target {
-            match moved.iter_mut().find(|(from, _)| *from == current) {
-                Some((_, count)) => *count += 1,
-                None => moved.push((current, 1)),
-            }
+            moved.add(current);
         }
     }
-    if !moved.is_empty() {
-        let total: usize = moved.iter().map(|(_, n)| n).sum();
-        info!(target: "state_change", controller_epoch = ctx.epoch, to = ?target, partitions = total,
-            from = ?moved, "partition state changes");
+    if moved.total() > 0 {
+        info!(target: "state_change", controller_epoch = ctx.epoch, to = ?target, partitions = moved.total(),
+            from = ?moved.counts(), "partition state changes");
     }
     effects
 }

@@ -4,7 +4,7 @@
 use tracing::{debug, error, info};
 
 use crate::context::{
-    ControllerContext, LeaderIsrAndControllerEpoch, PartitionAndReplica, NO_LEADER,
+    ControllerContext, LeaderIsrAndControllerEpoch, MovedFrom, PartitionAndReplica, NO_LEADER,
 };
 use crate::effect::Effect;
 
@@ -57,7 +57,7 @@ pub fn handle_state_changes(
 ) -> Vec<Effect> {
     let mut effects = Vec::new();
     // One info line per call; the per-replica lines are at debug.
-    let mut moved: Vec<(ReplicaState, usize)> = Vec::new();
+    let mut moved = MovedFrom::default();
     for replica in replicas {
         let current = ctx.replica_state(replica);
         if !target.can_move_from(current) {
@@ -111,20 +111,16 @@ pub fn handle_state_changes(
             controller_epoch = ctx.epoch, %tp, replica = broker, from = ?current, to = ?target,
             "replica state change"
         );
-        match moved.iter_mut().find(|(from, _)| *from == current) {
-            Some((_, count)) => *count += 1,
-            None => moved.push((current, 1)),
-        }
+        moved.add(current);
         if target == ReplicaState::NonExistent {
             ctx.replica_states.remove(replica);
         } else {
             ctx.replica_states.insert(replica.clone(), target);
         }
     }
-    if !moved.is_empty() {
-        let total: usize = moved.iter().map(|(_, n)| n).sum();
-        info!(target: "state_change", controller_epoch = ctx.epoch, to = ?target, replicas = total,
-            from = ?moved, "replica state changes");
+    if moved.total() > 0 {
+        info!(target: "state_change", controller_epoch = ctx.epoch, to = ?target, replicas = moved.total(),
+            from = ?moved.counts(), "replica state changes");
     }
     effects
 }
