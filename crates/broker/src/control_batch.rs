@@ -5,9 +5,10 @@
 //! renames, fsyncs). Done inline it would hold a tokio worker for as long as the whole
 //! request takes, and with two cores that stalls every other connection: Metadata, Produce
 //! and Fetch for existing partitions. So the batch runs on the blocking pool, split over a
-//! few threads, and the small files it writes (`partition.metadata`, leader-epoch
-//! checkpoints) are made durable together at the end, with one `syncfs` per filesystem
-//! ([`storage::SyncGroup`]) instead of one fsync each. The request is answered after that.
+//! few threads, and the small files it writes (`partition.metadata`, the leader-epoch
+//! checkpoints of existing logs) are made durable together at the end, with one `syncfs` per
+//! filesystem ([`storage::SyncGroup`]) instead of one fsync each. The request is answered
+//! after that.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

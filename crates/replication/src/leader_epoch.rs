@@ -7,10 +7,21 @@
 //! follower) adds the epoch of a batch that starts a new one, so a follower's cache mirrors
 //! the leader's. Truncating the log drops the entries past the new end; moving the log start
 //! rewrites the first entry. [`LeaderEpochCache::end_offset_for`] answers OffsetsForLeaderEpoch.
+//!
+//! A partition with no file yet (created just now, or never written to) does not make one
+//! when it becomes leader: the epoch it starts is kept in memory
+//! ([`LeaderEpochCache::assign_at_log_end`]) and the file is written, as every other change
+//! is, before the log's first append ([`LeaderEpochCache::write_pending`]). So creating
+//! thousands of partitions costs no checkpoint file each, and the file is on disk before any
+//! record it describes. A crash before that append loses only an entry at the end of an
+//! empty log, which the next leader's entry at the same offset would replace anyway; a
+//! missing file reads as no epochs.
 
 use std::path::{Path, PathBuf};
 
-use storage::checkpoint::{read_leader_epochs, write_leader_epochs, LEADER_EPOCH_CHECKPOINT};
+use storage::checkpoint::{
+    read_leader_epochs_if_present, write_leader_epochs, LEADER_EPOCH_CHECKPOINT,
+};
 use tracing::warn;
 
 use crate::ReplicationError;
@@ -25,6 +36,10 @@ pub const UNDEFINED_EPOCH_OFFSET: i64 = -1;
 pub struct LeaderEpochCache {
     path: PathBuf,
     entries: Vec<(i32, i64)>,
+    /// Whether the file exists (read at open, or written since).
+    on_disk: bool,
+    /// The entries changed without the file (no file existed): written before the next append.
+    pending: bool,
 }
 
 impl LeaderEpochCache {
@@ -34,6 +49,8 @@ impl LeaderEpochCache {
         LeaderEpochCache {
             path: dir.join(LEADER_EPOCH_CHECKPOINT),
             entries: Vec::new(),
+            on_disk: false,
+            pending: false,
         }
     }
 
@@ -41,7 +58,9 @@ impl LeaderEpochCache {
     /// (a hand-edited or older file) are dropped from the first offending one on.
     pub fn open(dir: &Path) -> Result<LeaderEpochCache, ReplicationError> {
         let path = dir.join(LEADER_EPOCH_CHECKPOINT);
-        let read = read_leader_epochs(&path)?;
+        let read = read_leader_epochs_if_present(&path)?;
+        let on_disk = read.is_some();
+        let read = read.unwrap_or_default();
         let mut entries: Vec<(i32, i64)> = Vec::with_capacity(read.len());
         for (epoch, start) in read {
             if epoch < 0
@@ -55,7 +74,12 @@ impl LeaderEpochCache {
             }
             entries.push((epoch, start));
         }
-        Ok(LeaderEpochCache { path, entries })
+        Ok(LeaderEpochCache {
+            path,
+            entries,
+            on_disk,
+            pending: false,
+        })
     }
 
     /// The entries, oldest first.
@@ -68,20 +92,66 @@ impl LeaderEpochCache {
         self.entries.last().map(|&(epoch, _)| epoch)
     }
 
+    /// Whether `leader-epoch-checkpoint` exists (or is about to: written in a pending
+    /// [`storage::SyncGroup`]).
+    pub fn on_disk(&self) -> bool {
+        self.on_disk
+    }
+
+    /// Whether entries wait for [`LeaderEpochCache::write_pending`].
+    pub fn has_pending(&self) -> bool {
+        self.pending
+    }
+
     /// Records that `epoch` starts at `start_offset` (Kafka's `assign`): nothing changes when
     /// `epoch` is already the newest with a start at or before `start_offset`; otherwise the
     /// entries it contradicts (an epoch at least as new, or a start at least as late) go first,
-    /// so the cache stays monotonic. Returns whether the file was rewritten.
+    /// so the cache stays monotonic. Returns whether the entries changed (the file is
+    /// rewritten, with any pending change).
     pub fn assign(&mut self, epoch: i32, start_offset: i64) -> Result<bool, ReplicationError> {
+        let changed = self.assign_in_memory(epoch, start_offset);
+        if changed || self.pending {
+            self.flush()?;
+        }
+        Ok(changed)
+    }
+
+    /// [`LeaderEpochCache::assign`] for a leader starting `epoch` at its log end
+    /// (`start_offset`, where nothing is written yet): when the partition has no file yet, the
+    /// entry stays in memory until [`LeaderEpochCache::write_pending`] (before the first
+    /// append); otherwise the file is rewritten now. Returns whether the entries changed.
+    pub fn assign_at_log_end(
+        &mut self,
+        epoch: i32,
+        start_offset: i64,
+    ) -> Result<bool, ReplicationError> {
+        if self.on_disk {
+            return self.assign(epoch, start_offset);
+        }
+        let changed = self.assign_in_memory(epoch, start_offset);
+        self.pending |= changed;
+        Ok(changed)
+    }
+
+    /// Writes the file if entries wait for it; called before anything is appended to the log,
+    /// so the epochs of every record are on disk before the record.
+    pub fn write_pending(&mut self) -> Result<(), ReplicationError> {
+        if self.pending {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn assign_in_memory(&mut self, epoch: i32, start_offset: i64) -> bool {
         if epoch < 0 || start_offset < 0 {
-            return Ok(false);
+            return false;
         }
         let needed = match self.entries.last() {
             Some(&(last_epoch, last_start)) => epoch != last_epoch || start_offset < last_start,
             None => true,
         };
         if !needed {
-            return Ok(false);
+            return false;
         }
         let before = self.entries.len();
         while self
@@ -97,8 +167,7 @@ impl LeaderEpochCache {
                 "a new leader epoch entry replaced conflicting ones");
         }
         self.entries.push((epoch, start_offset));
-        self.flush()?;
-        Ok(true)
+        true
     }
 
     /// Kafka's `endOffsetFor`: the largest epoch at most `requested` and the offset where it
@@ -157,8 +226,10 @@ impl LeaderEpochCache {
         self.flush()
     }
 
-    fn flush(&self) -> Result<(), ReplicationError> {
+    fn flush(&mut self) -> Result<(), ReplicationError> {
         write_leader_epochs(&self.path, &self.entries)?;
+        self.on_disk = true;
+        self.pending = false;
         Ok(())
     }
 }
@@ -264,5 +335,34 @@ mod tests {
         .unwrap();
         let c = LeaderEpochCache::open(dir.path()).unwrap();
         assert_eq!(c.entries(), &[(1, 0), (4, 9)]);
+    }
+
+    #[test]
+    fn an_epoch_at_the_log_end_waits_for_the_file_only_while_there_is_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(LEADER_EPOCH_CHECKPOINT);
+        let mut c = LeaderEpochCache::new_empty(dir.path());
+        assert!(c.assign_at_log_end(2, 0).unwrap());
+        assert!(c.has_pending() && !c.on_disk() && !file.exists());
+        assert_eq!(c.entries(), &[(2, 0)]);
+        // A missing file still opens as no epochs.
+        let missing = LeaderEpochCache::open(dir.path()).unwrap();
+        assert!(missing.entries().is_empty() && !missing.on_disk());
+        c.write_pending().unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "0\n1\n2 0\n");
+        assert!(!c.has_pending() && c.on_disk());
+        // With the file there, the next one is written at once.
+        assert!(c.assign_at_log_end(3, 4).unwrap());
+        assert!(!c.has_pending());
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "0\n2\n2 0\n3 4\n");
+        // An assign that changes nothing still writes what was pending.
+        let other = tempfile::tempdir().unwrap();
+        let mut d = LeaderEpochCache::open(other.path()).unwrap();
+        d.assign_at_log_end(1, 0).unwrap();
+        assert!(!d.assign(1, 0).unwrap());
+        assert_eq!(
+            LeaderEpochCache::open(other.path()).unwrap().entries(),
+            &[(1, 0)]
+        );
     }
 }

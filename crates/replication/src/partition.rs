@@ -479,7 +479,9 @@ impl Partition {
         let mut state = self.lock();
         let was_leader = state.is_leader();
         let leo = state.log.log_end_offset();
-        state.epochs.assign(l.leader_epoch, leo)?;
+        // No file yet (a partition created just now): the entry is written before the first
+        // append, not here.
+        state.epochs.assign_at_log_end(l.leader_epoch, leo)?;
         debug!(target: "state_change", tp = %self.tp, leader_epoch = l.leader_epoch,
             previous_epoch = state.leader_epoch(), start_offset = leo,
             high_watermark = state.high_watermark, isr = ?l.isr, "leader starts at a new epoch");
@@ -629,6 +631,9 @@ impl Partition {
                 }
             }
         }
+        // The epoch this leader started (kept in memory while the partition had no file) is
+        // on disk before the first record of it.
+        state.epochs.write_pending()?;
         let info = state
             .log
             .append_validated(records, &batches, leader_epoch, now_ms)?;
@@ -979,6 +984,7 @@ impl Partition {
             _ => return Err(ReplicationError::NotFollower(self.tp.clone())),
         }
         if !records.is_empty() {
+            state.epochs.write_pending()?;
             state.log.append_replicated(records, now_ms)?;
             let mut position = 0;
             while let Some(header) = records.get(position..).and_then(BatchHeader::read) {

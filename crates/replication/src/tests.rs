@@ -1051,3 +1051,119 @@ fn a_log_in_a_fresh_directory_reads_nothing_and_creates_its_segment_on_the_first
     assert_eq!(read(&p, 0).records.len() as u64, p.size_in_bytes());
     rm.shutdown(&dirs).unwrap();
 }
+
+/// The text of t-0's `leader-epoch-checkpoint` under `dir`, `None` when there is no file.
+fn epoch_file(dir: &Path) -> Option<String> {
+    std::fs::read_to_string(dir.join("t-0/leader-epoch-checkpoint")).ok()
+}
+
+/// Broker 1 leads `t-0` at `epoch` in a directory created just now (as the LogManager makes
+/// it for a LeaderAndIsr: `fresh_dir`).
+fn fresh_leader(rm: &ReplicaManager, dir: &Path, epoch: i32) -> Arc<Partition> {
+    let part = dir.join("t-0");
+    std::fs::create_dir(&part).unwrap();
+    rm.become_leader_or_follower_in(
+        &tp(),
+        &part,
+        true,
+        config(),
+        &leadership(1, epoch, &[1], 0),
+        None,
+        0,
+    )
+    .unwrap();
+    rm.get(&tp()).unwrap()
+}
+
+#[test]
+fn a_new_partition_writes_its_epoch_checkpoint_with_the_first_append_not_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let rm = manager(1, dir.path());
+    let p = fresh_leader(&rm, dir.path(), 3);
+    assert_eq!(
+        epoch_file(dir.path()),
+        None,
+        "becoming leader of an empty new partition writes no checkpoint"
+    );
+    // The epoch is known in memory all the same.
+    assert_eq!(p.leader_epoch_entries(), vec![(3, 0)]);
+    assert_eq!(p.last_offset_for_leader_epoch(-1, 3).unwrap(), (3, 0));
+    // A duplicate-free first append writes it, with the epoch starting at 0.
+    let r = rm.append(&tp(), &mut batch(3, "a", None), 1, 0).unwrap();
+    assert_eq!(r.base_offset, 0);
+    assert_eq!(epoch_file(dir.path()).as_deref(), Some("0\n1\n3 0\n"));
+    rm.append(&tp(), &mut batch(2, "b", None), 1, 0).unwrap();
+    assert_eq!(epoch_file(dir.path()).as_deref(), Some("0\n1\n3 0\n"));
+    // Once the file exists, a new epoch is written when it starts, as before.
+    apply(&rm, dir.path(), &leadership(1, 4, &[1], 1), 0).unwrap();
+    assert_eq!(epoch_file(dir.path()).as_deref(), Some("0\n2\n3 0\n4 5\n"));
+}
+
+#[test]
+fn a_restart_before_the_first_append_starts_from_no_epochs() {
+    let dir = tempfile::tempdir().unwrap();
+    let dirs = [dir.path().to_owned()];
+    {
+        let rm = manager(1, dir.path());
+        fresh_leader(&rm, dir.path(), 1);
+        rm.shutdown(&dirs).unwrap();
+    }
+    assert_eq!(epoch_file(dir.path()), None, "a clean shutdown writes none");
+    {
+        // Reopened from disk (no file: no epochs); leading again writes nothing either.
+        let rm = manager(1, dir.path());
+        apply(&rm, dir.path(), &leadership(1, 2, &[1], 1), 0).unwrap();
+        let p = rm.get(&tp()).unwrap();
+        assert_eq!(p.leader_epoch_entries(), vec![(2, 0)]);
+        assert_eq!(epoch_file(dir.path()), None);
+        // A crash here (no shutdown) loses only the in-memory entry of the empty log.
+    }
+    let rm = manager(1, dir.path());
+    apply(&rm, dir.path(), &leadership(1, 5, &[1], 2), 0).unwrap();
+    let p = rm.get(&tp()).unwrap();
+    assert_eq!(p.leader_epoch_entries(), vec![(5, 0)]);
+    rm.append(&tp(), &mut batch(2, "a", None), 1, 0).unwrap();
+    assert_eq!(epoch_file(dir.path()).as_deref(), Some("0\n1\n5 0\n"));
+}
+
+#[test]
+fn a_crash_right_after_the_first_append_keeps_its_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let rm = manager(1, dir.path());
+        fresh_leader(&rm, dir.path(), 7);
+        rm.append(&tp(), &mut batch(3, "a", None), 1, 0).unwrap();
+        // No shutdown: the manager is dropped as a crash would leave it (checkpoints of
+        // recovery points and high watermarks not written).
+    }
+    assert_eq!(epoch_file(dir.path()).as_deref(), Some("0\n1\n7 0\n"));
+    let rm = manager(1, dir.path());
+    apply(&rm, dir.path(), &leadership(1, 8, &[1], 1), 0).unwrap();
+    let p = rm.get(&tp()).unwrap();
+    assert_eq!(p.log_end_offset(), 3, "recovery kept the appended batch");
+    assert_eq!(p.leader_epoch_entries(), vec![(7, 0), (8, 3)]);
+    assert_eq!(p.last_offset_for_leader_epoch(-1, 7).unwrap(), (7, 3));
+    assert_eq!(epoch_file(dir.path()).as_deref(), Some("0\n2\n7 0\n8 3\n"));
+}
+
+#[test]
+fn a_new_partition_that_follows_writes_the_leaders_epochs_with_its_first_fetched_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let rm = manager(1, dir.path());
+    // Led here first (an entry kept in memory), then a follower of broker 2 at epoch 2.
+    fresh_leader(&rm, dir.path(), 1);
+    apply(&rm, dir.path(), &leadership(2, 2, &[1, 2], 1), 0).unwrap();
+    let f = rm.get(&tp()).unwrap();
+    assert_eq!(epoch_file(dir.path()), None);
+    // Broker 2's batch, written at its epoch 2 from offset 0.
+    let leader_dir = tempfile::tempdir().unwrap();
+    let leader_rm = manager(2, leader_dir.path());
+    apply(&leader_rm, leader_dir.path(), &leadership(2, 2, &[2], 1), 0).unwrap();
+    leader_rm
+        .append(&tp(), &mut batch(2, "x", None), 1, 0)
+        .unwrap();
+    let fetched = leader_rm.get(&tp()).unwrap().read(0, 1 << 20, -1).unwrap();
+    f.append_as_follower(&fetched.records, 2, 2, 0).unwrap();
+    assert_eq!(f.leader_epoch_entries(), vec![(2, 0)]);
+    assert_eq!(epoch_file(dir.path()).as_deref(), Some("0\n1\n2 0\n"));
+}

@@ -49,9 +49,18 @@ pub fn write_offsets(
     write_lines(path, entries.collect())
 }
 
-/// Reads a partition's leader-epoch checkpoint: (epoch, start offset) pairs in order.
+/// Reads a partition's leader-epoch checkpoint: (epoch, start offset) pairs in order; a
+/// missing file is empty.
 pub fn read_leader_epochs(path: &Path) -> Result<Vec<(i32, i64)>, StorageError> {
-    read_lines(path)?
+    Ok(read_leader_epochs_if_present(path)?.unwrap_or_default())
+}
+
+/// [`read_leader_epochs`], telling a missing file (`None`) from an empty one.
+pub fn read_leader_epochs_if_present(path: &Path) -> Result<Option<Vec<(i32, i64)>>, StorageError> {
+    let Some(lines) = read_lines_if_present(path)? else {
+        return Ok(None);
+    };
+    lines
         .iter()
         .map(|line| {
             let malformed = || malformed(path, format!("bad entry '{line}'"));
@@ -61,7 +70,8 @@ pub fn read_leader_epochs(path: &Path) -> Result<Vec<(i32, i64)>, StorageError> 
                 offset.parse().map_err(|_| malformed())?,
             ))
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
 }
 
 /// Writes a partition's leader-epoch checkpoint atomically.
@@ -76,9 +86,13 @@ pub fn write_leader_epochs(path: &Path, epochs: &[(i32, i64)]) -> Result<(), Sto
 }
 
 fn read_lines(path: &Path) -> Result<Vec<String>, StorageError> {
+    Ok(read_lines_if_present(path)?.unwrap_or_default())
+}
+
+fn read_lines_if_present(path: &Path) -> Result<Option<Vec<String>>, StorageError> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => {
             return Err(StorageError::Io {
                 op: "read",
@@ -105,7 +119,7 @@ fn read_lines(path: &Path) -> Result<Vec<String>, StorageError> {
             format!("says {count} entries but has {}", entries.len()),
         ));
     }
-    Ok(entries)
+    Ok(Some(entries))
 }
 
 fn write_lines(path: &Path, entries: Vec<String>) -> Result<(), StorageError> {

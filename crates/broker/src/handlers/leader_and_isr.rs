@@ -2,7 +2,8 @@
 //! has none, open its log with the topic's effective config (broker `log.*` defaults under
 //! `/config/topics/<t>` overrides), and become leader or follower
 //! (`replication::ReplicaManager::become_leader_or_follower`: the leader epoch goes into
-//! `leader-epoch-checkpoint`, a follower fetches from the leader the request names). A leader
+//! `leader-epoch-checkpoint`, for a new partition only with its first append; a follower
+//! fetches from the leader the request names). A leader
 //! epoch older than the current one, or the same one without a newer partition epoch, is
 //! answered STALE_CONTROLLER_EPOCH and changes nothing, as in Kafka. Answers an error per
 //! partition.
