@@ -55,6 +55,11 @@ const ZNODE_PREFIXES: &[&str] = &[
     "\"/gregor",
 ];
 
+/// Calls that write a znode's data.
+const STORE_WRITES: &[&str] = &["CreateMode::", ".set_data("];
+/// Ways of building JSON by hand.
+const JSON_BUILDERS: &[&str] = &["json!(", "serde_json::to_"];
+
 /// Ways of calling a lock that panic on a poisoned lock (turning one panic into a panic in
 /// every later caller). `.read()`/`.write()` with no argument are `RwLock`'s.
 const LOCK_CALLS: &[&str] = &[".lock()", ".read()", ".write()"];
@@ -131,6 +136,10 @@ fn tidy(root: &Path) -> Vec<String> {
                 .unwrap_or(&file)
                 .display()
                 .to_string();
+            // A file that writes the metadata store takes its JSON from `znodes` (Kafka's
+            // formats live in one place), never from an ad-hoc `json!`.
+            let writes_store = !matches!(name.as_str(), "znodes" | "metastore")
+                && STORE_WRITES.iter().any(|w| code.contains(w));
             let mut previous = "";
             for (n, line) in code.lines().enumerate() {
                 let trimmed = line.trim_start();
@@ -161,6 +170,14 @@ fn tidy(root: &Path) -> Vec<String> {
                     if let Some(prefix) = ZNODE_PREFIXES.iter().find(|p| line.contains(*p)) {
                         problems.push(format!(
                             "{shown}:{}: znode path {prefix}…\" outside znodes",
+                            n + 1
+                        ));
+                    }
+                }
+                if writes_store {
+                    if let Some(builder) = JSON_BUILDERS.iter().find(|b| line.contains(*b)) {
+                        problems.push(format!(
+                            "{shown}:{}: znode JSON built with {builder}… outside znodes (add the format to znodes::json)",
                             n + 1
                         ));
                     }
@@ -265,6 +282,14 @@ mod tests {
         )
         .unwrap();
         fs::write(model.join("src/lib.rs"), "use std::fs;\nconst P: &str = \"/brokers/ids\";\nfn f() { M.lock().expect(\"x\"); M\n    .read()\n    .unwrap(); }\n#[cfg(test)]\nmod t { const Q: &str = \"/brokers\"; }\n").unwrap();
+        let broker = dir.join("crates/broker");
+        fs::create_dir_all(broker.join("src")).unwrap();
+        fs::write(broker.join("Cargo.toml"), "[dependencies]\n").unwrap();
+        fs::write(
+            broker.join("src/block.rs"),
+            "fn f(c: &C) {\n    let body = serde_json::json!({\"version\": 1});\n    c.set_data(P, &body, None);\n}\n",
+        )
+        .unwrap();
         let problems = tidy(&dir);
         fs::remove_dir_all(&dir).unwrap();
         let text = problems.join("\n");
@@ -281,6 +306,10 @@ mod tests {
         );
         assert!(
             text.contains("lib.rs:5: .read().unwrap() panics on a poisoned lock"),
+            "{text}"
+        );
+        assert!(
+            text.contains("block.rs:2: znode JSON built with json!(… outside znodes"),
             "{text}"
         );
         assert!(

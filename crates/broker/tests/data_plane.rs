@@ -6,6 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use broker::MetadataStore;
 use bytes::{Bytes, BytesMut};
 use client::Connection;
 use common::*;
@@ -715,6 +716,53 @@ async fn an_incremental_session_names_topics_by_id_from_v13() {
     assert_eq!(topic.partitions.len(), 1);
     assert_eq!(topic.partitions[0].partition_index, 1);
     assert_eq!(values(&topic.partitions[0].records).len(), 2);
+    drop(conn);
+    broker.shutdown().await;
+}
+
+/// The producer id block is Kafka's `ProducerIdBlockZNode`, and a broker that finds one
+/// (written by any broker, numbers or strings) claims the block after it.
+#[tokio::test]
+async fn producer_id_blocks_are_kafkas_znode() {
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, store) = start_broker_and_store(dir.path(), &[]).await;
+    eventually("controller", || broker.is_controller()).await;
+    let MetadataStore::Embedded(embedded) = &store else {
+        panic!("the tests use the embedded store")
+    };
+    let (client, _events) = embedded.connect(metastore::SessionOptions::default());
+    // The broker made the (empty) node at start, as Kafka's persistent paths.
+    client
+        .set_data(
+            "/latest_producer_id_block",
+            br#"{"version":1,"broker":7,"block_start":0,"block_end":4999}"#,
+            None,
+        )
+        .await
+        .unwrap();
+    let mut conn = Connection::connect(&broker.local_addr().to_string(), "pid")
+        .await
+        .unwrap();
+    let r = conn
+        .send(
+            InitProducerIdRequest::default()
+                .with_transactional_id(None)
+                .with_transaction_timeout_ms(60_000)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1),
+        )
+        .await
+        .unwrap();
+    assert_eq!((r.error_code, r.producer_id.0), (NONE, 5000));
+    let (data, _) = client
+        .get_data("/latest_producer_id_block", false)
+        .await
+        .unwrap();
+    assert_eq!(
+        String::from_utf8(data).unwrap(),
+        r#"{"version":1,"broker":0,"block_start":"5000","block_end":"5999"}"#
+    );
+    client.close().await;
     drop(conn);
     broker.shutdown().await;
 }

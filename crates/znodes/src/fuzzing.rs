@@ -32,6 +32,7 @@ pub fn seeds() -> Vec<(&'static str, String)> {
         ("consumer", r#"{"version":1,"subscription":{"t":1},"pattern":"static","timestamp":"1633072800000"}"#.to_owned()),
         ("cluster", r#"{"version":"1","id":"Zjaq1Hq9RXuZQqVbbAHtaA"}"#.to_owned()),
         ("secret", r#"{"version":1,"secret":"c2VjcmV0"}"#.to_owned()),
+        ("producer_id_block", r#"{"version":1,"broker":0,"block_start":"0","block_end":"999"}"#.to_owned()),
     ]
 }
 
@@ -52,6 +53,7 @@ pub fn parse_everything(bytes: &[u8]) {
     let _ = PreferredReplicaElection::from_json_bytes(bytes);
     let _ = ConsumerMemberZNode::from_json_bytes(bytes);
     let _ = ClusterIdZNode::from_json_bytes(bytes);
+    let _ = ProducerIdBlockZNode::from_json_bytes(bytes);
     let _ = ControlPlaneSecretZNode::from_json_bytes(bytes);
     let _ = ControllerEpochZNode::from_bytes(bytes);
     let _ = decode_consumer_offset(bytes);
@@ -72,6 +74,7 @@ pub fn is_own_type(name: &str, bytes: &[u8]) -> bool {
         "election" => PreferredReplicaElection::from_json_bytes(bytes).is_ok(),
         "consumer" => ConsumerMemberZNode::from_json_bytes(bytes).is_ok(),
         "cluster" => ClusterIdZNode::from_json_bytes(bytes).is_ok(),
+        "producer_id_block" => ProducerIdBlockZNode::from_json_bytes(bytes).is_ok(),
         "secret" => ControlPlaneSecretZNode::from_json_bytes(bytes).is_ok(),
         _ => false,
     }

@@ -459,6 +459,40 @@ impl ClusterIdZNode {
     }
 }
 
+/// `/latest_producer_id_block`: the last block of producer ids a broker claimed (Kafka's
+/// `ProducerIdBlockZNode`, version 1): `{"version":1,"broker":0,"block_start":"0",
+/// "block_end":"999"}`, the bounds written as decimal strings (a bare number is accepted on
+/// read).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProducerIdBlockZNode {
+    /// Format version; Kafka writes 1.
+    pub version: i32,
+    /// The broker that claimed the block.
+    pub broker: BrokerId,
+    /// The first id of the block.
+    #[serde(with = "string_i64")]
+    pub block_start: i64,
+    /// The last id of the block (inclusive).
+    #[serde(with = "string_i64")]
+    pub block_end: i64,
+}
+
+impl ZnodeJson for ProducerIdBlockZNode {
+    const WHAT: &'static str = "producer id block";
+}
+
+impl ProducerIdBlockZNode {
+    /// A version 1 block `[block_start, block_end]` claimed by `broker`.
+    pub fn new(broker: BrokerId, block_start: i64, block_end: i64) -> Self {
+        ProducerIdBlockZNode {
+            version: 1,
+            broker,
+            block_start,
+            block_end,
+        }
+    }
+}
+
 fn minus_one() -> i32 {
     -1
 }

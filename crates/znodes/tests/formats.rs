@@ -242,6 +242,27 @@ fn cluster_id() {
 }
 
 #[test]
+fn producer_id_block_is_kafkas() {
+    // Kafka's ProducerIdBlockZNode: the bounds are decimal strings.
+    round_trip(
+        r#"{"version":1,"broker":2,"block_start":"1000","block_end":"1999"}"#,
+        &ProducerIdBlockZNode::new(2, 1000, 1999),
+    );
+    // A bare number reads too.
+    let read = ProducerIdBlockZNode::from_json_bytes(
+        br#"{"version":1,"broker":0,"block_start":0,"block_end":999}"#,
+    )
+    .unwrap();
+    assert_eq!(read, ProducerIdBlockZNode::new(0, 0, 999));
+    let err = ProducerIdBlockZNode::from_json_bytes(br#"{"version":1,"broker":0}"#).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("invalid producer id block JSON:"),
+        "{err}"
+    );
+}
+
+#[test]
 fn malformed_json_names_the_format() {
     let err = TopicAssignment::from_json_bytes(b"{\"version\":3").unwrap_err();
     assert!(

@@ -9,8 +9,8 @@
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 use metastore::CreateMode;
-use serde_json::json;
 use tracing::{info, warn};
+use znodes::json::{ProducerIdBlockZNode, ZnodeJson};
 use znodes::paths;
 
 use crate::context::BrokerContext;
@@ -95,24 +95,13 @@ async fn claim_block(ctx: &BrokerContext) -> Result<(i64, i64), metastore::Error
         let start = if data.is_empty() {
             0
         } else {
-            let parsed: serde_json::Value = serde_json::from_slice(&data)
-                .map_err(|e| metastore::Error::Backend(format!("{path}: {e}")))?;
-            let end = parsed["block_end"]
-                .as_str()
-                .and_then(|s| s.parse::<i64>().ok())
-                .or_else(|| parsed["block_end"].as_i64())
-                .ok_or_else(|| metastore::Error::Backend(format!("{path}: no block_end")))?;
-            end + 1
+            ProducerIdBlockZNode::from_json_bytes(&data)
+                .map_err(|e| metastore::Error::Backend(format!("{path}: {e}")))?
+                .block_end
+                + 1
         };
         let end = start + BLOCK_SIZE - 1;
-        let body = json!({
-            "version": 1,
-            "broker": ctx.broker_id,
-            "block_start": start.to_string(),
-            "block_end": end.to_string(),
-        })
-        .to_string()
-        .into_bytes();
+        let body = ProducerIdBlockZNode::new(ctx.broker_id, start, end).to_json_bytes();
         let written = match version {
             Some(v) => client.set_data(path, &body, Some(v)).await.map(drop),
             None => client
