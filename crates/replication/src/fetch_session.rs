@@ -12,10 +12,23 @@
 //! slots` sessions; a full cache evicts a session unused for 2 minutes, or a consumer's for a
 //! follower's, else answers without a session.
 //!
+//! Quiet partitions (better than Kafka, which reads every session partition on every fetch):
+//! a partition whose last read left its fetcher at the end (a follower in the ISR at the
+//! log end, a consumer at the high watermark) with nothing new to say is not read again
+//! until something touches it. Whatever changes what a read would answer (an append, a
+//! moved high watermark, a leader change) is written to the cache's change journal
+//! ([`FetchSessionCache::changed`]); an incremental fetch reads its active partitions,
+//! those it names, and those the journal names since its last fetch. A change the journal
+//! cannot name ([`FetchSessionCache::changed_everything`]) or a journal that overflowed makes
+//! the next fetch read everything, and every session is read whole at least once every
+//! [`FULL_READ_MS`] (a log start offset moved by retention has no journal entry). An idle
+//! follower's fetch then costs in proportion to what changed, not to the partitions it
+//! follows: the acks=all round trip no longer grows with the partition count.
+//!
 //! The follower's [`FetchSessionHandler`] (Kafka's `FetchSessionHandler`) builds those
 //! requests from the partitions it wants to fetch.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Mutex;
 
 use kafka_protocol::error::ResponseError;
@@ -26,6 +39,10 @@ pub const INITIAL_EPOCH: i32 = 0;
 pub const FINAL_EPOCH: i32 = -1;
 /// Kafka's `min.incremental.fetch.session.eviction.ms`.
 const EVICTION_MS: i64 = 120_000;
+/// Every incremental session is read whole at least this often.
+pub const FULL_READ_MS: i64 = 1_000;
+/// Changes the journal keeps; a session further behind reads everything.
+const JOURNAL_CAPACITY: usize = 16_384;
 
 /// A partition as a fetch request names it (topic names are kept as sent).
 pub type SessionKey = (String, i32);
@@ -54,6 +71,16 @@ pub struct PartitionOutcome {
     pub high_watermark: i64,
     /// The log start offset answered.
     pub log_start_offset: i64,
+    /// Whether the fetcher is at the end (a follower in the ISR at the log end, a consumer
+    /// at the high watermark): with nothing answered, the partition is then quiet until a
+    /// change touches it.
+    pub at_end: bool,
+}
+
+impl PartitionOutcome {
+    fn is_quiet(&self) -> bool {
+        self.at_end && self.error_code == 0 && !self.has_records
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -63,6 +90,8 @@ struct CachedPartition {
     sent_log_start_offset: i64,
     /// Place in the session's round-robin order.
     order: u64,
+    /// Not read until a change touches it (see the module's documentation).
+    quiet: bool,
 }
 
 #[derive(Debug)]
@@ -76,6 +105,12 @@ struct Session {
     /// capped by `max_bytes` does not starve the same partitions every time.
     order: BTreeMap<u64, SessionKey>,
     next_order: u64,
+    /// The orders of the partitions that are not quiet.
+    active: BTreeSet<u64>,
+    /// The journal position folded into the quiet flags.
+    seen: u64,
+    /// When the session was last read whole.
+    last_full_ms: i64,
 }
 
 impl Session {
@@ -86,6 +121,7 @@ impl Session {
                 let order = self.next_order;
                 self.next_order += 1;
                 self.order.insert(order, key.clone());
+                self.active.insert(order);
                 self.partitions.insert(
                     key,
                     CachedPartition {
@@ -93,25 +129,122 @@ impl Session {
                         sent_high_watermark: -1,
                         sent_log_start_offset: -1,
                         order,
+                        quiet: false,
                     },
                 );
+                return;
             }
         }
+        self.wake(&key);
     }
 
     fn remove(&mut self, key: &SessionKey) {
         if let Some(cached) = self.partitions.remove(key) {
             self.order.remove(&cached.order);
+            self.active.remove(&cached.order);
         }
     }
 
     fn move_to_end(&mut self, key: &SessionKey) {
         if let Some(cached) = self.partitions.get_mut(key) {
             self.order.remove(&cached.order);
+            let was_active = self.active.remove(&cached.order);
             cached.order = self.next_order;
             self.next_order += 1;
             self.order.insert(cached.order, key.clone());
+            if was_active {
+                self.active.insert(cached.order);
+            }
         }
+    }
+
+    /// Makes `key` active again; true when it was quiet.
+    fn wake(&mut self, key: &SessionKey) -> bool {
+        match self.partitions.get_mut(key) {
+            Some(cached) if cached.quiet => {
+                cached.quiet = false;
+                self.active.insert(cached.order);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn wake_all(&mut self) {
+        for cached in self.partitions.values_mut() {
+            cached.quiet = false;
+        }
+        self.active = self.order.keys().copied().collect();
+    }
+
+    fn set_quiet(&mut self, key: &SessionKey, quiet: bool) {
+        if let Some(cached) = self.partitions.get_mut(key) {
+            cached.quiet = quiet;
+            if quiet {
+                self.active.remove(&cached.order);
+            } else {
+                self.active.insert(cached.order);
+            }
+        }
+    }
+
+    /// Folds the journal's changes since the last fold in: the partitions that were quiet
+    /// and are active again (all the quiet ones when the journal cannot name the changes).
+    fn fold(&mut self, journal: &Journal) -> Vec<SessionKey> {
+        let (end, changes) = journal.since(self.seen);
+        self.seen = end;
+        match changes {
+            Some(keys) => keys.into_iter().filter(|k| self.wake(k)).collect(),
+            None => {
+                let quiet: Vec<SessionKey> = self
+                    .partitions
+                    .iter()
+                    .filter(|(_, c)| c.quiet)
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                self.wake_all();
+                quiet
+            }
+        }
+    }
+}
+
+/// What changed the answers of reads, in order: a partition, or (`None`) anything.
+#[derive(Debug, Default)]
+struct Journal {
+    /// The position of `entries[0]`.
+    start: u64,
+    entries: VecDeque<Option<SessionKey>>,
+}
+
+impl Journal {
+    fn end(&self) -> u64 {
+        self.start + self.entries.len() as u64
+    }
+
+    fn push(&mut self, entry: Option<SessionKey>) {
+        if self.entries.len() == JOURNAL_CAPACITY {
+            self.entries.pop_front();
+            self.start += 1;
+        }
+        self.entries.push_back(entry);
+    }
+
+    /// The end, and the partitions changed from `seen` on (`None`: anything may have).
+    fn since(&self, seen: u64) -> (u64, Option<Vec<SessionKey>>) {
+        let end = self.end();
+        if seen < self.start {
+            return (end, None);
+        }
+        let skip = usize::try_from(seen - self.start).unwrap_or(usize::MAX);
+        let mut keys = Vec::new();
+        for entry in self.entries.iter().skip(skip) {
+            match entry {
+                Some(key) => keys.push(key.clone()),
+                None => return (end, None),
+            }
+        }
+        (end, Some(keys))
     }
 }
 
@@ -134,8 +267,8 @@ pub enum FetchContext {
 pub struct OpenedFetch {
     /// How to answer.
     pub context: FetchContext,
-    /// Every partition to read: the request's for a full fetch, the whole session's for an
-    /// incremental one.
+    /// Every partition to read: the request's for a full fetch, the session's active ones
+    /// for an incremental one (see [`FetchSessionCache::extend`]).
     pub partitions: Vec<(SessionKey, FetchPosition)>,
 }
 
@@ -144,6 +277,7 @@ pub struct OpenedFetch {
 pub struct FetchSessionCache {
     max_slots: usize,
     inner: Mutex<CacheInner>,
+    journal: Mutex<Journal>,
 }
 
 #[derive(Debug)]
@@ -164,6 +298,37 @@ impl FetchSessionCache {
                 sessions: HashMap::new(),
                 next_id: seed,
             }),
+            journal: Mutex::new(Journal::default()),
+        }
+    }
+
+    /// Something changed what a read of `key` answers (records appended, the high watermark
+    /// or the leader moved): sessions read it again at their next fetch.
+    pub fn changed(&self, key: SessionKey) {
+        self.journal().push(Some(key));
+    }
+
+    /// Something changed that the journal cannot name: every session reads everything at
+    /// its next fetch.
+    pub fn changed_everything(&self) {
+        self.journal().push(None);
+    }
+
+    /// A waiting incremental fetch looks again: adds the session's partitions changed since
+    /// [`FetchSessionCache::open`] (or the last call) to `opened`. Other fetches read what
+    /// they named.
+    pub fn extend(&self, opened: &mut OpenedFetch) {
+        let FetchContext::Incremental { session_id } = opened.context else {
+            return;
+        };
+        // Lock order: sessions, then the journal (as `open`).
+        let mut inner = self.lock();
+        let Some(session) = inner.sessions.get_mut(&session_id) else {
+            return;
+        };
+        for key in session.fold(&self.journal()) {
+            let position = session.partitions[&key].position;
+            opened.partitions.push((key, position));
         }
     }
 
@@ -228,10 +393,20 @@ impl FetchSessionCache {
         for key in forgotten {
             session.remove(key);
         }
+        // What changed since the last fetch, before this one reads: a change during the
+        // reads is in the journal past `seen`, for the next fetch.
+        session.fold(&self.journal());
+        if now_ms - session.last_full_ms >= FULL_READ_MS {
+            session.wake_all();
+            session.last_full_ms = now_ms;
+        }
         let partitions = session
-            .order
-            .values()
-            .map(|key| (key.clone(), session.partitions[key].position))
+            .active
+            .iter()
+            .map(|order| {
+                let key = &session.order[order];
+                (key.clone(), session.partitions[key].position)
+            })
             .collect();
         Ok(OpenedFetch {
             context: FetchContext::Incremental { session_id },
@@ -265,6 +440,11 @@ impl FetchSessionCache {
                     partitions: HashMap::new(),
                     order: BTreeMap::new(),
                     next_order: 0,
+                    active: BTreeSet::new(),
+                    // The first incremental fetch reads everything (the partitions start
+                    // active) and folds in only later changes.
+                    seen: self.journal().end(),
+                    last_full_ms: now_ms,
                 };
                 for ((key, position), outcome) in opened.iter().zip(outcomes) {
                     session.insert(key.clone(), *position);
@@ -299,6 +479,10 @@ impl FetchSessionCache {
                     if outcome.has_records {
                         session.move_to_end(key);
                     }
+                    // Only followers' partitions go quiet: a consumer's session is read
+                    // whole every time, as Kafka does (its authorization, conversions and
+                    // round-robin are per request).
+                    session.set_quiet(key, privileged && outcome.is_quiet());
                     include.push(changed);
                 }
                 (*session_id, include)
@@ -308,6 +492,10 @@ impl FetchSessionCache {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, CacheInner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn journal(&self) -> std::sync::MutexGuard<'_, Journal> {
+        self.journal.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -354,16 +542,23 @@ pub fn next_epoch(epoch: i32) -> i32 {
     }
 }
 
-/// The follower's side: which partitions a fetch names, given the ones it wants now.
+/// The follower's side: which partitions a fetch names. The fetcher says what it wants as it
+/// changes ([`FetchSessionHandler::want`], [`FetchSessionHandler::unwant`]); a request then
+/// names only what changed since the last answered one (or everything, without a session),
+/// so a round where few partitions moved costs in proportion to those, not to the
+/// partitions followed.
 #[derive(Debug, Default)]
 pub struct FetchSessionHandler {
     session_id: i32,
     /// The epoch the next request carries.
     epoch: i32,
-    /// What the leader's session holds for each partition (as last sent).
-    sent: BTreeMap<SessionKey, FetchPosition>,
-    /// What the request being built asks for, until its answer.
-    next: Option<BTreeMap<SessionKey, FetchPosition>>,
+    /// What the fetcher wants now.
+    desired: BTreeMap<SessionKey, FetchPosition>,
+    /// Partitions whose wanted position changed (or that are no longer wanted) since the
+    /// request the leader last answered.
+    dirty: BTreeSet<SessionKey>,
+    /// The request in flight was a full one.
+    in_flight_full: bool,
 }
 
 /// One fetch request's session fields and partitions.
@@ -385,40 +580,74 @@ impl FetchSessionHandler {
         self.session_id
     }
 
-    /// Builds the next request for `wanted`.
+    /// How many partitions are wanted.
+    pub fn wanted_len(&self) -> usize {
+        self.desired.len()
+    }
+
+    /// Wants `key` fetched at `position` (from the next request on).
+    pub fn want(&mut self, key: SessionKey, position: FetchPosition) {
+        if self.desired.get(&key) != Some(&position) {
+            self.dirty.insert(key.clone());
+            self.desired.insert(key, position);
+        }
+    }
+
+    /// No longer wants `key`.
+    pub fn unwant(&mut self, key: &SessionKey) {
+        if self.desired.remove(key).is_some() {
+            self.dirty.insert(key.clone());
+        }
+    }
+
+    /// Keeps only the wanted partitions `keep` says yes to.
+    pub fn retain(&mut self, mut keep: impl FnMut(&SessionKey) -> bool) {
+        let gone: Vec<SessionKey> = self.desired.keys().filter(|k| !keep(k)).cloned().collect();
+        for key in &gone {
+            self.unwant(key);
+        }
+    }
+
+    /// Builds the next request for `wanted` (all the partitions wanted now).
     pub fn build(&mut self, wanted: BTreeMap<SessionKey, FetchPosition>) -> SessionRequest {
-        let request = if self.session_id == 0 {
-            SessionRequest {
+        self.retain(|k| wanted.contains_key(k));
+        for (key, position) in wanted {
+            self.want(key, position);
+        }
+        self.next_request()
+    }
+
+    /// The next request: everything wanted without a session, else what changed.
+    pub fn next_request(&mut self) -> SessionRequest {
+        if self.session_id == 0 {
+            self.in_flight_full = true;
+            return SessionRequest {
                 session_id: 0,
                 epoch: INITIAL_EPOCH,
-                partitions: wanted.iter().map(|(k, p)| (k.clone(), *p)).collect(),
+                partitions: self.desired.iter().map(|(k, p)| (k.clone(), *p)).collect(),
                 forgotten: Vec::new(),
+            };
+        }
+        self.in_flight_full = false;
+        let mut partitions = Vec::new();
+        let mut forgotten = Vec::new();
+        for key in std::mem::take(&mut self.dirty) {
+            match self.desired.get(&key) {
+                Some(position) => partitions.push((key, *position)),
+                None => forgotten.push(key),
             }
-        } else {
-            SessionRequest {
-                session_id: self.session_id,
-                epoch: self.epoch,
-                partitions: wanted
-                    .iter()
-                    .filter(|(k, p)| self.sent.get(*k) != Some(*p))
-                    .map(|(k, p)| (k.clone(), *p))
-                    .collect(),
-                forgotten: self
-                    .sent
-                    .keys()
-                    .filter(|k| !wanted.contains_key(*k))
-                    .cloned()
-                    .collect(),
-            }
-        };
-        self.next = Some(wanted);
-        request
+        }
+        SessionRequest {
+            session_id: self.session_id,
+            epoch: self.epoch,
+            partitions,
+            forgotten,
+        }
     }
 
     /// Takes the answer's top-level error and session id. Returns false when the session
     /// was lost (the next request is a full one).
     pub fn handle_response(&mut self, error_code: i16, response_session_id: i32) -> bool {
-        let next = self.next.take().unwrap_or_default();
         if error_code != 0 {
             self.reset();
             return false;
@@ -427,26 +656,26 @@ impl FetchSessionHandler {
             // A full fetch: the leader created a session, or not.
             self.session_id = response_session_id;
             self.epoch = next_epoch(INITIAL_EPOCH);
+            if self.in_flight_full {
+                // The session holds what that request named; what changed since is dirty.
+                self.in_flight_full = false;
+                self.dirty.clear();
+            }
         } else if response_session_id != self.session_id {
             self.reset();
             return false;
         } else {
             self.epoch = next_epoch(self.epoch);
         }
-        self.sent = if self.session_id == 0 {
-            BTreeMap::new()
-        } else {
-            next
-        };
         true
     }
 
-    /// Forgets the session (after a connection error).
+    /// Forgets the session (after a connection error): the next request is a full one.
     pub fn reset(&mut self) {
         self.session_id = 0;
         self.epoch = INITIAL_EPOCH;
-        self.sent.clear();
-        self.next = None;
+        self.dirty.clear();
+        self.in_flight_full = false;
     }
 }
 
@@ -473,6 +702,7 @@ mod tests {
             has_records: false,
             high_watermark: hw,
             log_start_offset: 0,
+            at_end: false,
         }
     }
 
@@ -641,5 +871,161 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec![1, 2, 0]
         );
+    }
+
+    fn at_end(hw: i64) -> PartitionOutcome {
+        PartitionOutcome {
+            at_end: true,
+            ..quiet(hw)
+        }
+    }
+
+    fn read_keys(opened: &OpenedFetch) -> Vec<i32> {
+        opened.partitions.iter().map(|(k, _)| k.1).collect()
+    }
+
+    /// A session of partitions 0..n, created by a full fetch and read whole once.
+    fn session_at_end(cache: &FetchSessionCache, n: i32, privileged: bool) -> i32 {
+        let opened = cache
+            .open(0, 0, (0..n).map(|p| (key(p), at(5))).collect(), &[], 0)
+            .unwrap();
+        let outcomes = vec![at_end(5); n as usize];
+        let (id, _) = cache.close(
+            &opened.context,
+            &opened.partitions,
+            &outcomes,
+            privileged,
+            0,
+        );
+        let opened = cache.open(id, 1, vec![], &[], 1).unwrap();
+        assert_eq!(
+            read_keys(&opened).len(),
+            n as usize,
+            "new partitions are read"
+        );
+        cache.close(
+            &opened.context,
+            &opened.partitions,
+            &outcomes,
+            privileged,
+            1,
+        );
+        id
+    }
+
+    #[test]
+    fn a_followers_partitions_at_the_end_are_not_read_until_they_change() {
+        let cache = FetchSessionCache::new(10);
+        let id = session_at_end(&cache, 4, true);
+        // Nothing changed: nothing is read.
+        let opened = cache.open(id, 2, vec![], &[], 2).unwrap();
+        assert!(read_keys(&opened).is_empty());
+        cache.close(&opened.context, &opened.partitions, &[], true, 2);
+        // An append to partition 2: only it is read; the follower's move of partition 0
+        // (named in the request) is read too.
+        cache.changed(key(2));
+        let opened = cache.open(id, 3, vec![(key(0), at(6))], &[], 3).unwrap();
+        assert_eq!(read_keys(&opened), vec![0, 2]);
+        // Partition 2 had records: it stays active; partition 0 is at the end again.
+        let mut with_records = quiet(5);
+        with_records.has_records = true;
+        cache.close(
+            &opened.context,
+            &opened.partitions,
+            &[at_end(6), with_records],
+            true,
+            3,
+        );
+        let opened = cache.open(id, 4, vec![], &[], 4).unwrap();
+        assert_eq!(read_keys(&opened), vec![2]);
+        cache.close(&opened.context, &opened.partitions, &[at_end(5)], true, 4);
+        // A change nobody can name: everything is read.
+        cache.changed_everything();
+        let opened = cache.open(id, 5, vec![], &[], 5).unwrap();
+        assert_eq!(read_keys(&opened).len(), 4);
+        cache.close(
+            &opened.context,
+            &opened.partitions,
+            &[at_end(5); 4],
+            true,
+            5,
+        );
+        let opened = cache.open(id, 6, vec![], &[], 6).unwrap();
+        assert!(read_keys(&opened).is_empty());
+        cache.close(&opened.context, &opened.partitions, &[], true, 6);
+        // And at least once every FULL_READ_MS.
+        let opened = cache.open(id, 7, vec![], &[], 1 + FULL_READ_MS).unwrap();
+        assert_eq!(read_keys(&opened).len(), 4);
+    }
+
+    #[test]
+    fn a_waiting_fetch_adds_what_changed_and_an_overflowed_journal_reads_all() {
+        let cache = FetchSessionCache::new(10);
+        let id = session_at_end(&cache, 3, true);
+        let mut opened = cache.open(id, 2, vec![], &[], 2).unwrap();
+        assert!(read_keys(&opened).is_empty());
+        cache.changed(key(1));
+        cache.changed(key(7)); // not in the session
+        cache.extend(&mut opened);
+        assert_eq!(read_keys(&opened), vec![1]);
+        cache.extend(&mut opened);
+        assert_eq!(read_keys(&opened), vec![1], "a change is added once");
+        cache.close(&opened.context, &opened.partitions, &[at_end(5)], true, 2);
+        for p in 0..JOURNAL_CAPACITY as i32 + 1 {
+            cache.changed(key(100 + p));
+        }
+        let opened = cache.open(id, 3, vec![], &[], 3).unwrap();
+        assert_eq!(read_keys(&opened).len(), 3);
+    }
+
+    #[test]
+    fn a_consumers_partitions_are_always_read() {
+        let cache = FetchSessionCache::new(10);
+        let id = session_at_end(&cache, 3, false);
+        let opened = cache.open(id, 2, vec![], &[], 2).unwrap();
+        assert_eq!(read_keys(&opened).len(), 3);
+    }
+
+    #[test]
+    fn a_followers_request_names_only_what_it_changed() {
+        let mut follower = FetchSessionHandler::default();
+        for p in 0..3 {
+            follower.want(key(p), at(5));
+        }
+        let full = follower.next_request();
+        assert_eq!((full.epoch, full.partitions.len()), (INITIAL_EPOCH, 3));
+        // Changed while the full fetch was out: its answer clears nothing it did not send.
+        assert!(follower.handle_response(0, 42));
+        follower.want(key(0), at(5));
+        assert!(follower.next_request().partitions.is_empty(), "unchanged");
+        assert!(follower.handle_response(0, 42));
+        follower.want(key(1), at(6));
+        follower.unwant(&key(2));
+        follower.unwant(&key(9));
+        let next = follower.next_request();
+        assert_eq!(next.partitions, vec![(key(1), at(6))]);
+        assert_eq!(next.forgotten, vec![key(2)]);
+        assert_eq!(follower.wanted_len(), 2);
+        // A lost session: everything wanted goes in the next (full) request.
+        assert!(!follower.handle_response(ResponseError::FetchSessionIdNotFound.code(), 0));
+        let again = follower.next_request();
+        assert_eq!(again.epoch, INITIAL_EPOCH);
+        assert_eq!(again.partitions, vec![(key(0), at(5)), (key(1), at(6))]);
+        follower.retain(|k| k.1 == 1);
+        assert_eq!(follower.wanted_len(), 1);
+    }
+
+    #[test]
+    fn the_same_partition_changing_again_after_a_fetch_is_read_again() {
+        let cache = FetchSessionCache::new(10);
+        let id = session_at_end(&cache, 2, true);
+        cache.changed(key(1));
+        let opened = cache.open(id, 2, vec![], &[], 2).unwrap();
+        assert_eq!(read_keys(&opened), vec![1]);
+        cache.close(&opened.context, &opened.partitions, &[at_end(5)], true, 2);
+        // The next change of the same partition is not the one this session saw.
+        cache.changed(key(1));
+        let opened = cache.open(id, 3, vec![], &[], 3).unwrap();
+        assert_eq!(read_keys(&opened), vec![1]);
     }
 }

@@ -17,7 +17,7 @@
 //! of the fetcher and resets the session. The log work of each round (appends, truncations)
 //! runs on the blocking pool, never on an async worker.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -100,6 +100,8 @@ struct PartitionFetchState {
     /// Whether the last answer left this replica at the leader's high watermark (Kafka's
     /// `isReplicaInSync` of the fetch state): only a replica that is not is throttled.
     caught_up: bool,
+    /// The position the fetch session was last told (None: not in the session).
+    wanted: Option<FetchPosition>,
 }
 
 impl PartitionFetchState {
@@ -191,6 +193,7 @@ impl FetcherManager {
             failures: 0,
             fenced: false,
             caught_up: false,
+            wanted: None,
         };
         // A broker that moved to another address gets a new fetcher; its partitions go along.
         let moved = match fetchers.get(&key) {
@@ -219,7 +222,11 @@ impl FetcherManager {
         {
             let mut partitions = fetcher.shared.lock();
             if let Some(moved) = moved {
-                partitions.extend(moved);
+                // The new fetcher's session has none of them yet.
+                partitions.extend(moved.into_iter().map(|(tp, mut state)| {
+                    state.wanted = None;
+                    (tp, state)
+                }));
             }
             partitions.insert(tp, state);
         }
@@ -326,7 +333,7 @@ async fn run(rm: ReplicaManager, shared: Arc<FetcherShared>, leader: LeaderEndpo
     loop {
         let now = Instant::now();
         let (truncating, fetching, next_ready) = ready_partitions(&shared, now);
-        if truncating.is_empty() && fetching.is_empty() {
+        if truncating.is_empty() && fetching == 0 {
             let wake = next_ready.unwrap_or(now + Duration::from_secs(1));
             tokio::select! {
                 () = shared.changed.notified() => {}
@@ -368,8 +375,8 @@ async fn run(rm: ReplicaManager, shared: Arc<FetcherShared>, leader: LeaderEndpo
             round = truncate(&rm, &shared, conn, &truncating, backoff).await;
         }
         if let Round::Ok = round {
-            if !fetching.is_empty() {
-                round = fetch(&rm, &shared, conn, &mut session, &fetching, backoff).await;
+            if fetching > 0 {
+                round = fetch(&rm, &shared, conn, &mut session, backoff).await;
             }
         }
         if let Round::ConnectionLost(err) = round {
@@ -381,27 +388,28 @@ async fn run(rm: ReplicaManager, shared: Arc<FetcherShared>, leader: LeaderEndpo
     }
 }
 
-/// The partitions ready to truncate and to fetch (with the epochs they are at), and when the
-/// next delayed one becomes ready.
+/// The partitions ready to truncate (with the epochs they are at), how many are ready to
+/// fetch, and when the next delayed one becomes ready.
 #[allow(clippy::type_complexity)]
 fn ready_partitions(
     shared: &FetcherShared,
     now: Instant,
 ) -> (
     Vec<(TopicPartition, Arc<Partition>, i32)>,
-    Vec<(TopicPartition, Arc<Partition>, i32)>,
+    usize,
     Option<Instant>,
 ) {
     let states = shared.lock();
     let mut truncating = Vec::new();
-    let mut fetching = Vec::new();
+    let mut fetching = 0;
     let mut next = None;
     for (tp, s) in states.iter() {
         if s.ready(now) {
-            let entry = (tp.clone(), Arc::clone(&s.partition), s.leader_epoch);
             match s.phase {
-                FetchPhase::Truncating => truncating.push(entry),
-                FetchPhase::Fetching => fetching.push(entry),
+                FetchPhase::Truncating => {
+                    truncating.push((tp.clone(), Arc::clone(&s.partition), s.leader_epoch))
+                }
+                FetchPhase::Fetching => fetching += 1,
             }
         } else if let (Some(at), false) = (s.delayed_until, s.fenced) {
             next = Some(next.map_or(at, |n: Instant| n.min(at)));
@@ -442,6 +450,10 @@ fn fail(rm: &ReplicaManager, state: &mut PartitionFetchState, backoff: Duration)
     state.failures = state.failures.saturating_add(1);
     let factor = 1u32 << state.failures.saturating_sub(1).min(5);
     delay(state, backoff * factor.min(MAX_BACKOFF_FACTOR));
+}
+
+fn session_key(tp: &TopicPartition) -> SessionKey {
+    (tp.topic.as_str().to_owned(), tp.partition)
 }
 
 fn wire_topic(tp: &TopicPartition) -> TopicName {
@@ -606,47 +618,64 @@ async fn fetch(
     shared: &Arc<FetcherShared>,
     conn: &mut Connection,
     session: &mut FetchSessionHandler,
-    partitions: &[(TopicPartition, Arc<Partition>, i32)],
     backoff: Duration,
 ) -> Round {
     let config = rm.config();
-    let mut wanted: BTreeMap<SessionKey, FetchPosition> = BTreeMap::new();
-    let mut sent: HashMap<SessionKey, (TopicPartition, i32, i64)> = HashMap::new();
     // The follower throttle (KIP-73): while the quota is used up, throttled partitions that
     // are not caught up wait.
     let throttles = rm.throttles();
     let exceeded = throttles.follower.rate().is_some() && throttles.follower.is_exceeded();
-    let held: BTreeSet<TopicPartition> = if exceeded {
-        let states = shared.lock();
-        partitions
-            .iter()
-            .filter(|(tp, _, _)| {
-                throttles.is_follower_throttled(tp) && !states.get(tp).is_some_and(|s| s.caught_up)
-            })
-            .map(|(tp, _, _)| tp.clone())
-            .collect()
-    } else {
-        BTreeSet::new()
+    // The session is told only what moved since the last round: a partition's wanted
+    // position is kept in its state, so an unchanged one costs a comparison.
+    let (ready, held) = {
+        let now = Instant::now();
+        let mut states = shared.lock();
+        let (mut ready, mut held) = (0usize, 0usize);
+        for (tp, state) in states.iter_mut() {
+            let wanted = if state.phase == FetchPhase::Fetching && state.ready(now) {
+                ready += 1;
+                if exceeded && throttles.is_follower_throttled(tp) && !state.caught_up {
+                    held += 1;
+                    None
+                } else {
+                    Some(FetchPosition {
+                        fetch_offset: state.partition.log_end_offset(),
+                        max_bytes: config.replica_fetch_max_bytes,
+                        current_leader_epoch: state.leader_epoch,
+                        log_start_offset: state.partition.log_start_offset(),
+                    })
+                }
+            } else {
+                None
+            };
+            if wanted != state.wanted {
+                let key = session_key(tp);
+                match wanted {
+                    Some(position) => session.want(key, position),
+                    None => session.unwant(&key),
+                }
+                state.wanted = wanted;
+            }
+        }
+        // Every wanted state is in the session; more there means some states are gone
+        // (stopped, or moved to another fetcher).
+        let in_states = states.values().filter(|s| s.wanted.is_some()).count();
+        if session.wanted_len() != in_states {
+            session.retain(|(topic, partition)| {
+                topic
+                    .parse::<model::TopicName>()
+                    .ok()
+                    .and_then(|name| states.get(&TopicPartition::new(name, *partition)))
+                    .is_some_and(|s| s.wanted.is_some())
+            });
+        }
+        (ready, held)
     };
-    if !held.is_empty() && held.len() == partitions.len() {
+    if held > 0 && held == ready {
         tokio::time::sleep(THROTTLE_PAUSE).await;
         return Round::Ok;
     }
-    for (tp, partition, epoch) in partitions {
-        if held.contains(tp) {
-            continue;
-        }
-        let key = (tp.topic.as_str().to_owned(), tp.partition);
-        let position = FetchPosition {
-            fetch_offset: partition.log_end_offset(),
-            max_bytes: config.replica_fetch_max_bytes,
-            current_leader_epoch: *epoch,
-            log_start_offset: partition.log_start_offset(),
-        };
-        sent.insert(key.clone(), (tp.clone(), *epoch, position.fetch_offset));
-        wanted.insert(key, position);
-    }
-    let built = session.build(wanted);
+    let built = session.next_request();
     let request = fetch_request(config, &built);
     let response = match conn.send_version(request, FETCH_VERSION).await {
         Ok(r) => r,
@@ -671,28 +700,36 @@ async fn fetch(
             let now = now_ms();
             let mut out_of_range = Vec::new();
             for topic in response.responses {
-                let name = topic.topic.0.to_string();
+                let Ok(name) = topic.topic.0.parse::<model::TopicName>() else {
+                    continue;
+                };
                 for data in topic.partitions {
-                    let key = (name.clone(), data.partition_index);
-                    let Some((tp, epoch, fetch_offset)) = sent.get(&key) else {
-                        continue;
-                    };
-                    if rm.throttles().is_follower_throttled(tp) {
+                    let tp = TopicPartition::new(name.clone(), data.partition_index);
+                    if rm.throttles().is_follower_throttled(&tp) {
                         let bytes = data.records.as_ref().map_or(0, |r| r.len());
                         rm.throttles().follower.record(bytes);
                     }
-                    with_state(&shared, tp, *epoch, |state| {
-                        if state.phase != FetchPhase::Fetching
-                            || state.partition.log_end_offset() != *fetch_offset
-                        {
-                            return;
-                        }
-                        if on_fetched(&rm, tp, state, &data, *epoch, now, backoff) {
-                            out_of_range.push((tp.clone(), *epoch));
-                        }
-                        state.caught_up = data.error_code == 0
-                            && state.partition.log_end_offset() >= data.high_watermark;
-                    });
+                    let mut states = shared.lock();
+                    let Some(state) = states.get_mut(&tp) else {
+                        continue;
+                    };
+                    // Only an answer to what this request asked, for the state it asked
+                    // for (a LeaderAndIsr may have moved it meanwhile).
+                    let Some(asked) = state.wanted else {
+                        continue;
+                    };
+                    let epoch = asked.current_leader_epoch;
+                    if state.leader_epoch != epoch
+                        || state.phase != FetchPhase::Fetching
+                        || state.partition.log_end_offset() != asked.fetch_offset
+                    {
+                        continue;
+                    }
+                    if on_fetched(&rm, &tp, state, &data, epoch, now, backoff) {
+                        out_of_range.push((tp.clone(), epoch));
+                    }
+                    state.caught_up = data.error_code == 0
+                        && state.partition.log_end_offset() >= data.high_watermark;
                 }
             }
             let _ = result_tx.send(out_of_range);
@@ -731,7 +768,7 @@ fn on_fetched(
                     }
                     state.failures = 0;
                     if !records.is_empty() {
-                        rm.notify_appended();
+                        rm.notify_changed(tp);
                     }
                 }
                 Err(err) => {

@@ -486,14 +486,13 @@ impl ReplicaManager {
         partition.set_config(config);
         let current = partition.leader_epoch();
         if partition.role().is_some() && leadership.leader_epoch <= current {
-            if leadership.leader_epoch == current {
-                if let Some(moved) = partition.adopt_same_epoch(leadership, now_ms) {
-                    self.inner.alter_partition.clear_pending(tp);
-                    if moved {
-                        self.notify_appended();
-                    }
-                    return Ok(Transition::SameEpoch);
-                }
+            if leadership.leader_epoch == current
+                && partition.adopt_same_epoch(leadership, now_ms).is_some()
+            {
+                self.inner.alter_partition.clear_pending(tp);
+                // The ISR may have changed even when the high watermark did not.
+                self.notify_changed(tp);
+                return Ok(Transition::SameEpoch);
             }
             return Err(ReplicationError::StaleLeaderEpoch {
                 tp: tp.clone(),
@@ -508,11 +507,11 @@ impl ReplicaManager {
             let moved = partition.make_leader(leadership, now_ms)?;
             // Waiting produces and fetches learn the new role either way.
             let _ = moved;
-            self.notify_appended();
+            self.notify_changed(tp);
             return Ok(Transition::BecameLeader);
         }
         let start = partition.make_follower(leadership)?;
-        self.notify_appended();
+        self.notify_changed(tp);
         match leader {
             Some(endpoint) => {
                 self.inner
@@ -603,6 +602,8 @@ impl ReplicaManager {
         self.inner.alter_partition.clear_pending(tp);
         self.offline_set().remove(tp);
         let removed = self.write().remove(tp);
+        // Fetches of it learn at once that it is gone.
+        self.notify_changed(tp);
         if let Some(partition) = &removed {
             if !deleting {
                 if let Err(err) = partition.flush() {
@@ -682,7 +683,7 @@ impl ReplicaManager {
     ) -> Result<AppendResult, ReplicationError> {
         let (result, _) = self.partition(tp)?.append(records, required_acks, now_ms)?;
         if !result.duplicate {
-            self.notify_appended();
+            self.notify_changed(tp);
         }
         Ok(result)
     }
@@ -698,6 +699,28 @@ impl ReplicaManager {
         current_leader_epoch: i32,
         now_ms: i64,
     ) -> Result<ReadResult, ReplicationError> {
+        self.fetch_for_follower(
+            tp,
+            replica_id,
+            offset,
+            max_bytes,
+            current_leader_epoch,
+            now_ms,
+        )
+        .map(|(read, _)| read)
+    }
+
+    /// [`ReplicaManager::read_for_follower`], also telling whether the follower is in the ISR
+    /// at the log end ([`FollowerRead::at_end`]: its fetch session may hold it quiet).
+    pub fn fetch_for_follower(
+        &self,
+        tp: &TopicPartition,
+        replica_id: i32,
+        offset: i64,
+        max_bytes: usize,
+        current_leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<(ReadResult, bool), ReplicationError> {
         let partition = self.partition(tp)?;
         // The leader throttle (KIP-73): a replica outside the ISR catching up on a throttled
         // partition gets no records while the leader quota is used up.
@@ -730,9 +753,9 @@ impl ReplicaManager {
             self.inner.alter_partition.submit(item);
         }
         if read.high_watermark_moved {
-            self.notify_appended();
+            self.notify_changed(tp);
         }
-        Ok(read.read)
+        Ok((read.read, read.at_end))
     }
 
     /// Waits until the in-sync replicas have `tp` up to `offset` (acks=-1), at most until
@@ -809,8 +832,9 @@ impl ReplicaManager {
         if let Some(again) = outcome.resubmit {
             self.inner.alter_partition.submit(again);
         }
-        if outcome.high_watermark_moved {
-            self.notify_appended();
+        // A new ISR changes which followers' reads may go quiet, too.
+        if outcome.high_watermark_moved || outcome.committed.is_some() {
+            self.notify_changed(&item.tp);
         }
     }
 
@@ -836,8 +860,21 @@ impl ReplicaManager {
         self.inner.failed_appends.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Tells waiting fetches that data was appended somewhere.
+    /// Tells waiting produces and fetches that something changed that cannot be pinned to a
+    /// partition: every fetch session reads everything at its next fetch. Prefer
+    /// [`ReplicaManager::notify_changed`].
     pub fn notify_appended(&self) {
+        self.inner.fetch_sessions.changed_everything();
+        self.inner.appended.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Tells waiting produces and fetches that what a read of `tp` answers changed (records
+    /// appended, the high watermark or the leadership moved): fetch sessions holding it
+    /// quiet read it again (see [`fetch_session`]).
+    pub fn notify_changed(&self, tp: &TopicPartition) {
+        self.inner
+            .fetch_sessions
+            .changed((tp.topic.as_str().to_owned(), tp.partition));
         self.inner.appended.send_modify(|n| *n = n.wrapping_add(1));
     }
 

@@ -126,6 +126,9 @@ pub struct FollowerRead {
     pub high_watermark_moved: bool,
     /// An ISR expansion to send to the controller.
     pub expand: Option<AlterIsrItem>,
+    /// The follower is in the ISR and fetched from the log end: until the next append (or
+    /// another change) a read answers nothing new.
+    pub at_end: bool,
 }
 
 /// An ISR change the controller accepted.
@@ -801,6 +804,7 @@ impl Partition {
             state.log.read(offset, max_bytes)?
         };
         let hw = state.high_watermark;
+        let at_end = offset == leo && expand.is_none() && state.isr.isr().contains(&replica_id);
         Ok(FollowerRead {
             read: ReadResult {
                 records,
@@ -810,6 +814,7 @@ impl Partition {
             },
             high_watermark_moved: moved,
             expand,
+            at_end,
         })
     }
 

@@ -102,7 +102,7 @@ pub(super) async fn handle(
         })
         .collect();
     let sessions = ctx.replica_manager.fetch_sessions();
-    let opened = match sessions.open(
+    let mut opened = match sessions.open(
         request.session_id,
         request.session_epoch,
         requested,
@@ -121,7 +121,6 @@ pub(super) async fn handle(
     let max_bytes = response_max_bytes(ctx, &request, version);
     let min_bytes = i64::from(request.min_bytes.max(0)).min(max_bytes);
     let mut appends = ctx.replica_manager.subscribe_appends();
-    let opened = Arc::new(opened);
     // A consumer on a connection that can `sendfile` gets its records from the page cache
     // (Fetch v4+: older versions are down-converted in memory).
     let zero_copy = crate::zero_copy::enabled() && !privileged && version >= 4;
@@ -142,10 +141,11 @@ pub(super) async fn handle(
                 .map(|((topic, _), _)| topic.as_str()),
         )
     });
-    // The reads touch the segment files: off the async workers.
-    let read = || {
+    // The reads touch the segment files: off the async workers. Each takes the partitions
+    // to read and gives them back.
+    let read = |opened: OpenedFetch| {
         let rm = ctx.replica_manager.clone();
-        let (opened, snapshot) = (Arc::clone(&opened), snapshot.clone());
+        let snapshot = snapshot.clone();
         let denied = Arc::clone(&denied);
         crate::blocking::run(move || {
             let fetch = Fetch {
@@ -156,12 +156,20 @@ pub(super) async fn handle(
                 denied,
                 deny_all,
             };
-            read_all(&rm, snapshot.as_deref(), &opened, &fetch)
+            let reads = read_all(&rm, snapshot.as_deref(), &opened, &fetch);
+            (opened, reads)
         })
     };
+    let mut first = true;
     let mut reads = loop {
         appends.borrow_and_update();
-        let reads = read().await;
+        if !first {
+            // A follower's session reads again what it read, plus what changed since.
+            sessions.extend(&mut opened);
+        }
+        first = false;
+        let (back, reads) = read(opened).await;
+        opened = back;
         let enough = reads.bytes >= min_bytes || reads.errors;
         if enough || max_wait.is_zero() || Instant::now() >= deadline {
             break reads;
@@ -178,7 +186,12 @@ pub(super) async fn handle(
             Err(_) if wake < deadline => continue,
             Ok(Ok(())) => continue,
             // Timed out, or the broker is shutting down: answer with what is there.
-            _ => break read().await,
+            _ => {
+                sessions.extend(&mut opened);
+                let (back, reads) = read(opened).await;
+                opened = back;
+                break reads;
+            }
         }
     };
     // A consumer over its `consumer_byte_rate` or its `request_percentage` gets Kafka's
@@ -382,11 +395,12 @@ fn read_all(
             });
         let limit = i64::from(position.max_bytes.max(0)).min(remaining);
         let epoch = position.current_leader_epoch;
+        let mut follower_at_end = false;
         let result = partition.and_then(|partition| {
             let max = limit.max(0) as usize;
             if replica >= 0 {
                 // A follower: reads up to the log end and reports its own log end.
-                rm.read_for_follower(
+                rm.fetch_for_follower(
                     partition.topic_partition(),
                     replica,
                     position.fetch_offset,
@@ -394,7 +408,10 @@ fn read_all(
                     epoch,
                     now,
                 )
-                .map(Got::Bytes)
+                .map(|(read, at_end)| {
+                    follower_at_end = at_end;
+                    Got::Bytes(read)
+                })
             } else if limit <= 0 && !first_with_data {
                 // No room left in the response: answer the partition's offsets without
                 // reading a batch that would be dropped.
@@ -474,6 +491,7 @@ fn read_all(
             has_records,
             high_watermark: out.high_watermark,
             log_start_offset: out.log_start_offset,
+            at_end: follower_at_end,
         });
         reads.data.push(out);
     }
