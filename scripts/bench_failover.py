@@ -5,11 +5,16 @@ broker that leads the most partitions (never the controller) under load.
 
     scripts/bench_failover.py --zookeeper 127.0.0.1:2181 --partitions 1000 --signal kill
     scripts/bench_failover.py --zookeeper 127.0.0.1:2181 --partitions 3000 --signal term
+    scripts/bench_failover.py --zookeeper 127.0.0.1:2181 --partitions 30000 --victim controller
 
 It prints what the client saw (`gregor bench failover`'s lines) and, from the controller's
 log, where the time went: detection (signal -> the controller's BrokerChange event, i.e.
 zookeeper.session.timeout.ms) and the controller's part (the event: elections, state
-writes, requests queued); for SIGTERM the controller's ControlledShutdown handling.
+writes, requests queued); for SIGTERM the controller's ControlledShutdown handling. With
+`--victim controller` it kills the controller instead and reports the new controller's
+failover: its election after the signal, the whole tree read ("controller failover
+complete"), and its handling of the old controller's death (elections, state writes,
+every LeaderAndIsr/UpdateMetadata queued).
 
 Needs the gregor binary built with `--features bench` (default: target/release/gregor) and
 the Python packages of tests/e2e (confluent-kafka, kazoo).
@@ -71,6 +76,11 @@ def main():
     )
     ap.add_argument("--timeout-secs", type=int, default=120, help="gregor bench failover's limit per phase")
     ap.add_argument(
+        "--victim", choices=["leader", "controller"], default="leader",
+        help="the broker stopped: the one leading the most partitions other than the controller "
+        "(default), or the controller",
+    )
+    ap.add_argument(
         "--replica-lag-time-max-ms", type=int, default=30000,
         help="the brokers' replica.lag.time.max.ms (Kafka's default; the tests' 4 s shrinks ISRs "
         "while 10,000 logs are still being created)",
@@ -92,6 +102,8 @@ def main():
             f"zookeeper.session.timeout.ms={args.session_timeout_ms}",
             "controlled.shutdown.retry.backoff.ms=1000",
             f"replica.lag.time.max.ms={args.replica_lag_time_max_ms}",
+            # One topic of --partitions partitions in one CreateTopics.
+            f"max.partitions.per.request={max(10000, args.partitions)}",
         ],
     )
     try:
@@ -105,7 +117,10 @@ def main():
         led = {}
         for p in md.partitions.values():
             led[p.leader] = led.get(p.leader, 0) + 1
-        victim = max((b for b in cluster.brokers if b != controller), key=lambda b: led.get(b, 0))
+        if args.victim == "controller":
+            victim = controller
+        else:
+            victim = max((b for b in cluster.brokers if b != controller), key=lambda b: led.get(b, 0))
         print(f"controller {controller}; leaders per broker {led}; stopping broker {victim} ({args.signal})", file=sys.stderr)
         time.sleep(2)  # let the followers settle after creation
         load = os.getloadavg()
@@ -124,6 +139,32 @@ def main():
             raise SystemExit(f"gregor bench failover failed with {bench.returncode}")
         cluster.brokers[victim].proc.wait(timeout=120)
         signal_ms = int(re.search(r"signal_unix_ms=(\d+)", bench.stdout).group(1))
+        if victim == controller:
+            # The new controller: the survivor elected after the signal.
+            elected = sorted(
+                (at, b) for b, proc in cluster.brokers.items() if b != victim
+                for at, _ in log_events(proc.log_text(), "elected controller") if at * 1000 >= signal_ms
+            )
+            if not elected:
+                print("controller: no survivor was elected controller after the signal")
+            else:
+                elected_at, controller = elected[0]
+                text = cluster.brokers[controller].log_text()
+                loaded = [at for at, _ in log_events(text, "controller failover complete") if at >= elected_at]
+                queued = [(at, f) for at, f in log_events(text, "controller failover: requests queued") if at >= elected_at]
+                line = (
+                    f"controller failover: new_controller={controller} elected_s={elected_at - signal_ms / 1000:.3f} "
+                    + (f"tree_read_s={loaded[0] - elected_at:.3f} " if loaded else "tree_read_s=none ")
+                )
+                if queued:
+                    at, f = queued[0]
+                    line += (
+                        f"failover_s={float(f['elapsed_ms']) / 1000:.3f} partitions={f['partitions']} "
+                        f"partitions_written={f['partitions_written']} failed={f['failed']}"
+                    )
+                else:
+                    line += "failover_s=none"
+                print(line)
         controller_log = cluster.brokers[controller].log_text()
         if args.signal == "kill":
             handled = [
@@ -136,7 +177,8 @@ def main():
                 print(
                     f"controller: detection_s={at - elapsed - signal_ms / 1000:.3f} "
                     f"event_s={elapsed:.3f} decided_s={float(f['decided_ms']) / 1000:.3f} "
-                    f"partitions_written={f['partitions_written']} failed={f['failed']}"
+                    f"partitions_written={f['partitions_written']} failed={f['failed']} "
+                    f"handled_after_signal_s={at - signal_ms / 1000:.3f}"
                 )
             else:
                 print("controller: no 'broker change handled' line after the signal")

@@ -393,6 +393,7 @@ impl EventLoop {
         epoch: i32,
         epoch_zk_version: i32,
     ) -> Result<(), ZkClientError> {
+        let began = std::time::Instant::now();
         self.ctx = ControllerContext {
             epoch,
             epoch_zk_version,
@@ -454,7 +455,17 @@ impl EventLoop {
             None => BTreeSet::new(),
         };
         effects.extend(reassignment::resume_all(&mut self.ctx, &started));
-        self.execute_electing(effects).await?;
+        let executed = self.execute_electing(effects).await?;
+        // The whole failover, from the election to every LeaderAndIsr/UpdateMetadata queued
+        // (the benchmark in BENCHMARKS.md reads this line).
+        info!(
+            epoch,
+            partitions = self.ctx.leadership.len(),
+            partitions_written = executed.partitions.len(),
+            failed = executed.failed().len(),
+            elapsed_ms = format!("{:.1}", began.elapsed().as_secs_f64() * 1e3),
+            "controller failover: requests queued"
+        );
         // A preferred election written while no controller ran (Kafka resumes it here).
         self.on_preferred_replica_election_znode().await
     }
