@@ -50,6 +50,9 @@ const OFFSET_FOR_LEADER_EPOCH_VERSION: i16 = 3;
 const LIST_OFFSETS_VERSION: i16 = 5;
 /// Repeated append failures back off up to this many times `replica.fetch.backoff.ms`.
 const MAX_BACKOFF_FACTOR: u32 = 32;
+/// How often a fetcher reads every followed log's offsets again (between, only those it
+/// touched).
+const FULL_WALK_INTERVAL: Duration = Duration::from_secs(1);
 /// How long a fetcher whose every partition is held by the follower throttle waits before
 /// looking at the quota again.
 const THROTTLE_PAUSE: Duration = Duration::from_millis(20);
@@ -102,6 +105,8 @@ struct PartitionFetchState {
     caught_up: bool,
     /// The position the fetch session was last told (None: not in the session).
     wanted: Option<FetchPosition>,
+    /// An answer (or a reset) may have moved the log since `wanted` was read: read it again.
+    touched: bool,
 }
 
 impl PartitionFetchState {
@@ -194,6 +199,7 @@ impl FetcherManager {
             fenced: false,
             caught_up: false,
             wanted: None,
+            touched: false,
         };
         // A broker that moved to another address gets a new fetcher; its partitions go along.
         let moved = match fetchers.get(&key) {
@@ -330,6 +336,7 @@ async fn run(rm: ReplicaManager, shared: Arc<FetcherShared>, leader: LeaderEndpo
     .secured(&config.inter_broker_security);
     let mut connection: Option<Connection> = None;
     let mut session = FetchSessionHandler::default();
+    let mut next_full = Instant::now();
     loop {
         let now = Instant::now();
         let (truncating, fetching, next_ready) = ready_partitions(&shared, now);
@@ -376,7 +383,13 @@ async fn run(rm: ReplicaManager, shared: Arc<FetcherShared>, leader: LeaderEndpo
         }
         if let Round::Ok = round {
             if fetching > 0 {
-                round = fetch(&rm, &shared, conn, &mut session, backoff).await;
+                // Every partition's log is read again once a second (a log start moved by
+                // retention); otherwise only the ones this fetcher touched.
+                let full = Instant::now() >= next_full;
+                if full {
+                    next_full = Instant::now() + FULL_WALK_INTERVAL;
+                }
+                round = fetch(&rm, &shared, conn, &mut session, backoff, full).await;
             }
         }
         if let Round::ConnectionLost(err) = round {
@@ -619,6 +632,7 @@ async fn fetch(
     conn: &mut Connection,
     session: &mut FetchSessionHandler,
     backoff: Duration,
+    full: bool,
 ) -> Round {
     let config = rm.config();
     // The follower throttle (KIP-73): while the quota is used up, throttled partitions that
@@ -637,12 +651,17 @@ async fn fetch(
                 if exceeded && throttles.is_follower_throttled(tp) && !state.caught_up {
                     held += 1;
                     None
+                } else if state.wanted.is_some() && !state.touched && !full {
+                    // Nothing but this fetcher moves a follower's log end.
+                    state.wanted
                 } else {
+                    state.touched = false;
+                    let (log_start_offset, fetch_offset) = state.partition.log_offsets();
                     Some(FetchPosition {
-                        fetch_offset: state.partition.log_end_offset(),
+                        fetch_offset,
                         max_bytes: config.replica_fetch_max_bytes,
                         current_leader_epoch: state.leader_epoch,
-                        log_start_offset: state.partition.log_start_offset(),
+                        log_start_offset,
                     })
                 }
             } else {
@@ -718,6 +737,7 @@ async fn fetch(
                     let Some(asked) = state.wanted else {
                         continue;
                     };
+                    state.touched = true;
                     let epoch = asked.current_leader_epoch;
                     if state.leader_epoch != epoch
                         || state.phase != FetchPhase::Fetching

@@ -939,7 +939,13 @@ impl ReplicaManager {
         let mut removed = 0;
         for p in self.partitions() {
             match p.apply_retention(now_ms) {
-                Ok(n) => removed += n,
+                Ok(n) => {
+                    if n > 0 {
+                        // The log start moved: fetch sessions answer it.
+                        self.notify_changed(p.topic_partition());
+                    }
+                    removed += n
+                }
                 Err(err) => {
                     warn!(tp = %p.topic_partition(), error = %err, "retention pass failed")
                 }

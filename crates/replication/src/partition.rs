@@ -1117,6 +1117,12 @@ impl Partition {
         self.lock().log.log_start_offset()
     }
 
+    /// (log start offset, log end offset), under one lock.
+    pub fn log_offsets(&self) -> (i64, i64) {
+        let state = self.lock();
+        (state.log.log_start_offset(), state.log.log_end_offset())
+    }
+
     /// What the leader knows of follower `replica` (tests and diagnostics).
     pub fn remote_replica(&self, replica: i32) -> Option<RemoteReplica> {
         self.lock().remotes.get(&replica).copied()

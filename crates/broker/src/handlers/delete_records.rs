@@ -59,6 +59,8 @@ fn delete_records(
                                 .and_then(|partition| partition.delete_records_before(p.offset))
                                 .map_err(|e| e.response_error())?;
                             info!(%tp, log_start_offset = start, "deleted records");
+                            // Followers' sessions learn the new log start.
+                            rm.notify_changed(&tp);
                             Ok(start)
                         });
                     match result {
