@@ -49,6 +49,11 @@ const JOURNAL_CAPACITY: usize = 16_384;
 /// A partition as a fetch request names it (topic names are kept as sent).
 pub type SessionKey = (String, i32);
 
+/// `tp`'s session key.
+pub fn session_key(tp: &model::TopicPartition) -> SessionKey {
+    (tp.topic.as_str().to_owned(), tp.partition)
+}
+
 /// What a fetch asks about one partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FetchPosition {

@@ -38,7 +38,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tracing::{debug, error, info, warn};
 
-use crate::fetch_session::{FetchPosition, FetchSessionHandler, SessionKey};
+use crate::fetch_session::{session_key, FetchPosition, FetchSessionHandler};
 use crate::truncation::truncation_offset;
 use crate::{now_ms, FollowerStart, Partition, ReplicaManager, ReplicationConfig};
 
@@ -465,10 +465,6 @@ fn fail(rm: &ReplicaManager, state: &mut PartitionFetchState, backoff: Duration)
     delay(state, backoff * factor.min(MAX_BACKOFF_FACTOR));
 }
 
-fn session_key(tp: &TopicPartition) -> SessionKey {
-    (tp.topic.as_str().to_owned(), tp.partition)
-}
-
 fn wire_topic(tp: &TopicPartition) -> TopicName {
     TopicName(StrBytes::from_string(tp.topic.as_str().to_owned()))
 }
@@ -644,7 +640,7 @@ async fn fetch(
     let (ready, held) = {
         let now = Instant::now();
         let mut states = shared.lock();
-        let (mut ready, mut held) = (0usize, 0usize);
+        let (mut ready, mut held, mut in_session) = (0usize, 0usize, 0usize);
         for (tp, state) in states.iter_mut() {
             let wanted = if state.phase == FetchPhase::Fetching && state.ready(now) {
                 ready += 1;
@@ -675,11 +671,11 @@ async fn fetch(
                 }
                 state.wanted = wanted;
             }
+            in_session += usize::from(state.wanted.is_some());
         }
         // Every wanted state is in the session; more there means some states are gone
         // (stopped, or moved to another fetcher).
-        let in_states = states.values().filter(|s| s.wanted.is_some()).count();
-        if session.wanted_len() != in_states {
+        if session.wanted_len() != in_session {
             session.retain(|(topic, partition)| {
                 topic
                     .parse::<model::TopicName>()

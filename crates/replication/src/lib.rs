@@ -874,7 +874,7 @@ impl ReplicaManager {
     pub fn notify_changed(&self, tp: &TopicPartition) {
         self.inner
             .fetch_sessions
-            .changed((tp.topic.as_str().to_owned(), tp.partition));
+            .changed(fetch_session::session_key(tp));
         self.inner.appended.send_modify(|n| *n = n.wrapping_add(1));
     }
 

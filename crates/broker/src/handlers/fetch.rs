@@ -160,14 +160,10 @@ pub(super) async fn handle(
             (opened, reads)
         })
     };
-    let mut first = true;
     let mut reads = loop {
         appends.borrow_and_update();
-        if !first {
-            // A follower's session reads again what it read, plus what changed since.
-            sessions.extend(&mut opened);
-        }
-        first = false;
+        // A follower's session reads again what it read, plus what changed since it opened.
+        sessions.extend(&mut opened);
         let (back, reads) = read(opened).await;
         opened = back;
         let enough = reads.bytes >= min_bytes || reads.errors;
