@@ -13,6 +13,20 @@ root=$(pwd)
 
 step() { printf '\n==> %s\n' "$*"; }
 
+# CI builds from a clean clone, where incremental compilation saves no time but writes ~3 GB of
+# caches beside the 2.7 GB of test binaries; a CI run once failed with "No space left on device"
+# while linking. Set CARGO_INCREMENTAL=1 to keep the caches for repeated local runs.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+disk_free() {
+  local free_mib
+  free_mib=$(df -Pm "$root" | awk 'NR == 2 { print $4 }')
+  echo "disk: ${free_mib} MiB free under $root ($1)"
+  if [ "${free_mib:-0}" -lt 5120 ]; then
+    echo "warning: a full run needs about 5 GiB free (target/ ~2.7 GiB, test data ~2 GiB at its peak)" >&2
+  fi
+}
+disk_free "before the run"
+
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
@@ -75,6 +89,7 @@ scripts/zk.sh start "$zk_dir" "$zk_port"
 export GREGOR_TEST_ZOOKEEPER="127.0.0.1:$zk_port"
 
 step "cargo test --workspace"
+disk_free "before the test build"
 # Property tests run from a fixed seed in CI, so a red run reproduces: a failing proptest
 # prints its minimal input, and rerunning with this seed finds it again. Unset it (or set
 # another) for fresh random cases: PROPTEST_RNG_SEED=$RANDOM scripts/test.sh. Seeded
@@ -87,6 +102,7 @@ cargo run --quiet -- --version
 cargo test --workspace
 
 step "end-to-end tests with real Kafka clients (librdkafka, kafka-python, kcat)"
+disk_free "after the Rust tests"
 # The same gregor binary with the `bench` subcommand (librdkafka) for tests/e2e/test_bench.py;
 # built after `cargo test`, which would otherwise replace it with the default-feature build.
 cargo build -p cli --features bench --quiet

@@ -4,7 +4,7 @@
 //! target on a broker that is down (it waits, CreatePartitions is refused meanwhile) and a
 //! cancellation, and `/admin/reassign_partitions` run and deleted when done.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

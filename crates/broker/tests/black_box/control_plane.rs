@@ -4,7 +4,7 @@
 //! stays readable, and the real controller keeps working (topics created afterwards get a
 //! leader).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! can go there without a Metadata round trip. Older versions carry no hint. Two real brokers
 //! on one store, the topic placed by the real controller.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! `replica.fetch.response.max.bytes` (followers), whatever the request asks, except one
 //! first batch larger than the limit (KIP-74).
 
-mod common;
+use crate::common;
 
 use bytes::Bytes;
 use client::Connection;

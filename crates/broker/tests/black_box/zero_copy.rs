@@ -5,7 +5,7 @@
 //! empty and out-of-range ones, a response cut by `max_bytes`, fetch offsets inside a batch,
 //! a zstd topic that old versions refuse) gets byte-identical response frames from both.
 
-mod common;
+use crate::common;
 
 use bytes::{Bytes, BytesMut};
 use client::Connection;

@@ -10,7 +10,7 @@
 //! marker, so recovery rescans the segment) the partition opens with exactly the
 //! acknowledged records at their offsets.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -7,7 +7,7 @@
 //! ones a minimal valid request gets (no UNSUPPORTED_VERSION, no stray error). The test ends
 //! by checking that every advertised (API, version) pair was really sent.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -451,7 +451,7 @@ async fn exercise(wire: &mut Wire, fx: &mut Fixture, api: ApiKey, version: i16) 
             }
         }
         // Control requests from a client (no controller proof, here with the stale epoch 0)
-        // change nothing and say why (tests/control_plane.rs covers every refusal).
+        // change nothing and say why (control_plane.rs covers every refusal).
         ApiKey::LeaderAndIsr => {
             let request = LeaderAndIsrRequest::default()
                 .with_controller_id(BrokerId(fx.broker_id))

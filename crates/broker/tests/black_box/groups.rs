@@ -3,7 +3,7 @@
 //! restart, a non-controller refuses with NOT_COORDINATOR, offsets of a deleted topic are
 //! dropped, and an ignored benchmark of offset commits over the wire.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
@@ -464,7 +464,7 @@ async fn committed_offsets_survive_a_coordinator_failover() {
 }
 
 /// Offset commits per second through the coordinator and the metadata store over the wire:
-/// `cargo test --release -p broker --test groups -- --ignored --nocapture commit_throughput`
+/// `cargo test --release -p broker --test black_box -- --ignored --nocapture groups::commit_throughput`
 /// (`GREGOR_BENCH_CLIENTS=64` for more connections).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "benchmark"]

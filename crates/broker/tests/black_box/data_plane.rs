@@ -2,7 +2,7 @@
 //! InitProducerId at every advertised version, their error codes, acks=0, long polling and
 //! idempotent producers.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -9,7 +9,7 @@
 //! controller never leads it, and the test's LeaderAndIsr requests carry the current
 //! controller's id, epoch and proof (read from the store), so the brokers take them.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! poll: a topic config change is applied to the open log within a fraction of a second,
 //! every time (with polling the median wait was about half the interval).
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

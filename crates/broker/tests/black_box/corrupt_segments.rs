@@ -5,7 +5,7 @@
 //! `bad-0` opens truncated before the bad batch, `good-0` opens whole, `broken-0` alone
 //! fails, and Metadata keeps answering every topic.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

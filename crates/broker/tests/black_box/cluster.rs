@@ -1,7 +1,7 @@
 //! Several brokers on one embedded store (as `gregor dev-cluster` runs them), the admin
 //! listener, and re-registration after a session expiry.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -343,7 +343,7 @@ async fn controlled_shutdown_moves_leaderships_and_refuses_stale_epochs() {
     );
 
     // Signed with the cluster's key as a broker signs it, so the controller's own checks are
-    // what refuse these (unsigned ones are refused earlier, tests/control_plane.rs).
+    // what refuse these (unsigned ones are refused earlier, control_plane.rs).
     let (key, _, _) = control_plane_key(&store).await;
     // A stale broker epoch, an unknown broker, and a broker that is not the controller: each
     // refused, and nothing moves.
@@ -547,7 +547,7 @@ async fn a_claimed_controller_epoch_beyond_the_store_is_refused_and_changes_noth
             ]),
     );
     // Signed with the cluster's key (as a broker could), so the epoch check is what refuses it;
-    // without the proof it is refused earlier (tests/control_plane.rs).
+    // without the proof it is refused earlier (control_plane.rs).
     let (key, _, _) = control_plane_key(&store).await;
     let frame = tagged_request_frame(
         ApiKey::LeaderAndIsr,

@@ -1,7 +1,7 @@
 //! Issue 11: ElectLeaders (API 43) on two in-process brokers sharing a store: the answers
 //! per partition with Kafka's codes, from the controller and from a broker that is not.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

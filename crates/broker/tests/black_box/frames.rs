@@ -1,7 +1,7 @@
 //! The Kafka listener against raw frames: ApiVersions at every version, unsupported APIs and
 //! versions, malformed frames, pipelining, Metadata.
 
-mod common;
+use crate::common;
 
 use bytes::Buf;
 use common::*;

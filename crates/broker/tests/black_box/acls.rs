@@ -2,7 +2,7 @@
 //! ACLs stored in Kafka's znodes with Kafka's JSON and change notifications, ACL znodes
 //! written by hand (as Kafka's tools write them) honoured, and the checks the handlers make.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 //! SCRAM-SHA-256/512 credentials from `/config/users/<user>` in Kafka's format, Kafka's
 //! answers and messages on failure, and nothing served before authentication.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

@@ -5,7 +5,7 @@
 //! Kafka's ZooKeeper broker does (exact / default / any, strict); refusals are
 //! INVALID_REQUEST with a message and write nothing.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! connected to, and control requests served only on the control-plane listener (KIP-291),
 //! else the inter-broker one.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! connection waits for room in the pool before reading a frame) and `queued.max.requests`
 //! (requests being handled; a parked long poll does not count).
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

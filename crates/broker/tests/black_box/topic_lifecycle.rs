@@ -1,7 +1,7 @@
 //! Topics end to end on one broker: create (logs with partition.metadata), configs, delete
 //! (rename to -delete, then removal), restart keeps everything.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;
