@@ -57,7 +57,7 @@ pub fn run_server(args: ServerArgs) -> anyhow::Result<ExitCode> {
     init_tracing();
     let config = BrokerConfig::load(args.config.as_deref(), &args.overrides, &args.data_dir)
         .map_err(one_line)?;
-    runtime()?
+    runtime(config.num_io_threads)?
         .block_on(async move {
             broker::run(config, shutdown_signal(), |kafka, admin| {
                 println!("gregor server listening on {kafka} (PLAINTEXT)");
@@ -83,6 +83,12 @@ pub fn run_dev_cluster(args: DevClusterArgs) -> anyhow::Result<ExitCode> {
         config: args.config,
         overrides: args.overrides,
     };
+    // One runtime serves every broker: its blocking pool has each one's num.io.threads.
+    let io_threads = broker::dev_cluster::broker_configs(&opts)
+        .map_err(one_line)?
+        .iter()
+        .map(|config| config.num_io_threads)
+        .sum();
     let (commands, receiver) = tokio::sync::mpsc::channel(16);
     // Commands on stdin, one a line (`stop <broker id>`); a thread, since reading stdin
     // blocks. At EOF the sender goes and the cluster just runs.
@@ -102,7 +108,7 @@ pub fn run_dev_cluster(args: DevClusterArgs) -> anyhow::Result<ExitCode> {
             }
         }
     });
-    runtime()?
+    runtime(io_threads)?
         .block_on(async move {
             broker::dev_cluster::run(opts, shutdown_signal(), receiver, |brokers, admin| {
                 for (id, addr) in brokers {
@@ -126,8 +132,11 @@ fn one_line(err: impl std::fmt::Display) -> anyhow::Error {
     anyhow::anyhow!("{err}")
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+/// The process's runtime: one async worker per core, and `io_threads` threads for the disk
+/// work the brokers hand to the blocking pool (`num.io.threads`).
+fn runtime(io_threads: usize) -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
+        .max_blocking_threads(io_threads.max(1))
         .enable_all()
         .build()
         .context("cannot start the tokio runtime")
