@@ -350,6 +350,14 @@ impl EmbeddedClient {
         })
     }
 
+    /// Reads many nodes (no watches), each as [`EmbeddedClient::get_data`].
+    pub fn get_data_many(&self, paths: &[&str]) -> Vec<Result<(Vec<u8>, Stat)>> {
+        paths
+            .iter()
+            .map(|path| self.get_data(path, false))
+            .collect()
+    }
+
     pub fn exists(&self, path: &str, watch: bool) -> Result<Option<Stat>> {
         self.read(path, |tree, watches| {
             let stat = tree.get(path).map(Node::stat);

@@ -615,6 +615,57 @@ mod cases {
         ));
     }
 
+    /// `get_data_many` answers each path as `get_data` would, in order, across the
+    /// thousand-node chunks of ZooKeeper's multi-reads, with missing and invalid paths
+    /// failing alone.
+    pub async fn get_data_many_reads_each_path(b: &Backend) {
+        let (c, _events) = b.connect().await;
+        c.create("/many", b"", P).await.unwrap();
+        let written: Vec<String> = (0..2_100).map(|i| format!("/many/{i}")).collect();
+        let ops = written
+            .iter()
+            .map(|path| Op::Create {
+                path: path.clone(),
+                data: path.as_bytes().to_vec(),
+                mode: P,
+            })
+            .collect::<Vec<_>>();
+        for chunk in ops.chunks(500) {
+            c.multi(chunk.to_vec()).await.unwrap();
+        }
+        c.set_data("/many/7", b"changed", None).await.unwrap();
+        let mut paths: Vec<&str> = written.iter().map(String::as_str).collect();
+        paths.insert(1_500, "/many/missing");
+        let results = c.get_data_many(&paths).await;
+        assert_eq!(results.len(), paths.len());
+        for (path, result) in paths.iter().zip(&results) {
+            match *path {
+                "/many/missing" => assert!(
+                    matches!(result, Err(Error::NoNode(p)) if p == "/many/missing"),
+                    "{result:?}"
+                ),
+                "/many/7" => {
+                    let (data, stat) = result.as_ref().unwrap();
+                    assert_eq!((data.as_slice(), stat.version), (&b"changed"[..], 1));
+                }
+                _ => {
+                    let (data, stat) = result.as_ref().unwrap();
+                    assert_eq!((data.as_slice(), stat.version), (path.as_bytes(), 0));
+                }
+            }
+        }
+        // An invalid path fails alone; the others of its chunk are still read.
+        let results = c.get_data_many(&["/many/1", "no-slash", "/many/2"]).await;
+        assert_eq!(results[0].as_ref().unwrap().0, b"/many/1");
+        assert!(
+            matches!(results[1], Err(Error::BadArguments(_))),
+            "{:?}",
+            results[1]
+        );
+        assert_eq!(results[2].as_ref().unwrap().0, b"/many/2");
+        assert!(c.get_data_many(&[]).await.is_empty());
+    }
+
     pub async fn many_clients_share_one_store(b: &Backend) {
         let mut clients = Vec::new();
         for i in 0..5 {
@@ -673,6 +724,7 @@ macro_rules! suite {
                 watch_order_under_concurrent_writers,
                 multi_is_atomic,
                 recursive_helpers,
+                get_data_many_reads_each_path,
                 many_clients_share_one_store,
             ]);
         )*

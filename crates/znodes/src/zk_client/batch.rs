@@ -298,18 +298,25 @@ impl KafkaZkClient {
             .collect())
     }
 
-    /// The state znodes of many partitions, read concurrently: per partition its state with
+    /// The state znodes of many partitions, read in bulk (multi-reads on ZooKeeper): per partition its state with
     /// the znode version, `None` when it has none, or the error (undecodable data included).
     pub async fn get_partition_states(
         &self,
         partitions: &[TopicPartition],
     ) -> Vec<(TopicPartition, Result<Option<VersionedPartitionState>>)> {
-        let reads: Vec<_> = partitions
+        let paths: Vec<String> = partitions
             .iter()
-            .map(|tp| async move {
-                let path = paths::partition_state(&tp.topic, tp.partition);
-                let result = match self.client.get_data(&path, false).await {
-                    Ok((data, stat)) => decode(&path, &data, PartitionStateZNode::from_json_bytes)
+            .map(|tp| paths::partition_state(&tp.topic, tp.partition))
+            .collect();
+        let path_refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+        let reads = self.client.get_data_many(&path_refs).await;
+        partitions
+            .iter()
+            .zip(&paths)
+            .zip(reads)
+            .map(|((tp, path), read)| {
+                let result = match read {
+                    Ok((data, stat)) => decode(path, &data, PartitionStateZNode::from_json_bytes)
                         .map(|state| {
                             Some(VersionedPartitionState {
                                 state,
@@ -321,11 +328,7 @@ impl KafkaZkClient {
                 };
                 (tp.clone(), result)
             })
-            .collect();
-        stream::iter(reads)
-            .buffered(MAX_IN_FLIGHT * 4)
             .collect()
-            .await
     }
 
     /// The assignment znodes of many topics, read concurrently (watched when `watch`, as
