@@ -209,8 +209,11 @@ impl TimeIndex {
         }
     }
 
-    pub(crate) fn max_timestamp(&self) -> Option<i64> {
-        self.entries.last().map(|&(ts, _)| ts)
+    /// The last entry: the largest timestamp indexed and the offset of its batch.
+    pub(crate) fn last_entry(&self) -> Option<(i64, i64)> {
+        self.entries
+            .last()
+            .map(|&(ts, relative)| (ts, self.base_offset + i64::from(relative)))
     }
 
     pub(crate) fn truncate_all(&mut self) -> Result<(), LogError> {

@@ -36,6 +36,9 @@ pub(crate) struct Segment {
     pub(crate) next_offset: i64,
     /// Largest batch max-timestamp in the segment (-1 when empty).
     pub(crate) max_timestamp: i64,
+    /// The base offset of the batch that carries `max_timestamp` (the base offset when empty):
+    /// what the next time-index entry points at (Kafka's `offsetOfMaxTimestampSoFar`).
+    offset_of_max_timestamp: i64,
     /// When the segment got its first batch (ms), for `segment.ms` rolls.
     pub(crate) first_append_ms: Option<i64>,
 }
@@ -58,6 +61,7 @@ struct Mark {
     bytes_since_index_entry: usize,
     next_offset: i64,
     max_timestamp: i64,
+    offset_of_max_timestamp: i64,
     first_append_ms: Option<i64>,
 }
 
@@ -103,6 +107,7 @@ impl Segment {
             bytes_since_index_entry: 0,
             next_offset: base_offset,
             max_timestamp: -1,
+            offset_of_max_timestamp: base_offset,
             first_append_ms: None,
         }
     }
@@ -159,6 +164,7 @@ impl Segment {
             bytes_since_index_entry: 0,
             next_offset: base_offset,
             max_timestamp: -1,
+            offset_of_max_timestamp: base_offset,
             first_append_ms: None,
         })
     }
@@ -228,6 +234,7 @@ impl Segment {
             bytes_since_index_entry: self.bytes_since_index_entry,
             next_offset: self.next_offset,
             max_timestamp: self.max_timestamp,
+            offset_of_max_timestamp: self.offset_of_max_timestamp,
             first_append_ms: self.first_append_ms,
         }
     }
@@ -242,6 +249,7 @@ impl Segment {
         self.bytes_since_index_entry = mark.bytes_since_index_entry;
         self.next_offset = mark.next_offset;
         self.max_timestamp = mark.max_timestamp;
+        self.offset_of_max_timestamp = mark.offset_of_max_timestamp;
         self.first_append_ms = mark.first_append_ms;
         Ok(())
     }
@@ -360,6 +368,7 @@ impl Segment {
         self.time_index.truncate_all()?;
         self.next_offset = self.base_offset;
         self.max_timestamp = -1;
+        self.offset_of_max_timestamp = self.base_offset;
         self.bytes_since_index_entry = 0;
         // The scan reads through a second handle so that indexing can borrow the segment.
         let file = self
@@ -458,19 +467,24 @@ impl Segment {
             header.base_offset >= self.next_offset,
             "offsets must increase within a segment"
         );
+        if header.max_timestamp > self.max_timestamp {
+            self.max_timestamp = header.max_timestamp;
+            self.offset_of_max_timestamp = header.base_offset;
+        }
+        // Both indexes are sparse and move together, as Kafka's `LogSegment.append`: an entry
+        // every `index.interval.bytes`, the time index's being the largest timestamp so far.
+        // (One time-index entry per batch whose timestamp grew would be a write per produce
+        // and memory that grows with every batch.)
         if self.bytes_since_index_entry >= index_interval_bytes
             || self.offset_index.len() == 0 && position > 0
         {
             self.offset_index
                 .append(header.base_offset, position as u32)?;
+            self.time_index
+                .maybe_append(self.max_timestamp, self.offset_of_max_timestamp)?;
             self.bytes_since_index_entry = 0;
         }
         self.bytes_since_index_entry += header.size_in_bytes();
-        if header.max_timestamp > self.max_timestamp {
-            self.max_timestamp = header.max_timestamp;
-            self.time_index
-                .maybe_append(header.max_timestamp, header.base_offset)?;
-        }
         self.next_offset = header.next_offset();
         Ok(())
     }
@@ -480,7 +494,10 @@ impl Segment {
     /// file with increasing offsets; anything else is corruption (the caller recovers).
     fn load_tail(&mut self) -> Result<(), LogError> {
         let mut position = u64::from(self.offset_index.lookup(i64::MAX));
-        self.max_timestamp = self.time_index.max_timestamp().unwrap_or(-1);
+        (self.max_timestamp, self.offset_of_max_timestamp) = self
+            .time_index
+            .last_entry()
+            .unwrap_or((-1, self.base_offset));
         self.next_offset = self.base_offset + i64::from(self.offset_index.last_relative());
         while position < self.size {
             let header = self.header_at(position)?;
@@ -491,7 +508,10 @@ impl Segment {
                 return Err(self.corrupt(position));
             }
             self.next_offset = header.next_offset();
-            self.max_timestamp = self.max_timestamp.max(header.max_timestamp);
+            if header.max_timestamp > self.max_timestamp {
+                self.max_timestamp = header.max_timestamp;
+                self.offset_of_max_timestamp = header.base_offset;
+            }
             position += header.size_in_bytes() as u64;
         }
         if position != self.size {

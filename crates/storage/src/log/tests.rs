@@ -232,6 +232,64 @@ fn offsets_by_timestamp_use_the_time_index() {
     assert_eq!(log.max_timestamp(), Some(1_900));
 }
 
+/// Issue 14: the time index is as sparse as the offset index (an entry every
+/// `index.interval.bytes`, holding the largest timestamp so far), as Kafka's; it used to take
+/// an entry, a write and 16 bytes of memory for every batch whose timestamp grew. Lookups by
+/// time still find the first record at or after the target, timestamps out of order and after
+/// a clean reopen or a recovery included.
+#[test]
+fn the_time_index_is_sparse_and_lookups_stay_exact() {
+    let config = LogConfig {
+        index_interval_bytes: 1_000,
+        ..LogConfig::default()
+    };
+    // Mostly rising, with steps back (producers' clocks and batches interleave).
+    let timestamps: Vec<i64> = (0..300i64)
+        .map(|i| 100 * i - if i % 7 == 3 { 450 } else { 0 })
+        .collect();
+    let expect = |target: i64| {
+        timestamps
+            .iter()
+            .position(|&ts| ts >= target)
+            .map(|i| (timestamps[i], i as i64, 0))
+    };
+    let check = |log: &Log, when: &str| {
+        for target in (-100..30_100).step_by(37) {
+            assert_eq!(
+                log.offset_for_timestamp(target).unwrap(),
+                expect(target),
+                "{when}: target {target}"
+            );
+        }
+        assert_eq!(log.max_timestamp(), Some(29_900), "{when}");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), config.clone(), 0, 0).unwrap();
+    for (i, &ts) in timestamps.iter().enumerate() {
+        log.append(&mut batch(1, &format!("s{i}"), ts), 0, 0)
+            .unwrap();
+    }
+    check(&log, "written");
+    log.flush().unwrap();
+    drop(log);
+    let index = std::fs::metadata(dir.path().join(format!("{:020}.index", 0)))
+        .unwrap()
+        .len();
+    let time_index = std::fs::metadata(dir.path().join(format!("{:020}.timeindex", 0)))
+        .unwrap()
+        .len();
+    let (index_entries, time_entries) = (index / 8, time_index / 12);
+    assert!(
+        (1..=index_entries).contains(&time_entries) && index_entries < 40,
+        "{time_entries} time-index entries beside {index_entries} offset-index entries for 300 batches"
+    );
+    let log = Log::open(dir.path(), config.clone(), 300, 0).unwrap();
+    check(&log, "reopened");
+    drop(log);
+    let log = Log::open(dir.path(), config, 0, 0).unwrap();
+    check(&log, "recovered");
+}
+
 /// A batch of `n` keyed records with timestamps `first + 10 * i`, in `codec`.
 fn timed_batch(n: i64, first: i64, codec: records::Compression) -> Vec<u8> {
     use records::builder::{BatchBuilder, BatchSpec, NewRecord};
