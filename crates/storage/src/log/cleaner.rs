@@ -349,7 +349,7 @@ impl Log {
         fsync_dir(&self.dir)?;
         remove_dir(&scratch)?;
         let segment = Segment::open(&self.dir, group.base_offset)?;
-        self.segments.insert(group.base_offset, segment);
+        self.segments.insert(group.base_offset, Box::new(segment));
         Ok(true)
     }
 }

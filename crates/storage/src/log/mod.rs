@@ -195,7 +195,9 @@ pub struct AppendInfo {
 pub struct Log {
     dir: PathBuf,
     config: LogConfig,
-    segments: BTreeMap<i64, Segment>,
+    /// Boxed: a map node holds eleven values, so one unboxed segment (~340 bytes) cost a
+    /// 3.8 KiB node per log; 380 MiB of heap for 100,000 single-segment partitions.
+    segments: BTreeMap<i64, Box<Segment>>,
     log_start_offset: i64,
     recovery_point: i64,
     unflushed_messages: u64,
@@ -230,7 +232,7 @@ impl Log {
     /// the first append. The same log as [`Log::open`] of an empty directory.
     pub fn create_new(dir: &Path, config: LogConfig) -> Log {
         let mut segments = BTreeMap::new();
-        segments.insert(0, Segment::new_empty(dir, 0));
+        segments.insert(0, Box::new(Segment::new_empty(dir, 0)));
         debug!(dir = %dir.display(), "created an empty log");
         Log {
             dir: dir.to_owned(),
@@ -291,7 +293,7 @@ impl Log {
                     corrupt_from = next_base;
                 }
             }
-            segments.insert(base, segment);
+            segments.insert(base, Box::new(segment));
             if corrupt_from.is_some() {
                 break;
             }
@@ -310,7 +312,7 @@ impl Log {
             } else {
                 Segment::new_empty(dir, base)
             };
-            segments.insert(base, segment);
+            segments.insert(base, Box::new(segment));
         }
         let first_base = *segments.keys().next().expect("at least one segment");
         let mut log = Log {
@@ -355,7 +357,7 @@ impl Log {
         self.recovery_point < self.log_end_offset()
     }
     pub fn size_in_bytes(&self) -> u64 {
-        self.segments.values().map(Segment::size).sum()
+        self.segments.values().map(|s| s.size()).sum()
     }
     pub fn segment_count(&self) -> usize {
         self.segments.len()
@@ -712,7 +714,7 @@ impl Log {
             segment.delete_files(&self.dir)?;
             let start = self.log_start_offset;
             self.segments
-                .insert(start, Segment::open(&self.dir, start)?);
+                .insert(start, Box::new(Segment::open(&self.dir, start)?));
         }
         self.recovery_point = self.recovery_point.min(self.log_end_offset());
         info!(dir = %self.dir.display(), offset, log_end_offset = self.log_end_offset(), "truncated log");
@@ -728,7 +730,7 @@ impl Log {
             segment.delete_files(&self.dir)?;
         }
         self.segments
-            .insert(offset, Segment::open(&self.dir, offset)?);
+            .insert(offset, Box::new(Segment::open(&self.dir, offset)?));
         self.log_start_offset = offset;
         self.recovery_point = offset;
         self.unflushed_messages = 0;
@@ -755,7 +757,8 @@ impl Log {
             info!(dir = %self.dir.display(), base_offset = base, full, old, "rolling segment");
             let flushed = active.flush();
             self.offline_on_error(flushed)?;
-            self.segments.insert(base, Segment::open(&self.dir, base)?);
+            self.segments
+                .insert(base, Box::new(Segment::open(&self.dir, base)?));
         }
         Ok(())
     }
