@@ -76,3 +76,12 @@ def test_meta_reads_a_running_server_through_the_admin_listener(server):
     assert r.stdout.splitlines() == ["/brokers/topics/seen", "  partitions", "    0", "      state", "    1", "      state"]
     r = gregor_cli("meta", "get", "/no/such/node", "--admin", url)
     assert r.returncode != 0 and "no node at /no/such/node" in r.stderr
+
+
+def test_a_log_written_to_a_file_is_plain_text(server):
+    """stderr redirected to a file gets no terminal color codes: grep and log shippers read
+    `broker_id=0` as written."""
+    wait_until(lambda: "broker started" in server.log_text(), what="the start line")
+    text = server.log_text()
+    assert "\x1b[" not in text, text[:300]
+    assert re.search(r" INFO broker::server: broker started broker_id=\d+ ", text), text[:600]

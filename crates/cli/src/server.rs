@@ -142,12 +142,16 @@ fn runtime(io_threads: usize) -> anyhow::Result<tokio::runtime::Runtime> {
         .context("cannot start the tokio runtime")
 }
 
+/// Logs to stderr, colored only on a terminal: a log redirected to a file (`> server.log
+/// 2>&1`, a service manager) gets plain lines that grep and log shippers read as they are.
 fn init_tracing() {
+    use std::io::IsTerminal as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .try_init();
 }
 
