@@ -74,11 +74,10 @@ use crate::{
 
 /// Attempts of an idempotent read when the connection is lost (the crate reconnects meanwhile).
 const READ_ATTEMPTS: u32 = 5;
+const READ_RETRY_BACKOFF: Duration = Duration::from_millis(200);
 /// Reads in one ZooKeeper multi-read: a partition state and its stat are ~200 bytes, so a
 /// response stays far under the 1 MiB `jute.maxbuffer`.
 const MULTI_READ_MAX_OPS: usize = 1000;
-
-const READ_RETRY_BACKOFF: Duration = Duration::from_millis(200);
 /// The pause before a write is sent again after a connection loss.
 const WRITE_RETRY_BACKOFF: Duration = Duration::from_millis(100);
 /// How long [`ZkClient::close`] waits for ZooKeeper to confirm the session's end.
