@@ -678,7 +678,7 @@ const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 /// `num.io.threads` when not set (Kafka's default). tokio's own default, 512 threads, let a
 /// 2-core broker under a soak's thousand connections grow to 420 threads (most of them waiting
 /// on partition locks), each with its allocator cache: RSS crept up for as long as it ran.
-pub const DEFAULT_NUM_IO_THREADS: usize = 8;
+const DEFAULT_NUM_IO_THREADS: usize = 8;
 
 fn parse_limits(
     props: &BTreeMap<String, String>,

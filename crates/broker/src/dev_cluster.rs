@@ -121,15 +121,14 @@ impl std::str::FromStr for DevClusterCommand {
     }
 }
 
-/// Runs the cluster until `shutdown` resolves, carrying out `commands` meanwhile.
-/// `on_ready` gets each broker's id and address and the admin listener's address.
+/// Runs the cluster of `configs` (from [`broker_configs`]) until `shutdown` resolves,
+/// carrying out `commands` meanwhile. `on_ready` gets each broker's id and address and the admin listener's address.
 pub async fn run(
-    opts: DevClusterOptions,
+    configs: Vec<BrokerConfig>,
     shutdown: impl Future<Output = ()>,
     mut commands: tokio::sync::mpsc::Receiver<DevClusterCommand>,
     on_ready: impl FnOnce(&[(BrokerId, SocketAddr)], Option<SocketAddr>),
 ) -> Result<(), BrokerError> {
-    let configs = broker_configs(&opts)?;
     let store = MetadataStore::from_config(&configs[0])?;
     let admin_addr = configs[0].admin_listener;
     let mut brokers = Vec::with_capacity(configs.len());

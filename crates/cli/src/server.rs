@@ -83,12 +83,9 @@ pub fn run_dev_cluster(args: DevClusterArgs) -> anyhow::Result<ExitCode> {
         config: args.config,
         overrides: args.overrides,
     };
+    let configs = broker::dev_cluster::broker_configs(&opts).map_err(one_line)?;
     // One runtime serves every broker: its blocking pool has each one's num.io.threads.
-    let io_threads = broker::dev_cluster::broker_configs(&opts)
-        .map_err(one_line)?
-        .iter()
-        .map(|config| config.num_io_threads)
-        .sum();
+    let io_threads = configs.iter().map(|config| config.num_io_threads).sum();
     let (commands, receiver) = tokio::sync::mpsc::channel(16);
     // Commands on stdin, one a line (`stop <broker id>`); a thread, since reading stdin
     // blocks. At EOF the sender goes and the cluster just runs.
@@ -110,7 +107,7 @@ pub fn run_dev_cluster(args: DevClusterArgs) -> anyhow::Result<ExitCode> {
     });
     runtime(io_threads)?
         .block_on(async move {
-            broker::dev_cluster::run(opts, shutdown_signal(), receiver, |brokers, admin| {
+            broker::dev_cluster::run(configs, shutdown_signal(), receiver, |brokers, admin| {
                 for (id, addr) in brokers {
                     println!("broker {id} listening on {addr} (PLAINTEXT)");
                 }

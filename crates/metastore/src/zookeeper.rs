@@ -343,22 +343,12 @@ impl ZkClient {
                 Err(_) => None,
             };
             match answers {
-                Some(answers) => {
-                    results.extend(
-                        chunk
-                            .iter()
-                            .zip(answers)
-                            .map(|(path, answer)| match answer {
-                                zk::MultiReadResult::Data { data, stat } => {
-                                    Ok((data, convert_stat(&stat)))
-                                }
-                                zk::MultiReadResult::Error { err } => Err(map_error(err, path)),
-                                other => Err(Error::Backend(format!(
-                                    "a multi-read answered {other:?} for get_data of {path}"
-                                ))),
-                            }),
-                    )
-                }
+                Some(answers) => results.extend(
+                    chunk
+                        .iter()
+                        .zip(answers)
+                        .map(|(path, answer)| get_data_answer(path, answer)),
+                ),
                 None => {
                     for path in chunk {
                         results.push(self.get_data(path, false).await);
@@ -943,6 +933,17 @@ fn map_version_error(err: zk::Error, path: &str, version: Option<i32>) -> Error 
             expected,
         },
         (err, _) => map_error(err, path),
+    }
+}
+
+/// One multi-read answer to a get_data of `path`, as [`ZkClient::get_data`] answers.
+fn get_data_answer(path: &str, answer: zk::MultiReadResult) -> Result<(Vec<u8>, Stat)> {
+    match answer {
+        zk::MultiReadResult::Data { data, stat } => Ok((data, convert_stat(&stat))),
+        zk::MultiReadResult::Error { err } => Err(map_error(err, path)),
+        other => Err(Error::Backend(format!(
+            "a multi-read answered {other:?} for get_data of {path}"
+        ))),
     }
 }
 
