@@ -570,10 +570,9 @@ async fn issue_32_watches_fire_after_a_reconnection() {
     let opts = SessionOptions {
         session_timeout: Duration::from_secs(30),
     };
-    let (client, mut events) =
-        connect_zookeeper(&format!("{}{chroot}", proxy.addr), opts.clone())
-            .await
-            .unwrap();
+    let (client, mut events) = connect_zookeeper(&format!("{}{chroot}", proxy.addr), opts.clone())
+        .await
+        .unwrap();
     let (observer, _observer_events) = connect_zookeeper(&format!("{hosts}{chroot}"), opts)
         .await
         .unwrap();
@@ -586,7 +585,10 @@ async fn issue_32_watches_fire_after_a_reconnection() {
         // A reconnection: every watch fires once, as before.
         client.get_data("/w", true).await.unwrap();
         proxy.cut();
-        next_event(&mut events, |e| *e == Event::Session(SessionState::Connected)).await;
+        next_event(&mut events, |e| {
+            *e == Event::Session(SessionState::Connected)
+        })
+        .await;
 
         // Watches armed now see the changes that follow.
         client.get_data("/w", true).await.unwrap();
