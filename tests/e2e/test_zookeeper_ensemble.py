@@ -18,7 +18,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -158,6 +158,19 @@ class Cluster:
     def children(self, path):
         return self.zk.retry(self.zk.get_children, path)
 
+    def to_controller(self, call):
+        """Runs an admin call that goes to the controller; a client that still knows the old
+        controller is told NOT_CONTROLLER (librdkafka does not retry that), so ask again with
+        a fresh client, as a user would."""
+        deadline = time.time() + TAKES_EFFECT_S
+        while True:
+            try:
+                return call(self.admin())
+            except KafkaException as e:
+                if e.args[0].code() != KafkaError.NOT_CONTROLLER or time.time() > deadline:
+                    raise
+                time.sleep(0.5)
+
     def controller(self):
         return json.loads(self.get("/controller")[0])["brokerid"]
 
@@ -212,12 +225,12 @@ class Cluster:
         a = self.admin()
         t = f"after-{s}"
         # A new topic comes online on both brokers.
-        a.create_topics([NewTopic(t, num_partitions=2, replication_factor=2)])[t].result(timeout=30)
+        self.to_controller(lambda a: a.create_topics([NewTopic(t, num_partitions=2, replication_factor=2)])[t].result(timeout=30))
         for b in (0, 1):
             wait_until(lambda: self.topic_online(t, 2, b), timeout=TAKES_EFFECT_S, what=f"{what}: topic {t} online on broker {b}")
         self.produce(t, 20)
         # Added partitions appear.
-        a.create_partitions([NewPartitions(t, 3)])[t].result(timeout=30)
+        self.to_controller(lambda a: a.create_partitions([NewPartitions(t, 3)])[t].result(timeout=30))
         for b in (0, 1):
             wait_until(lambda: self.topic_online(t, 3, b), timeout=TAKES_EFFECT_S, what=f"{what}: {t} has 3 partitions on broker {b}")
         # A topic config change reaches the leaders: records above max.message.bytes are refused.
@@ -251,7 +264,7 @@ class Cluster:
         if s > 1:
             old = f"after-{s - 1}"
             self.check_acked(old)
-            a.delete_topics([old])[old].result(timeout=30)
+            self.to_controller(lambda a: a.delete_topics([old])[old].result(timeout=30))
             for b in (0, 1):
                 wait_until(lambda: self.topic_gone(old, b), timeout=TAKES_EFFECT_S, what=f"{what}: topic {old} deleted on broker {b}")
             del self.acked[old]
@@ -327,6 +340,23 @@ def test_the_controller_keeps_hearing_through_ensemble_failures(cluster):
     for n in lost:
         wait_until(lambda: "Mode:" in four_letter(ens.client_ports[n - 1], "srvr"), timeout=60, what=f"ZooKeeper node {n} serving again")
     cluster.exercise("the ensemble's majority lost and back")
+
+    # 4. The controller is paused past its session timeout: its session expires; it registers
+    # again on a new session, re-reads, and the cluster carries on.
+    ctl = cluster.controller()
+    old_session = cluster.session_of(ctl)
+    victim = cluster.brokers[ctl].proc
+    victim.send_signal(signal.SIGSTOP)
+    try:
+        wait_until(lambda: str(ctl) not in cluster.children("/brokers/ids"), timeout=30, what=f"broker {ctl}'s session expired")
+    finally:
+        victim.send_signal(signal.SIGCONT)
+    wait_until(
+        lambda: str(ctl) in cluster.children("/brokers/ids") and cluster.session_of(ctl) != old_session,
+        timeout=TAKES_EFFECT_S,
+        what=f"broker {ctl} registered again on a new session",
+    )
+    cluster.exercise(f"broker {ctl}'s session expired")
 
     for topic in list(cluster.acked):
         cluster.check_acked(topic)
