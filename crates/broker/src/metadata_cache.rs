@@ -103,6 +103,8 @@ pub struct MetadataCache {
     current: RwLock<Arc<Snapshot>>,
     /// Serializes updates, so two never build on the same snapshot.
     writer: Mutex<()>,
+    /// Turns true with the controller's first UpdateMetadata.
+    initialized: tokio::sync::watch::Sender<bool>,
 }
 
 impl Default for MetadataCache {
@@ -113,6 +115,7 @@ impl Default for MetadataCache {
                 ..Snapshot::default()
             })),
             writer: Mutex::new(()),
+            initialized: tokio::sync::watch::channel(false).0,
         }
     }
 }
@@ -122,6 +125,14 @@ impl MetadataCache {
     pub fn snapshot(&self) -> Arc<Snapshot> {
         // A reader never panics while holding the lock, and a writer only swaps the pointer.
         Arc::clone(&self.current.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Waits, at most `limit`, for the controller's first UpdateMetadata; whether it came.
+    /// A broker just started knows neither the controller nor the other brokers until then.
+    pub async fn wait_initialized(&self, limit: std::time::Duration) -> bool {
+        let mut initialized = self.initialized.subscribe();
+        let waited = tokio::time::timeout(limit, initialized.wait_for(|done| *done)).await;
+        matches!(waited, Ok(Ok(_)))
     }
 
     /// `host:port` of the controller on `listener` (else on the one clients use), when
@@ -231,6 +242,8 @@ impl MetadataCache {
             );
         }
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(cache);
+        self.initialized
+            .send_if_modified(|done| !std::mem::replace(done, true));
         removed
     }
 }

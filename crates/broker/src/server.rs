@@ -5,8 +5,9 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
-use metastore::{Client, EmbeddedStore, Events, SessionOptions};
+use metastore::{Client, EmbeddedStore, Events, SessionOptions, SessionState};
 use model::BrokerId;
 use storage::{LogManager, LogManagerConfig};
 use tokio::net::TcpListener;
@@ -25,6 +26,14 @@ use crate::groups::{self, Groups};
 use crate::metadata_cache::MetadataCache;
 use crate::metrics::Metrics;
 use crate::{admin_http, lifecycle, socket_server};
+
+/// At shutdown, how long a broker whose store session is disconnected waits for it to come
+/// back before it skips controlled shutdown (a ZooKeeper server restarting moves the session
+/// within a second or two; a whole ensemble down does not come back in time).
+const SHUTDOWN_STORE_GRACE: Duration = Duration::from_secs(3);
+/// At shutdown, the longest wait for each step that needs the store (resigning as
+/// controller, closing the session): with the store unreachable they would wait forever.
+const SHUTDOWN_STORE_STEP: Duration = Duration::from_secs(3);
 
 /// Where the broker keeps its metadata: the embedded store (shared by every broker of one
 /// process) or a ZooKeeper ensemble. Both are driven through the same `metastore::Client`.
@@ -353,16 +362,58 @@ impl Broker {
     /// (after delivering its queued control requests), stops accepting requests, lets
     /// in-flight requests finish and closes the store session
     /// (so `/brokers/ids/<id>` disappears at once).
+    ///
+    /// Bounded when the store is unreachable (every ZooKeeper server down): controlled
+    /// shutdown needs the store to find the controller, so it is skipped, with a warning, if
+    /// the session does not come back within a few seconds; the steps that write the store
+    /// are each given a few seconds, then the broker stops anyway.
     pub async fn shutdown(self) {
         info!(broker_id = self.ctx.broker_id, "shutting down");
         if self.ctx.config.controlled_shutdown_enable {
-            self.controlled_shutdown().await;
+            match self.store_reachable().await {
+                Ok(()) => {
+                    self.controlled_shutdown().await;
+                }
+                Err(state) => warn!(
+                    broker_id = self.ctx.broker_id,
+                    session = ?state,
+                    "controlled shutdown skipped: the metadata store is unreachable, so the \
+                     controller cannot be found; it moves this broker's leaderships when the \
+                     broker's session ends"
+                ),
+            }
         }
         // Resign while still serving: a controller delivers its queued control requests
         // first, the LeaderAndIsr that makes this broker a follower of what it just gave up
         // among them, and it cannot deliver that one to a closed listener.
-        self.ctx.controller().shutdown().await;
+        if tokio::time::timeout(SHUTDOWN_STORE_STEP, self.ctx.controller().shutdown())
+            .await
+            .is_err()
+        {
+            warn!(
+                broker_id = self.ctx.broker_id,
+                "the controller did not resign within {} s (the store is unreachable?); stopping anyway",
+                SHUTDOWN_STORE_STEP.as_secs()
+            );
+        }
         self.stop().await;
+    }
+
+    /// Waits (up to [`SHUTDOWN_STORE_GRACE`]) for the store session to be connected; the
+    /// state it was left in otherwise.
+    async fn store_reachable(&self) -> Result<(), SessionState> {
+        let mut state = self.ctx.zk().subscribe_session_state();
+        let connected = tokio::time::timeout(
+            SHUTDOWN_STORE_GRACE,
+            state.wait_for(|s| !matches!(s, SessionState::Disconnected)),
+        )
+        .await;
+        match connected {
+            Ok(Ok(s)) if matches!(*s, SessionState::Connected) => Ok(()),
+            Ok(Ok(s)) => Err(*s),
+            Ok(Err(_)) => Err(SessionState::Closed),
+            Err(_) => Err(SessionState::Disconnected),
+        }
     }
 
     /// Stops at once, without asking the controller to move leaderships first (what a
@@ -392,7 +443,18 @@ impl Broker {
             Ok(Err(err)) => warn!(error = %err, "cannot flush logs at shutdown"),
             Err(err) => warn!(error = %err, "log flush task failed"),
         }
-        self.ctx.zk().close().await;
+        // Closing tells the store to end the session now; with the store unreachable the
+        // session times out by itself instead.
+        if tokio::time::timeout(SHUTDOWN_STORE_STEP, self.ctx.zk().close())
+            .await
+            .is_err()
+        {
+            warn!(
+                broker_id = self.ctx.broker_id,
+                "could not close the store session within {} s; it ends when it times out",
+                SHUTDOWN_STORE_STEP.as_secs()
+            );
+        }
         info!(broker_id = self.ctx.broker_id, "shut down");
     }
 }

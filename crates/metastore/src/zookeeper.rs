@@ -24,7 +24,11 @@
 //! - After a reconnection (`Session(Disconnected)` then `Session(Connected)`), ZooKeeper does
 //!   not resend persistent-watch events missed while disconnected (ZOOKEEPER-4698), so every
 //!   registered watch is fired once (`NodeDataChanged` for data and exists watches,
-//!   `NodeChildrenChanged` for child watches) to make the owner re-read.
+//!   `NodeChildrenChanged` for child watches) to make the owner re-read. The persistent
+//!   watch itself is registered again on the new connection by the crate (`SetWatches2`;
+//!   ZooKeeper drops a connection's watches with it), so the stream carries every change
+//!   after the reconnection, whichever server of the ensemble the session moved to (issue
+//!   32: the crate's release sent only the one-shot kinds; `vendor/zookeeper-client`).
 //!
 //! Connection loss: a request issued while disconnected waits inside the crate until the
 //! session reconnects (or expires); an idempotent read whose connection drops while it is in

@@ -550,3 +550,86 @@ async fn issue_14_a_lost_answer_is_not_applied_twice() {
     let _ = root.delete(&chroot, None).await;
     root.close().await;
 }
+
+/// Issue 32: after the session moves to a new connection (here the proxy drops it, and the
+/// client reconnects through it; in an ensemble, to another server), watches armed after
+/// the reconnection fire on the changes that follow. ZooKeeper drops a connection's watches
+/// with the connection, so the client must register its persistent watch again on the new
+/// one (SetWatches2); the crate sent only the one-shot kinds (SetWatches), and every watch
+/// went silent after the first reconnection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_32_watches_fire_after_a_reconnection() {
+    let Ok(hosts) = std::env::var("GREGOR_TEST_ZOOKEEPER") else {
+        if std::env::var("GREGOR_SKIP_ZOOKEEPER").as_deref() == Ok("1") {
+            return;
+        }
+        panic!("GREGOR_TEST_ZOOKEEPER is not set (or set GREGOR_SKIP_ZOOKEEPER=1)");
+    };
+    let chroot = format!("/gregor-rewatch-{}", std::process::id());
+    let proxy = Proxy::start(hosts.clone()).await;
+    let opts = SessionOptions {
+        session_timeout: Duration::from_secs(30),
+    };
+    let (client, mut events) = connect_zookeeper(&format!("{}{chroot}", proxy.addr), opts.clone())
+        .await
+        .unwrap();
+    let (observer, _observer_events) = connect_zookeeper(&format!("{hosts}{chroot}"), opts)
+        .await
+        .unwrap();
+    client
+        .create("/w", b"0", CreateMode::Persistent)
+        .await
+        .unwrap();
+
+    for round in 1..=3 {
+        // A reconnection: every watch fires once, as before.
+        client.get_data("/w", true).await.unwrap();
+        proxy.cut();
+        next_event(&mut events, |e| {
+            *e == Event::Session(SessionState::Connected)
+        })
+        .await;
+
+        // Watches armed now see the changes that follow.
+        client.get_data("/w", true).await.unwrap();
+        client.get_children("/", true).await.unwrap();
+        observer
+            .set_data("/w", round.to_string().as_bytes(), None)
+            .await
+            .unwrap();
+        next_event(&mut events, |e| {
+            *e == Event::Watch(WatchedEvent {
+                kind: WatchedEventKind::NodeDataChanged,
+                path: "/w".into(),
+            })
+        })
+        .await;
+        observer
+            .create(&format!("/c{round}"), b"", CreateMode::Persistent)
+            .await
+            .unwrap();
+        next_event(&mut events, |e| {
+            *e == Event::Watch(WatchedEvent {
+                kind: WatchedEventKind::NodeChildrenChanged,
+                path: "/".into(),
+            })
+        })
+        .await;
+    }
+    client.close().await;
+}
+
+/// The next event that `wanted` accepts, skipping others; fails after 15 s.
+async fn next_event(events: &mut metastore::Events, wanted: impl Fn(&Event) -> bool) {
+    let mut seen = Vec::new();
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(15), events.recv())
+            .await
+            .unwrap_or_else(|_| panic!("no wanted event within 15 s; saw {seen:?}"))
+            .expect("the stream stays open");
+        if wanted(&event) {
+            return;
+        }
+        seen.push(event);
+    }
+}

@@ -156,7 +156,8 @@ pub struct KafkaZkClient {
 
 #[derive(Debug)]
 struct Shared {
-    subscribers: Mutex<Vec<mpsc::Sender<WatchedEvent>>>,
+    /// `None` once the session's events ended: a subscription made then ends at once.
+    subscribers: Mutex<Option<Vec<mpsc::Sender<WatchedEvent>>>>,
     session_state: watch::Sender<SessionState>,
 }
 
@@ -165,7 +166,7 @@ impl KafkaZkClient {
     pub fn new(client: Client, events: Events) -> KafkaZkClient {
         let (session_state, _) = watch::channel(SessionState::Connected);
         let shared = Arc::new(Shared {
-            subscribers: Mutex::new(Vec::new()),
+            subscribers: Mutex::new(Some(Vec::new())),
             session_state,
         });
         tokio::spawn(dispatch(events, Arc::clone(&shared)));
@@ -182,15 +183,20 @@ impl KafkaZkClient {
         self.client.session_id()
     }
 
-    /// Every watch event of this session from now on, in store order.
+    /// Every watch event of this session from now on, in store order. The stream ends when
+    /// the session does (at once if it already has).
     pub fn subscribe_watches(&self) -> mpsc::Receiver<WatchedEvent> {
         let (tx, rx) = mpsc::channel(WATCH_QUEUE_CAPACITY);
-        self.shared
+        if let Some(subscribers) = self
+            .shared
             .subscribers
             .lock()
             // Pushes and retains cannot leave the list half-changed: a poisoned one is fine.
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(tx);
+            .as_mut()
+        {
+            subscribers.push(tx);
+        }
         rx
     }
 
@@ -972,17 +978,21 @@ async fn dispatch(mut events: Events, shared: Arc<Shared>) {
                     .subscribers
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .clone();
+                    .clone()
+                    .unwrap_or_default();
                 let mut gone = false;
                 for subscriber in &subscribers {
                     gone |= subscriber.send(watched.clone()).await.is_err();
                 }
                 if gone {
-                    shared
+                    if let Some(subscribers) = shared
                         .subscribers
                         .lock()
                         .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .retain(|s| !s.is_closed());
+                        .as_mut()
+                    {
+                        subscribers.retain(|s| !s.is_closed());
+                    }
                 }
             }
             Event::Session(state) => {
@@ -990,7 +1000,14 @@ async fn dispatch(mut events: Events, shared: Arc<Shared>) {
             }
         }
     }
-    // The stream ends once the session is closed or expired.
+    // The stream ends once the session is closed or expired. Every subscription ends with it:
+    // a subscriber waits for its stream to end to learn that it must move to the next
+    // session (the broker's config and ACL change listeners do), and the senders kept here
+    // would otherwise hold its stream open, silent, for as long as anything holds this client.
+    *shared
+        .subscribers
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
     let last = *shared.session_state.borrow();
     if !matches!(last, SessionState::Expired | SessionState::Closed) {
         shared.session_state.send_replace(SessionState::Expired);

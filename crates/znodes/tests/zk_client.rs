@@ -202,3 +202,37 @@ async fn config_change_notifications_are_listed_in_order_and_purged_by_age() {
     assert!(zk.get_config_changes(false).await.unwrap().is_empty());
     assert!(zk.get_config_change(&changes[0].1).await.unwrap().is_none());
 }
+
+/// Issue 32: a watch subscription ends with its session, even while something still holds
+/// the client (the broker's config and ACL change listeners hold theirs while they wait for
+/// the stream to end, and kept waiting on a silent stream after an expiry: topic config
+/// changes and ACLs stopped reaching a broker whose session had expired); one made after the
+/// end ends at once.
+#[tokio::test]
+async fn watch_subscriptions_end_with_the_session() {
+    let store = EmbeddedStore::open_in_memory();
+    let zk = session(&store);
+    let mut watches = zk.subscribe_watches();
+    let mut state = zk.subscribe_session_state();
+    store.expire_session(zk.session_id());
+    let ended = tokio::time::timeout(Duration::from_secs(5), async {
+        while watches.recv().await.is_some() {}
+    })
+    .await;
+    assert!(ended.is_ok(), "the subscription outlived its session");
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        state.wait_for(|s| *s == SessionState::Expired),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let mut late = zk.subscribe_watches();
+    assert!(
+        tokio::time::timeout(Duration::from_secs(1), late.recv())
+            .await
+            .unwrap()
+            .is_none(),
+        "a subscription made after the session ended stays open"
+    );
+}

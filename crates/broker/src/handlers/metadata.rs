@@ -20,13 +20,28 @@ use crate::auth::RequestContext;
 use crate::context::BrokerContext;
 use crate::metadata_cache::{LiveBroker, Snapshot, TopicInfo};
 
+/// How long a Metadata request waits for the controller's first UpdateMetadata when it
+/// reaches a broker that has just started (afterwards it never waits).
+const METADATA_WAIT_AT_START: std::time::Duration = std::time::Duration::from_secs(5);
+
 pub(super) async fn handle(
     ctx: &BrokerContext,
     rctx: &RequestContext,
     request: MetadataRequest,
     version: i16,
 ) -> MetadataResponse {
-    let snapshot = ctx.metadata_cache.snapshot();
+    let mut snapshot = ctx.metadata_cache.snapshot();
+    if snapshot.controller_id == -1
+        && ctx
+            .metadata_cache
+            .wait_initialized(METADATA_WAIT_AT_START)
+            .await
+    {
+        // Just started: an answer without a controller sends admin clients (librdkafka's)
+        // waiting for their next periodic refresh, minutes away. The controller's first
+        // UpdateMetadata follows the broker's registration within moments.
+        snapshot = ctx.metadata_cache.snapshot();
+    }
     // The endpoints of the listener the client came in on (Kafka's getAliveBrokerNodes).
     let brokers = live_brokers(ctx, &snapshot, &rctx.listener);
     let all_topics = match &request.topics {
