@@ -178,6 +178,41 @@ fn recovery_drops_a_corrupt_batch_and_everything_after_it() {
     assert_eq!(std::fs::metadata(&path).unwrap().len() as usize, sizes[0]);
 }
 
+/// A record whose value length is -2 (refused on produce now, stored by older versions) is
+/// not corruption: a follower appends it, recovery keeps it, and it is served as it is.
+#[test]
+fn a_stored_batch_with_a_length_below_minus_one_recovers_and_is_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut old =
+        records::testing::encode_batch_with_value_length(&tagged_values("old", 3), 10, 1, -2);
+    {
+        let mut log = Log::open(dir.path(), LogConfig::default(), 0, 0).unwrap();
+        log.append(&mut batch(2, "before", 0), 0, 0).unwrap();
+        // The follower's path: the batch as a leader serves it, at the log end.
+        old[..8].copy_from_slice(&2i64.to_be_bytes());
+        let info = log.append_replicated(&old, 0).unwrap();
+        assert_eq!((info.first_offset, info.last_offset), (2, 4));
+        log.append(&mut batch(1, "after", 0), 0, 0).unwrap();
+        // Not flushed: the reopen below recovers every segment from offset 0.
+    }
+    let log = Log::open(dir.path(), LogConfig::default(), 0, 0).unwrap();
+    assert_eq!(log.log_end_offset(), 6, "recovery kept every batch");
+    assert_eq!(log.read(2, 1).unwrap(), old, "served byte for byte");
+    let header = records::BatchHeader::read(&old).unwrap();
+    let section = records::records_section(&old).unwrap();
+    let recs = records::record::records(&section, header.records_count).unwrap();
+    let values: Vec<Option<&[u8]>> = recs.iter().map(|r| r.value).collect();
+    assert_eq!(
+        values,
+        [Some(&b"old-0"[..]), None, Some(&b"old-2"[..])],
+        "-2 reads as null"
+    );
+    assert_eq!(
+        decode(&log.read(5, 1000).unwrap()),
+        vec![(5, "after-0".to_string())]
+    );
+}
+
 #[test]
 fn retention_and_delete_records_move_the_log_start() {
     let dir = tempfile::tempdir().unwrap();
