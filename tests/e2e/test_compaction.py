@@ -10,7 +10,7 @@ import subprocess
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KTopicPartition
 
@@ -201,6 +201,35 @@ def test_retention_never_deletes_from_a_compacted_topic(make_server):
     wait_until(lambda: c.get_watermark_offsets(TopicPartition("both", 0), timeout=10)[0] > 0,
                what="compact,delete applies retention")
     c.close()
+
+
+def test_retention_ms_applies_under_compact_delete_active_segment_included(make_server):
+    """retention.ms=1000 on 300 records (all in the active segment): under `delete` and
+    `compact,delete` in any order and spacing Kafka accepts, the segment is rolled and
+    deleted, so the earliest offset (ListOffsets) becomes the log end, as in Kafka. Offsets go
+    on from there."""
+    server = make_server(*CLEANER)
+    topics = {"ret-d": "delete", "ret-cd": "compact,delete", "ret-dc": "delete, compact"}
+    for topic, policy in topics.items():
+        create_topic(server.bootstrap, topic, config={"cleanup.policy": policy, "retention.ms": "1000"})
+        produce(server.bootstrap, topic, [(f"k{i}".encode(), b"v") for i in range(300)])
+    c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "retention-wm"})
+    try:
+        for topic, policy in topics.items():
+            tp = TopicPartition(topic, 0)
+            wait_until(lambda: c.get_watermark_offsets(tp, timeout=10, cached=False) == (300, 300),
+                       timeout=20, what=f"{policy} deletes records past retention.ms")
+        assert produce(server.bootstrap, "ret-cd", [(b"k", b"after")]) == [300]
+        assert c.get_watermark_offsets(TopicPartition("ret-cd", 0), timeout=10, cached=False) == (300, 301)
+        c.assign([TopicPartition("ret-cd", 0, OFFSET_BEGINNING)])
+        msg = None
+        deadline = time.time() + 30
+        while msg is None and time.time() < deadline:
+            msg = c.poll(0.5)
+        assert msg is not None and msg.error() is None, msg and msg.error()
+        assert (msg.offset(), msg.key(), msg.value()) == (300, b"k", b"after")
+    finally:
+        c.close()
 
 
 def test_keyless_record_on_a_compacted_topic_fails_per_record(server):

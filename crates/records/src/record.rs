@@ -32,6 +32,14 @@ pub enum FramingError {
     HeaderCount { index: i32, count: i32 },
     #[error("Invalid negative header key size {size} in record {index}")]
     HeaderKeySize { index: i32, size: i32 },
+    /// Refused by the leader's produce check only (ours, not Kafka's; see
+    /// [`RecordRef::invalid_null_length`]).
+    #[error("Invalid {field} length {length} in record {index} (offset delta {index}): the only negative length allowed is -1 (null); librdkafka consumers cannot read past such a record")]
+    InvalidNullLength {
+        index: i32,
+        field: String,
+        length: i32,
+    },
 }
 
 /// One record, borrowed from the batch's bytes.
@@ -42,6 +50,10 @@ pub struct RecordRef<'a> {
     pub offset_delta: i32,
     pub key: Option<&'a [u8]>,
     pub value: Option<&'a [u8]>,
+    /// The key and value lengths as written: -1 for null, but any negative length reads as
+    /// null (as Kafka reads it), so a stored record with -2 is still read.
+    pub key_length: i32,
+    pub value_length: i32,
     /// The encoded headers (after the count), and how many there are.
     pub headers: &'a [u8],
     pub header_count: i32,
@@ -68,6 +80,34 @@ impl<'a> RecordRef<'a> {
             };
             Some((key, value))
         })
+    }
+
+    /// The first length below -1 in this record (key, value or a header's value), named, or
+    /// `None`. Kafka reads any negative length as null and stores such a record; librdkafka
+    /// takes it for a partial message and refetches the same offset forever, so the leader
+    /// refuses it on produce (a deliberate difference from Kafka). Readers of stored batches
+    /// (recovery, followers, the cleaner, fetch) never ask: a log an older version wrote with
+    /// such a record stays readable. (A negative header key length is refused by everyone,
+    /// as in Kafka's `DefaultRecord.readFrom`.)
+    pub fn invalid_null_length(&self) -> Option<(String, i32)> {
+        if self.key_length < -1 {
+            return Some(("key".to_owned(), self.key_length));
+        }
+        if self.value_length < -1 {
+            return Some(("value".to_owned(), self.value_length));
+        }
+        let buf = self.headers;
+        let mut pos = 0;
+        for h in 0..self.header_count {
+            let key_len = read_varint(buf, &mut pos).ok()?;
+            pos += usize::try_from(key_len).ok()?;
+            let value_len = read_varint(buf, &mut pos).ok()?;
+            if value_len < -1 {
+                return Some((format!("header {h} value"), value_len));
+            }
+            pos += usize::try_from(value_len).unwrap_or(0);
+        }
+        None
     }
 }
 
@@ -138,8 +178,8 @@ fn read_record<'a>(
     let timestamp_delta =
         read_varlong(body, &mut p).map_err(|e| varint_err(e, "timestamp delta"))?;
     let offset_delta = read_varint(body, &mut p).map_err(|e| varint_err(e, "offset delta"))?;
-    let key = read_bytes(body, &mut p).map_err(|e| varint_err(e, "key"))?;
-    let value = read_bytes(body, &mut p).map_err(|e| varint_err(e, "value"))?;
+    let (key_length, key) = read_bytes(body, &mut p).map_err(|e| varint_err(e, "key"))?;
+    let (value_length, value) = read_bytes(body, &mut p).map_err(|e| varint_err(e, "value"))?;
     let header_count = read_varint(body, &mut p).map_err(|e| varint_err(e, "header count"))?;
     if header_count < 0 || header_count as usize > body.len() - p {
         return Err(FramingError::HeaderCount {
@@ -176,21 +216,24 @@ fn read_record<'a>(
         offset_delta,
         key,
         value,
+        key_length,
+        value_length,
         headers: &body[headers_start..],
         header_count,
         encoded: &bytes[start..*pos],
     })
 }
 
-/// A length-prefixed field; a negative length is null (as Kafka reads it).
-fn read_bytes<'a>(buf: &'a [u8], pos: &mut usize) -> Result<Option<&'a [u8]>, VarintError> {
+/// A length-prefixed field and its length as written; a negative length is null (as Kafka
+/// reads it).
+fn read_bytes<'a>(buf: &'a [u8], pos: &mut usize) -> Result<(i32, Option<&'a [u8]>), VarintError> {
     let len = read_varint(buf, pos)?;
     if len < 0 {
-        return Ok(None);
+        return Ok((len, None));
     }
     let start = *pos;
     skip(buf, pos, len as usize)?;
-    Ok(Some(&buf[start..*pos]))
+    Ok((len, Some(&buf[start..*pos])))
 }
 
 fn skip(buf: &[u8], pos: &mut usize, n: usize) -> Result<(), VarintError> {

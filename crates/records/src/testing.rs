@@ -48,6 +48,46 @@ pub fn encode_batch(
     buf.to_vec()
 }
 
+/// One uncompressed v2 batch like [`encode_batch`] (not idempotent), except that record `bad`
+/// has its value length written as `value_length` and no value bytes: a negative length other
+/// than -1, which the leader refuses on produce now but older versions stored (readers take
+/// it for null, as Kafka does).
+pub fn encode_batch_with_value_length(
+    values: &[Vec<u8>],
+    first_timestamp: i64,
+    bad: usize,
+    value_length: i32,
+) -> Vec<u8> {
+    use crate::builder::{BatchBuilder, BatchSpec, NewRecord};
+    use crate::varint::{write_varint, write_varlong};
+    let mut builder = BatchBuilder::new(BatchSpec::new(0));
+    builder.set_first_timestamp(first_timestamp);
+    for (i, value) in values.iter().enumerate() {
+        let timestamp = first_timestamp + i as i64;
+        if i == bad {
+            let mut body = vec![0u8];
+            write_varlong(&mut body, i as i64);
+            write_varint(&mut body, i as i32);
+            write_varint(&mut body, -1);
+            write_varint(&mut body, value_length);
+            write_varint(&mut body, 0);
+            let mut encoded = Vec::new();
+            write_varint(&mut encoded, body.len() as i32);
+            encoded.extend(body);
+            builder.push_encoded(&encoded, i as i64, timestamp);
+        } else {
+            builder.push(&NewRecord {
+                offset: i as i64,
+                timestamp,
+                key: None,
+                value: Some(value),
+                headers: &[],
+            });
+        }
+    }
+    builder.build()
+}
+
 /// (offset, value as text) of every record in a record set.
 pub fn decode_values(bytes: &[u8]) -> Vec<(i64, String)> {
     let mut buf = Bytes::copy_from_slice(bytes);

@@ -18,7 +18,14 @@
 //! - a v2 batch whose offset deltas are not 0..n-1 is INVALID_RECORD (Kafka rewrites a
 //!   compressed one and stores an uncompressed one as it is, so consumers then compute wrong
 //!   offsets from it; no client writes such batches);
-//! - one payload may decompress to at most [`codec::MAX_DECOMPRESSED_BYTES`].
+//! - one payload may decompress to at most [`codec::MAX_DECOMPRESSED_BYTES`];
+//! - a key, value or header value length below -1 is INVALID_RECORD, naming the record and
+//!   the length (Kafka's `Utils.readBytes` reads any negative length as null and stores the
+//!   record; librdkafka then takes the batch for a partial message, refetches the same offset
+//!   with ever larger sizes and delivers nothing, so one such record stalls the partition for
+//!   every librdkafka consumer). Only produce checks this: a batch an older version stored
+//!   stays readable (recovery and followers check batch headers and CRCs only, the cleaner
+//!   and fetch read any negative length as null).
 
 use crate::builder::{BatchBuilder, BatchSpec, NewRecord};
 use crate::codec::{self, MAX_DECOMPRESSED_BYTES};
@@ -235,6 +242,13 @@ fn validate_v2(bytes: &mut [u8], policy: &ProducePolicy) -> Result<Validated, Pr
                     "offset delta {} where {index} was expected (deltas must be 0..{})",
                     record.offset_delta, header.records_count
                 ),
+            });
+        }
+        if let Some((field, length)) = record.invalid_null_length() {
+            return Err(FramingError::InvalidNullLength {
+                index,
+                field,
+                length,
             });
         }
         let timestamp = header.base_timestamp.wrapping_add(record.timestamp_delta);

@@ -39,6 +39,44 @@ fn encoded_record(
     out
 }
 
+/// A record whose key and value lengths are written as given (`Some(n)`: `n` bytes follow;
+/// `None`: only the length, so a negative one), with header value lengths `header_values`.
+fn raw_lengths_record(
+    offset_delta: i32,
+    key_len: i32,
+    value_len: i32,
+    header_values: &[i32],
+) -> Vec<u8> {
+    let mut body = vec![0u8];
+    write_varlong(&mut body, i64::from(offset_delta));
+    write_varint(&mut body, offset_delta);
+    for len in [key_len, value_len] {
+        write_varint(&mut body, len);
+        body.extend(std::iter::repeat_n(b'x', len.max(0) as usize));
+    }
+    write_varint(&mut body, header_values.len() as i32);
+    for &len in header_values {
+        write_varint(&mut body, 1);
+        body.push(b'h');
+        write_varint(&mut body, len);
+        body.extend(std::iter::repeat_n(b'y', len.max(0) as usize));
+    }
+    let mut out = Vec::new();
+    write_varint(&mut out, body.len() as i32);
+    out.extend(body);
+    out
+}
+
+/// Three records, the middle one with the given lengths.
+fn lengths_payload(key_len: i32, value_len: i32, header_values: &[i32]) -> Vec<u8> {
+    [
+        raw_lengths_record(0, 1, 1, &[]),
+        raw_lengths_record(1, key_len, value_len, header_values),
+        raw_lengths_record(2, 1, 1, &[]),
+    ]
+    .concat()
+}
+
 /// `n` well-formed records, keyed `k{i}`, deltas 0..n-1.
 fn records_payload(n: i32) -> Vec<u8> {
     (0..n)
@@ -402,6 +440,41 @@ fn table() -> Vec<(String, Vec<u8>, ProducePolicy, Expect)> {
             Refused(InvalidRecord),
         ),
         (
+            // ours: Kafka reads -2 as null and stores it; librdkafka stalls on it
+            "key length -2",
+            Raw::new(3)
+                .with_payload(lengths_payload(-2, 1, &[]))
+                .bytes(),
+            policy(),
+            Refused(InvalidRecord),
+        ),
+        (
+            // ours, as above (a flipped byte in a -1)
+            "value length -64",
+            Raw::new(3)
+                .with_payload(lengths_payload(1, -64, &[]))
+                .bytes(),
+            policy(),
+            Refused(InvalidRecord),
+        ),
+        (
+            // ours, as above
+            "header value length -2",
+            Raw::new(3)
+                .with_payload(lengths_payload(1, 1, &[3, -1, -2]))
+                .bytes(),
+            policy(),
+            Refused(InvalidRecord),
+        ),
+        (
+            "null key, null value and a null header value (-1)",
+            Raw::new(3)
+                .with_payload(lengths_payload(-1, -1, &[-1, 0, 2]))
+                .bytes(),
+            policy(),
+            Accepted,
+        ),
+        (
             "negative header count",
             Raw::new(1)
                 .with_payload(header_record(|b| write_varint(b, -1)))
@@ -698,6 +771,18 @@ fn table() -> Vec<(String, Vec<u8>, ProducePolicy, Expect)> {
             Refused(InvalidRecord),
         ));
         rows.push((
+            // ours: the records inside a compressed batch are checked too
+            codec_name(codec, "value length -2"),
+            {
+                let mut raw = Raw::new(3);
+                raw.attributes = codec as i16;
+                raw.payload = codec::compress(codec, &lengths_payload(1, -2, &[]), 2);
+                raw.bytes()
+            },
+            policy(),
+            Refused(InvalidRecord),
+        ));
+        rows.push((
             codec_name(codec, "keyless record on a compacted topic"),
             {
                 let mut raw = Raw::new(2);
@@ -810,6 +895,69 @@ fn refusals_carry_a_message_a_person_can_act_on() {
         e.message.contains("Snappy payload cannot be decompressed"),
         "{}",
         e.message
+    );
+}
+
+#[test]
+fn a_length_below_minus_one_is_refused_naming_the_record_and_the_length() {
+    let cases: [(&str, Vec<u8>, &str); 4] = [
+        (
+            "key",
+            lengths_payload(-2, 1, &[]),
+            "Invalid key length -2 in record 1",
+        ),
+        (
+            "value",
+            lengths_payload(1, -64, &[]),
+            "Invalid value length -64 in record 1",
+        ),
+        (
+            "header value",
+            lengths_payload(1, 1, &[0, -3]),
+            "Invalid header 1 value length -3 in record 1",
+        ),
+        (
+            "compressed value",
+            codec::compress(Compression::Zstd, &lengths_payload(1, -2, &[]), 2),
+            "Invalid value length -2 in record 1",
+        ),
+    ];
+    for (what, payload, expected) in cases {
+        let mut raw = Raw::new(3).with_payload(payload);
+        if what.starts_with("compressed") {
+            raw.attributes = Compression::Zstd as i16;
+        }
+        let e = validate_produce(&mut raw.bytes(), &policy()).unwrap_err();
+        assert_eq!(e.kind, InvalidRecord, "{what}");
+        assert!(e.message.starts_with(expected), "{what}: {}", e.message);
+        assert!(
+            e.message
+                .contains("only negative length allowed is -1 (null)"),
+            "{what}: {}",
+            e.message
+        );
+    }
+}
+
+#[test]
+fn a_stored_record_with_a_length_below_minus_one_still_reads_as_null() {
+    // What a log an older version accepted holds: readers other than produce take any
+    // negative length as null, as Kafka does.
+    let payload = lengths_payload(-2, -64, &[-5]);
+    let recs = crate::record::records(&payload, 3).expect("the framing is sound");
+    assert_eq!(recs[1].key, None);
+    assert_eq!(recs[1].value, None);
+    assert_eq!(
+        recs[1].headers().collect::<Vec<_>>(),
+        vec![(&b"h"[..], None)]
+    );
+    assert_eq!((recs[1].key_length, recs[1].value_length), (-2, -64));
+    assert_eq!(recs[1].invalid_null_length(), Some(("key".to_owned(), -2)));
+    assert_eq!(recs[0].invalid_null_length(), None);
+    let batch = Raw::new(3).with_payload(payload).bytes();
+    assert!(
+        validate_record_set(&batch).is_ok(),
+        "followers and recovery"
     );
 }
 

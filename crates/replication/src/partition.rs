@@ -1187,7 +1187,8 @@ impl Partition {
     /// Retention pass; returns how many segments were removed.
     pub(crate) fn apply_retention(&self, now_ms: i64) -> Result<usize, ReplicationError> {
         let mut state = self.lock();
-        let removed = state.log.apply_retention(now_ms)?;
+        let high_watermark = state.high_watermark;
+        let removed = state.log.apply_retention(now_ms, high_watermark)?;
         if removed > 0 {
             let start = state.log.log_start_offset();
             state.producers.truncate_head(start);

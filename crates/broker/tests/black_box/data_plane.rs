@@ -623,6 +623,42 @@ async fn topic_config_changes_apply_to_open_logs() {
     broker.shutdown().await;
 }
 
+/// Ours (docs/differences-from-kafka.md): a value length of -2, which Kafka stores and
+/// librdkafka then stalls on, is INVALID_RECORD with a message, and nothing is appended.
+#[tokio::test]
+async fn a_length_below_minus_one_is_invalid_record_and_appends_nothing() {
+    let (_dir, broker, mut conn) = setup(&[]).await;
+    create_topic(&mut conn, "lengths", 1, &[]).await;
+    assert_eq!(
+        produce(&mut conn, "lengths", 0, batch(2, "ok", None), 8)
+            .await
+            .error_code,
+        NONE
+    );
+    let poison = records::testing::encode_batch_with_value_length(
+        &records::testing::tagged_values("p", 3),
+        1_700_000_000_000,
+        1,
+        -2,
+    );
+    let r = produce(&mut conn, "lengths", 0, poison.into(), 8).await;
+    assert_eq!(r.error_code, INVALID_RECORD);
+    let message = r.error_message.as_deref().unwrap_or_default();
+    assert!(
+        message.starts_with("Invalid value length -2 in record 1 (offset delta 1)"),
+        "{message}"
+    );
+    let latest = conn
+        .send(list_offsets_request("lengths", 0, -1))
+        .await
+        .unwrap();
+    assert_eq!(latest.topics[0].partitions[0].offset, 2, "nothing appended");
+    let r = produce(&mut conn, "lengths", 0, batch(1, "next", None), 8).await;
+    assert_eq!((r.error_code, r.base_offset), (NONE, 2));
+    drop(conn);
+    broker.shutdown().await;
+}
+
 #[tokio::test]
 async fn retention_runs_on_its_schedule() {
     let (_dir, broker, mut conn) = setup(&["log.retention.check.interval.ms=100"]).await;

@@ -2,7 +2,9 @@
 //!
 //! Appends validate the producer's batches (`records`), assign offsets in place and write the
 //! bytes unchanged otherwise; reads return whole batches straight from the segment files.
-//! Segments roll on `segment.bytes` and `segment.ms`; retention removes whole segments; fsync
+//! Segments roll on `segment.bytes` and `segment.ms`; retention (`cleanup.policy` with
+//! `delete`, alone or with `compact`) removes whole segments below the high watermark, the
+//! active one too once it is past retention (rolled first, as Kafka does); fsync
 //! follows `flush.messages` (default: never, the page cache, like Kafka). Recovery re-validates
 //! every segment past the recovery point, streaming it, and truncates a torn or corrupt tail
 //! (a bad header, a wrong CRC, offsets that go backwards or leave the segment's range); a
@@ -625,35 +627,60 @@ impl Log {
         Ok(())
     }
 
-    /// Removes whole segments (never the active one) older than `retention.ms` or beyond
-    /// `retention.bytes`, and moves the log start offset, when `cleanup.policy` includes
-    /// `delete`. Returns how many were removed.
-    pub fn apply_retention(&mut self, now_ms: i64) -> Result<usize, LogError> {
-        // Kafka's `deleteOldSegments`: only `cleanup.policy` with `delete` removes by time or
-        // size; a `compact`-only log keeps everything for the cleaner.
-        if !self.config.delete {
+    /// Removes whole segments older than `retention.ms` or beyond `retention.bytes`, and moves
+    /// the log start offset, when `cleanup.policy` includes `delete` (`delete` alone or with
+    /// `compact`: then the cleaner compacts and retention deletes). Returns how many were
+    /// removed.
+    ///
+    /// Kafka's `deleteOldSegments`: the oldest segments go while the predicate holds and each
+    /// lies wholly below `high_watermark` (the next segment's base, or the log end for the
+    /// active segment). The active segment goes too once it is past retention and not empty: a
+    /// new empty segment is rolled at the log end first, as Kafka does, so the log keeps its
+    /// offsets and starts (and ends) there.
+    pub fn apply_retention(&mut self, now_ms: i64, high_watermark: i64) -> Result<usize, LogError> {
+        if !self.config.delete || self.offline.is_some() {
             return Ok(0);
         }
-        let mut removed = 0;
+        let end = self.log_end_offset();
         let mut total = self.size_in_bytes() as i64;
-        while self.segments.len() > 1 {
-            let (&base, oldest) = self.segments.iter().next().expect("len > 1");
+        let mut doomed = Vec::new();
+        let mut segments = self.segments.iter().peekable();
+        while let Some((&base, segment)) = segments.next() {
+            let upper = segments.peek().map_or(end, |(&next, _)| next);
+            let last_and_empty = upper == end && segment.size() == 0;
+            if high_watermark < upper || last_and_empty {
+                break;
+            }
             let expired = self.config.retention_ms >= 0
-                && oldest.max_timestamp >= 0
-                && now_ms - oldest.max_timestamp > self.config.retention_ms;
+                && segment.max_timestamp >= 0
+                && now_ms - segment.max_timestamp > self.config.retention_ms;
             let oversize = self.config.retention_bytes >= 0
-                && total - oldest.size() as i64 >= self.config.retention_bytes;
+                && total - segment.size() as i64 >= self.config.retention_bytes;
             if !expired && !oversize {
                 break;
             }
-            total -= oldest.size() as i64;
-            let segment = self.segments.remove(&base).expect("present");
-            segment.delete_files(&self.dir)?;
-            removed += 1;
+            total -= segment.size() as i64;
+            doomed.push(base);
         }
-        let first_base = *self.segments.keys().next().expect("active segment");
+        if doomed.is_empty() {
+            return Ok(0);
+        }
+        if doomed.len() == self.segments.len() {
+            // A log always has a segment: roll an empty one at the end before deleting.
+            info!(dir = %self.dir.display(), base_offset = end, "rolling segment to delete the active one past retention");
+            let rolled = Segment::open(&self.dir, end);
+            let rolled = self.offline_on_error(rolled)?;
+            self.segments.insert(end, Box::new(rolled));
+        }
+        for base in &doomed {
+            let segment = self.segments.remove(base).expect("present");
+            segment.delete_files(&self.dir)?;
+        }
+        let first_base = *self.segments.keys().next().expect("a segment");
         self.log_start_offset = self.log_start_offset.max(first_base);
-        Ok(removed)
+        // Nothing below the log start is left to recover.
+        self.recovery_point = self.recovery_point.max(self.log_start_offset);
+        Ok(doomed.len())
     }
 
     /// DeleteRecords: moves the log start offset to `offset` (at most the log end) and removes

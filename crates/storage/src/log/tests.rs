@@ -178,6 +178,41 @@ fn recovery_drops_a_corrupt_batch_and_everything_after_it() {
     assert_eq!(std::fs::metadata(&path).unwrap().len() as usize, sizes[0]);
 }
 
+/// A record whose value length is -2 (refused on produce now, stored by older versions) is
+/// not corruption: a follower appends it, recovery keeps it, and it is served as it is.
+#[test]
+fn a_stored_batch_with_a_length_below_minus_one_recovers_and_is_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut old =
+        records::testing::encode_batch_with_value_length(&tagged_values("old", 3), 10, 1, -2);
+    {
+        let mut log = Log::open(dir.path(), LogConfig::default(), 0, 0).unwrap();
+        log.append(&mut batch(2, "before", 0), 0, 0).unwrap();
+        // The follower's path: the batch as a leader serves it, at the log end.
+        old[..8].copy_from_slice(&2i64.to_be_bytes());
+        let info = log.append_replicated(&old, 0).unwrap();
+        assert_eq!((info.first_offset, info.last_offset), (2, 4));
+        log.append(&mut batch(1, "after", 0), 0, 0).unwrap();
+        // Not flushed: the reopen below recovers every segment from offset 0.
+    }
+    let log = Log::open(dir.path(), LogConfig::default(), 0, 0).unwrap();
+    assert_eq!(log.log_end_offset(), 6, "recovery kept every batch");
+    assert_eq!(log.read(2, 1).unwrap(), old, "served byte for byte");
+    let header = records::BatchHeader::read(&old).unwrap();
+    let section = records::records_section(&old).unwrap();
+    let recs = records::record::records(&section, header.records_count).unwrap();
+    let values: Vec<Option<&[u8]>> = recs.iter().map(|r| r.value).collect();
+    assert_eq!(
+        values,
+        [Some(&b"old-0"[..]), None, Some(&b"old-2"[..])],
+        "-2 reads as null"
+    );
+    assert_eq!(
+        decode(&log.read(5, 1000).unwrap()),
+        vec![(5, "after-0".to_string())]
+    );
+}
+
 #[test]
 fn retention_and_delete_records_move_the_log_start() {
     let dir = tempfile::tempdir().unwrap();
@@ -191,9 +226,15 @@ fn retention_and_delete_records_move_the_log_start() {
         retention_ms: 1_000,
         ..small_segments()
     });
-    assert_eq!(log.apply_retention(1_500).unwrap(), 0);
-    assert!(log.apply_retention(1_000_000).unwrap() > 0);
-    assert_eq!(log.segment_count(), 1, "the active segment always stays");
+    assert_eq!(log.apply_retention(1_500, 20).unwrap(), 0);
+    // Only segments wholly below the high watermark go.
+    let active = *log.segments.keys().next_back().unwrap();
+    assert!(log.apply_retention(1_000_000, active).unwrap() > 0);
+    assert_eq!(
+        log.segment_count(),
+        1,
+        "the active segment holds the high watermark"
+    );
     assert!(log.log_start_offset() > 0);
     assert!(matches!(
         log.read(0, 100),
@@ -448,14 +489,91 @@ fn retention_never_deletes_from_a_compact_only_log() {
     }
     let segments = log.segment_count();
     assert!(segments > 2);
-    assert_eq!(log.apply_retention(1_000_000).unwrap(), 0);
+    assert_eq!(log.apply_retention(1_000_000, 20).unwrap(), 0);
     assert_eq!((log.segment_count(), log.log_start_offset()), (segments, 0));
     // compact,delete: retention applies again.
     log.set_config(LogConfig {
         delete: true,
         ..config
     });
-    assert!(log.apply_retention(1_000_000).unwrap() > 0);
+    assert!(log.apply_retention(1_000_000, 20).unwrap() > 0);
+}
+
+/// Kafka rolls the active segment and deletes it once it is past retention (under `delete`
+/// and `compact,delete` alike): the log then starts and ends at the old log end, and the next
+/// record gets the next offset.
+#[test]
+fn retention_deletes_the_active_segment_once_past_retention() {
+    for compact in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            retention_ms: 1_000,
+            compact,
+            delete: true,
+            ..LogConfig::default()
+        };
+        let mut log = Log::open(dir.path(), config, 0, 0).unwrap();
+        for i in 0..3 {
+            log.append(&mut batch(100, "r", 10_000 + i), 0, 0).unwrap();
+        }
+        assert_eq!(log.segment_count(), 1, "300 records in the active segment");
+        assert_eq!(
+            log.apply_retention(10_500, 300).unwrap(),
+            0,
+            "not yet expired"
+        );
+        assert_eq!(
+            log.apply_retention(1_000_000, 299).unwrap(),
+            0,
+            "records above the high watermark stay"
+        );
+        assert_eq!(
+            log.apply_retention(1_000_000, 300).unwrap(),
+            1,
+            "compact={compact}"
+        );
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (300, 300));
+        assert_eq!(log.segment_count(), 1);
+        assert!(matches!(
+            log.read(0, 100),
+            Err(LogError::OffsetOutOfRange { .. })
+        ));
+        assert!(log.read(300, 100).unwrap().is_empty());
+        assert_eq!(
+            log.apply_retention(2_000_000, 300).unwrap(),
+            0,
+            "an empty active segment stays"
+        );
+        // The new segment's .log exists, so a restart starts the log at 300 again.
+        assert_eq!(file_names(dir.path()), ["00000000000000000300.log"]);
+        // Offsets go on from the old end, after a restart too.
+        let info = log.append(&mut batch(1, "next", 5), 0, 0).unwrap();
+        assert_eq!(info.first_offset, 300);
+        drop(log);
+        let log = Log::open(dir.path(), LogConfig::default(), 0, 0).unwrap();
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (300, 301));
+        assert_eq!(
+            decode(&log.read(300, 1000).unwrap()),
+            vec![(300, "next-0".to_string())]
+        );
+    }
+}
+
+/// By `retention.bytes` the active segment goes too when the log is over it by the whole
+/// segment (Kafka's size predicate over every segment below the high watermark).
+#[test]
+fn retention_bytes_can_delete_the_active_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        retention_bytes: 0,
+        compact: true,
+        delete: true,
+        ..LogConfig::default()
+    };
+    let mut log = Log::open(dir.path(), config, 0, 0).unwrap();
+    log.append(&mut batch(10, "b", 0), 0, 0).unwrap();
+    assert_eq!(log.apply_retention(0, 10).unwrap(), 1);
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (10, 10));
 }
 
 #[test]
