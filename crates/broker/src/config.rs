@@ -169,6 +169,19 @@ pub struct BrokerConfig {
     pub default_replication_factor: i16,
     /// `auto.create.topics.enable`.
     pub auto_create_topics_enable: bool,
+    /// `offsets.topic.num.partitions` (50): partitions of `__consumer_offsets`.
+    pub offsets_topic_num_partitions: i32,
+    /// `offsets.topic.replication.factor` (3): its replication factor; creation waits until
+    /// that many brokers are alive.
+    pub offsets_topic_replication_factor: i16,
+    /// `offsets.topic.segment.bytes` (100 MiB).
+    pub offsets_topic_segment_bytes: i32,
+    /// `offsets.topic.compression.codec` (0 = none; Kafka's ids: 1 gzip, 2 snappy, 3 lz4,
+    /// 4 zstd): how the coordinators compress the batches they append.
+    pub offsets_topic_compression_codec: i32,
+    /// `offsets.commit.timeout.ms` (5000): how long a commit waits for the offsets topic's
+    /// in-sync replicas.
+    pub offsets_commit_timeout: Duration,
     /// `delete.topic.enable`.
     pub delete_topic_enable: bool,
     /// `file.delete.delay.ms`: how long a deleted partition's `-delete` directory stays.
@@ -281,6 +294,11 @@ const KNOWN_KEYS: &[&str] = &[
     "group.initial.rebalance.delay.ms",
     "group.min.session.timeout.ms",
     "group.max.session.timeout.ms",
+    "offsets.topic.num.partitions",
+    "offsets.topic.replication.factor",
+    "offsets.topic.segment.bytes",
+    "offsets.topic.compression.codec",
+    "offsets.commit.timeout.ms",
     "log.retention.check.interval.ms",
     "log.flush.offset.checkpoint.interval.ms",
     "log.flush.scheduler.interval.ms",
@@ -487,6 +505,37 @@ impl BrokerConfig {
             num_partitions: parse_num(&props, "num.partitions", 1, 1)?,
             default_replication_factor: parse_num(&props, "default.replication.factor", 1, 1)?,
             auto_create_topics_enable: parse_bool(&props, "auto.create.topics.enable", true)?,
+            offsets_topic_num_partitions: parse_num(&props, "offsets.topic.num.partitions", 50, 1)?,
+            offsets_topic_replication_factor: parse_num(
+                &props,
+                "offsets.topic.replication.factor",
+                3,
+                1,
+            )?,
+            offsets_topic_segment_bytes: parse_num(
+                &props,
+                "offsets.topic.segment.bytes",
+                100 * 1024 * 1024,
+                1,
+            )?,
+            offsets_topic_compression_codec: {
+                let codec = parse_num(&props, "offsets.topic.compression.codec", 0, 0)?;
+                if codec > 4 {
+                    return Err(ConfigError::InvalidValue {
+                        key: "offsets.topic.compression.codec".into(),
+                        value: codec.to_string(),
+                        reason: "must be 0 (none), 1 (gzip), 2 (snappy), 3 (lz4) or 4 (zstd)"
+                            .into(),
+                    });
+                }
+                codec
+            },
+            offsets_commit_timeout: Duration::from_millis(parse_num(
+                &props,
+                "offsets.commit.timeout.ms",
+                5_000,
+                1,
+            )?),
             delete_topic_enable: parse_bool(&props, "delete.topic.enable", true)?,
             file_delete_delay: Duration::from_millis(parse_num(
                 &props,
