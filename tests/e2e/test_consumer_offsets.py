@@ -469,3 +469,31 @@ def test_kill_9_of_the_coordinator_loses_no_acknowledged_commit_and_the_group_re
         assert committed(survivor.address, group, "work", [0, 1], timeout=60) == {0: (last, ""), 1: (last, "")}
     finally:
         cluster.stop()
+
+
+@pytest.mark.skipif(not ZK, reason="needs GREGOR_TEST_ZOOKEEPER (scripts/zk.sh)")
+def test_offsets_of_the_old_store_are_imported_once(make_server):
+    """A store written by Gregor before issue 25 keeps offsets at /consumers/<g>/offsets/<t>/<p>.
+    The broker that loads an empty offsets partition imports its groups' offsets from there, so
+    an upgrade keeps every group's position; the imported records are in the log, so they stay
+    after a restart (and later commits win)."""
+    from kazoo.client import KazooClient
+
+    chroot = f"/gregor-upgrade-{uuid.uuid4().hex[:8]}"
+    zk = KazooClient(hosts=ZK + chroot)
+    zk.start(timeout=10)
+    try:
+        zk.create("/consumers/old-group/offsets/t/0", b"42", makepath=True)
+        zk.create("/consumers/old-group/offsets/t/1", b"7", makepath=True)
+        g = make_server(f"zookeeper.connect={ZK}{chroot}")
+        create_topic(g.bootstrap, "t", 2)
+        assert committed(g.bootstrap, "old-group", "t", [0, 1], timeout=60) == {0: (42, ""), 1: (7, "")}
+        records = [decode_record(m.key(), m.value()) for m in read_offsets_partition(g.bootstrap, partition_for("old-group"))]
+        assert {(r["partition"], r["offset"]) for r in records if r["group"] == "old-group"} == {(0, 42), (1, 7)}
+        commit(g.bootstrap, "old-group", {("t", 1): 8})
+        g.restart()
+        assert committed(g.bootstrap, "old-group", "t", [0, 1], timeout=60) == {0: (42, ""), 1: (8, "")}
+        assert "imported committed offsets from /consumers" in g.log_text()
+    finally:
+        zk.stop()
+        zk.close()

@@ -1361,7 +1361,18 @@ mod tests {
     fn shipped_server_properties_is_valid_and_all_defaults() {
         let text = include_str!("../../../config/server.properties");
         let props = parse_properties(text);
-        assert!(props.is_empty(), "every key is commented out: {props:?}");
+        // Every key is commented out but the offsets topic's replication factor, which the
+        // shipped file sets to 1 as Kafka's does (its default of 3 needs three brokers).
+        assert_eq!(
+            props,
+            BTreeMap::from([(
+                "offsets.topic.replication.factor".to_owned(),
+                "1".to_owned()
+            )]),
+            "every other key is commented out"
+        );
+        let shipped = BrokerConfig::from_properties(props, Path::new("./data")).unwrap();
+        assert_eq!(shipped.offsets_topic_replication_factor, 1);
         let uncommented: String = text
             .lines()
             .map(|l| {
@@ -1380,6 +1391,31 @@ mod tests {
             BrokerConfig::from_properties(parse_properties(&uncommented), Path::new("./data"))
                 .unwrap();
         assert_eq!(config.listener().bind_addr(), "127.0.0.1:9092");
+    }
+
+    #[test]
+    fn offsets_topic_settings_default_to_kafka_s_and_are_checked() {
+        let config = load("", &[]).unwrap();
+        assert_eq!(config.offsets_topic_num_partitions, 50);
+        assert_eq!(config.offsets_topic_replication_factor, 3);
+        assert_eq!(config.offsets_topic_segment_bytes, 104_857_600);
+        assert_eq!(config.offsets_topic_compression_codec, 0);
+        assert_eq!(config.offsets_commit_timeout, Duration::from_secs(5));
+        let config = load(
+            "offsets.topic.num.partitions=3\noffsets.topic.compression.codec=4\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(config.offsets_topic_num_partitions, 3);
+        assert_eq!(config.offsets_topic_compression_codec, 4);
+        for bad in [
+            "offsets.topic.compression.codec=5",
+            "offsets.topic.replication.factor=0",
+            "offsets.topic.num.partitions=0",
+        ] {
+            let err = load("", &[bad]).unwrap_err().to_string();
+            assert!(err.contains(bad.split('=').next().unwrap()), "{err}");
+        }
     }
 
     #[test]
