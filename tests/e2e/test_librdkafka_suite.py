@@ -81,6 +81,7 @@ def suite_server(tmp_path_factory):
         # What trivup gives the suite's Kafka brokers.
         "--override", "num.partitions=4",
         "--override", "file.delete.delay.ms=1000",
+        "--override", "offsets.topic.replication.factor=1",
     ]
     g = Gregor(args, tmp / "data", [port], admin, tmp / "server.log").start()
     yield g

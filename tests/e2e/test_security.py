@@ -63,6 +63,7 @@ def start_broker(tmp_path, listeners, extra=(), name="secure"):
         "--override", f"listener.security.protocol.map={protocol_map}",
         "--override", "inter.broker.listener.name=PLAINTEXT",
         "--override", f"admin.listener=127.0.0.1:{admin}",
+        "--override", "offsets.topic.replication.factor=1",
     ]
     for o in extra:
         args += ["--override", o]

@@ -169,6 +169,19 @@ pub struct BrokerConfig {
     pub default_replication_factor: i16,
     /// `auto.create.topics.enable`.
     pub auto_create_topics_enable: bool,
+    /// `offsets.topic.num.partitions` (50): partitions of `__consumer_offsets`.
+    pub offsets_topic_num_partitions: i32,
+    /// `offsets.topic.replication.factor` (3): its replication factor; creation waits until
+    /// that many brokers are alive.
+    pub offsets_topic_replication_factor: i16,
+    /// `offsets.topic.segment.bytes` (100 MiB).
+    pub offsets_topic_segment_bytes: i32,
+    /// `offsets.topic.compression.codec` (0 = none; Kafka's ids: 1 gzip, 2 snappy, 3 lz4,
+    /// 4 zstd): how the coordinators compress the batches they append.
+    pub offsets_topic_compression_codec: i32,
+    /// `offsets.commit.timeout.ms` (5000): how long a commit waits for the offsets topic's
+    /// in-sync replicas.
+    pub offsets_commit_timeout: Duration,
     /// `delete.topic.enable`.
     pub delete_topic_enable: bool,
     /// `file.delete.delay.ms`: how long a deleted partition's `-delete` directory stays.
@@ -281,6 +294,11 @@ const KNOWN_KEYS: &[&str] = &[
     "group.initial.rebalance.delay.ms",
     "group.min.session.timeout.ms",
     "group.max.session.timeout.ms",
+    "offsets.topic.num.partitions",
+    "offsets.topic.replication.factor",
+    "offsets.topic.segment.bytes",
+    "offsets.topic.compression.codec",
+    "offsets.commit.timeout.ms",
     "log.retention.check.interval.ms",
     "log.flush.offset.checkpoint.interval.ms",
     "log.flush.scheduler.interval.ms",
@@ -487,6 +505,37 @@ impl BrokerConfig {
             num_partitions: parse_num(&props, "num.partitions", 1, 1)?,
             default_replication_factor: parse_num(&props, "default.replication.factor", 1, 1)?,
             auto_create_topics_enable: parse_bool(&props, "auto.create.topics.enable", true)?,
+            offsets_topic_num_partitions: parse_num(&props, "offsets.topic.num.partitions", 50, 1)?,
+            offsets_topic_replication_factor: parse_num(
+                &props,
+                "offsets.topic.replication.factor",
+                3,
+                1,
+            )?,
+            offsets_topic_segment_bytes: parse_num(
+                &props,
+                "offsets.topic.segment.bytes",
+                100 * 1024 * 1024,
+                1,
+            )?,
+            offsets_topic_compression_codec: {
+                let codec = parse_num(&props, "offsets.topic.compression.codec", 0, 0)?;
+                if codec > 4 {
+                    return Err(ConfigError::InvalidValue {
+                        key: "offsets.topic.compression.codec".into(),
+                        value: codec.to_string(),
+                        reason: "must be 0 (none), 1 (gzip), 2 (snappy), 3 (lz4) or 4 (zstd)"
+                            .into(),
+                    });
+                }
+                codec
+            },
+            offsets_commit_timeout: Duration::from_millis(parse_num(
+                &props,
+                "offsets.commit.timeout.ms",
+                5_000,
+                1,
+            )?),
             delete_topic_enable: parse_bool(&props, "delete.topic.enable", true)?,
             file_delete_delay: Duration::from_millis(parse_num(
                 &props,
@@ -1312,7 +1361,18 @@ mod tests {
     fn shipped_server_properties_is_valid_and_all_defaults() {
         let text = include_str!("../../../config/server.properties");
         let props = parse_properties(text);
-        assert!(props.is_empty(), "every key is commented out: {props:?}");
+        // Every key is commented out but the offsets topic's replication factor, which the
+        // shipped file sets to 1 as Kafka's does (its default of 3 needs three brokers).
+        assert_eq!(
+            props,
+            BTreeMap::from([(
+                "offsets.topic.replication.factor".to_owned(),
+                "1".to_owned()
+            )]),
+            "every other key is commented out"
+        );
+        let shipped = BrokerConfig::from_properties(props, Path::new("./data")).unwrap();
+        assert_eq!(shipped.offsets_topic_replication_factor, 1);
         let uncommented: String = text
             .lines()
             .map(|l| {
@@ -1331,6 +1391,31 @@ mod tests {
             BrokerConfig::from_properties(parse_properties(&uncommented), Path::new("./data"))
                 .unwrap();
         assert_eq!(config.listener().bind_addr(), "127.0.0.1:9092");
+    }
+
+    #[test]
+    fn offsets_topic_settings_default_to_kafka_s_and_are_checked() {
+        let config = load("", &[]).unwrap();
+        assert_eq!(config.offsets_topic_num_partitions, 50);
+        assert_eq!(config.offsets_topic_replication_factor, 3);
+        assert_eq!(config.offsets_topic_segment_bytes, 104_857_600);
+        assert_eq!(config.offsets_topic_compression_codec, 0);
+        assert_eq!(config.offsets_commit_timeout, Duration::from_secs(5));
+        let config = load(
+            "offsets.topic.num.partitions=3\noffsets.topic.compression.codec=4\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(config.offsets_topic_num_partitions, 3);
+        assert_eq!(config.offsets_topic_compression_codec, 4);
+        for bad in [
+            "offsets.topic.compression.codec=5",
+            "offsets.topic.replication.factor=0",
+            "offsets.topic.num.partitions=0",
+        ] {
+            let err = load("", &[bad]).unwrap_err().to_string();
+            assert!(err.contains(bad.split('=').next().unwrap()), "{err}");
+        }
     }
 
     #[test]

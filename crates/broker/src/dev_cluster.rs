@@ -89,7 +89,18 @@ pub fn broker_configs(opts: &DevClusterOptions) -> Result<Vec<BrokerConfig>, Con
             if let Some(racks) = &opts.racks {
                 overrides.push(format!("broker.rack={}", racks[i]));
             }
-            BrokerConfig::load(opts.config.as_deref(), &overrides, &opts.data_dir)
+            let mut config =
+                BrokerConfig::load(opts.config.as_deref(), &overrides, &opts.data_dir)?;
+            // A dev cluster's offsets topic is replicated as far as it can be: min(3, brokers),
+            // unless the config says otherwise.
+            if !config
+                .originals
+                .contains_key("offsets.topic.replication.factor")
+            {
+                config.offsets_topic_replication_factor =
+                    i16::try_from(opts.brokers.min(3)).unwrap_or(3);
+            }
+            Ok(config)
         })
         .collect()
 }
@@ -222,6 +233,25 @@ mod tests {
         );
         assert_eq!(configs[2].rack.as_deref(), Some("b"));
         assert_eq!(configs[0].num_partitions, 3);
+        assert_eq!(configs[0].offsets_topic_replication_factor, 3);
+        let two = DevClusterOptions {
+            brokers: 2,
+            broker_ids: None,
+            racks: None,
+            ..opts.clone()
+        };
+        assert_eq!(
+            broker_configs(&two).unwrap()[1].offsets_topic_replication_factor,
+            2
+        );
+        let set = DevClusterOptions {
+            overrides: vec!["offsets.topic.replication.factor=1".into()],
+            ..two
+        };
+        assert_eq!(
+            broker_configs(&set).unwrap()[0].offsets_topic_replication_factor,
+            1
+        );
         let bad = DevClusterOptions {
             racks: Some(vec!["a".into()]),
             ..opts

@@ -1,48 +1,65 @@
-//! Consumer groups on this broker: the [`GroupCoordinator`] wired to the metadata store, and
-//! the rule deciding which broker coordinates a group.
+//! Consumer groups on this broker: one [`GroupCoordinator`] holding the groups of the
+//! `__consumer_offsets` partitions this broker leads, their committed offsets and metadata
+//! kept in that topic.
 //!
 //! # Which broker coordinates
 //!
-//! The active controller coordinates every group. FindCoordinator answers the controller id
-//! of the metadata cache; any other broker answers group requests with `NOT_COORDINATOR`, so
-//! clients look the coordinator up again. The rule is deterministic (one controller at a
-//! time, elected through `/controller`) and follows failover without extra machinery: a
-//! broker starts a coordinator, loading every committed offset from the store, at the first
-//! group request of its controller term, and drops it when the term ends; members rejoin the
-//! new controller. Membership lives in memory only, as in Kafka.
+//! The coordinator of group G is the leader of partition `abs(G.hashCode) % partitions` of
+//! `__consumer_offsets` (`group_coordinator::log_records::partition_for`), as in Kafka.
+//! FindCoordinator answers that leader (creating the topic through the controller the first
+//! time). This broker follows its own leadership: after every LeaderAndIsr and StopReplica,
+//! and every half second as a safety net, [`Groups::reconcile`] compares the offsets
+//! partitions it leads with those it has loaded. A partition it newly leads is *loading*
+//! (its groups answer COORDINATOR_LOAD_IN_PROGRESS) while its log is replayed on the
+//! blocking pool: offsets, group metadata and tombstones, up to the log end. A partition it
+//! no longer leads is unloaded: its groups are forgotten and answer NOT_COORDINATOR, parked
+//! JoinGroup and SyncGroup requests too, so clients find the new coordinator.
 //!
 //! # What is stored
 //!
-//! Committed offsets at `/consumers/<group>/offsets/<t>/<p>` (persistent, one multi per
-//! OffsetCommit request), member registrations at `/consumers/<group>/ids/<member>` and
-//! owners at `/consumers/<group>/owners/<t>/<p>` (ephemeral, this broker's session). The
-//! znode holds only the offset (Kafka's format), so a reloaded offset has no metadata string
-//! or leader epoch; its commit time is the znode's mtime.
+//! Kafka's records, byte for byte (`group_coordinator::log_records`): an OffsetCommit is one
+//! batch of offset records appended to the group's partition, answered once the high
+//! watermark covers it (acks=all, `offsets.commit.timeout.ms`); a completed rebalance or a
+//! group that became empty appends its group metadata the same way before the SyncGroup
+//! answers leave; DeleteGroups, OffsetDelete, expired offsets and deleted topics append
+//! tombstones. Nothing is fsynced per commit: durability comes from the in-sync replicas.
+//! Member registrations (`/consumers/<group>/ids/<member>`) and owners
+//! (`/consumers/<group>/owners/<t>/<p>`) are still written to the metadata store, for tools.
+//!
+//! # Upgrade
+//!
+//! Gregor used to keep committed offsets at `/consumers/<group>/offsets/<t>/<p>`. A broker
+//! that loads an offsets partition whose log is empty imports the offsets of that partition's
+//! groups from there once (appending them as commit records), so an upgraded cluster keeps
+//! every group's position.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
+use group_coordinator::log_records::{self, LogRecord, OffsetValue, OFFSETS_TOPIC};
 use group_coordinator::{
-    ClientInfo, GroupConfig, GroupCoordinator, GroupOffsets, MembershipEvent, MembershipSink,
-    OffsetAndMetadata, OffsetStore, OffsetStoreError, TopicMetadata,
+    ClientInfo, GroupConfig, GroupCoordinator, GroupMetadataSnapshot, GroupOffsets,
+    MembershipEvent, MembershipSink, OffsetAndMetadata, OffsetStore, OffsetStoreError,
+    TopicMetadata,
 };
 use model::{TopicName, TopicPartition};
 use tracing::{info, warn};
 use znodes::json::ConsumerMemberZNode;
-use znodes::zk_client::KafkaZkClient;
 
 use crate::config::BrokerConfig;
 use crate::context::BrokerContext;
 
 /// The coordinator type this broker runs.
-pub(crate) type Coordinator = GroupCoordinator<ZkOffsetStore, ZkMembershipSink>;
+pub(crate) type Coordinator = GroupCoordinator<TopicOffsetStore, ZkMembershipSink>;
 
 /// Kafka's NOT_COORDINATOR error code.
 pub(crate) const NOT_COORDINATOR: i16 = 16;
 /// Kafka's COORDINATOR_NOT_AVAILABLE error code.
 pub(crate) const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+/// Kafka's COORDINATOR_LOAD_IN_PROGRESS error code.
+pub(crate) const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
 
 tokio::task_local! {
     /// The peer of the connection whose request is being handled (JoinGroup and KIP-848
@@ -50,88 +67,492 @@ tokio::task_local! {
     pub(crate) static PEER: SocketAddr;
 }
 
-/// How often the broker checks whether it is still the controller, to drop the group state
-/// of a term that ended even when no group request arrives.
-const TERM_CHECK_INTERVAL: Duration = Duration::from_millis(500);
+/// How often the broker compares the offsets partitions it leads with those it has loaded
+/// (a safety net: LeaderAndIsr and StopReplica trigger the comparison at once).
+const RECONCILE_INTERVAL: Duration = Duration::from_millis(500);
 
-/// The broker's group state: a coordinator exists only while this broker is the controller.
-/// It is started (loading every committed offset from the store) by the first group request
-/// of a controller term and dropped when the term ends, so a deposed broker keeps no stale
-/// groups or offsets and runs no timers against the store.
+/// How many bytes one read of a load takes (Kafka's `offsets.load.buffer.size` default).
+const LOAD_READ_BYTES: usize = 5 * 1024 * 1024;
+
+/// Where a led offsets partition is: being replayed, or served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Load {
+    Loading,
+    Loaded,
+}
+
+/// The broker's groups: the coordinator (started with the broker) and the offsets partitions
+/// whose groups it holds, by partition: (leader epoch, load state).
 #[derive(Debug, Default)]
 pub(crate) struct Groups {
-    current: Mutex<Option<Coordinator>>,
-    starting: tokio::sync::Mutex<()>,
+    coordinator: Mutex<Option<Coordinator>>,
+    partitions: Mutex<BTreeMap<i32, (i32, Load)>>,
+    /// The topics of the last metadata update (a topic gone from it was deleted).
+    known_topics: Mutex<Option<BTreeSet<String>>>,
+    /// When this broker last asked the controller to create `__consumer_offsets`.
+    offsets_topic_asked: Mutex<Option<std::time::Instant>>,
     ctx: OnceLock<Weak<BrokerContext>>,
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every update is a single assignment or map edit, so a poisoned value is consistent.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 impl Groups {
-    /// Attaches the group state to its broker and starts the task that drops the coordinator
-    /// when this broker stops being the controller.
+    /// Starts the coordinator and the task that follows this broker's offsets partitions.
     pub(crate) fn start(ctx: &Arc<BrokerContext>) {
         let _ = ctx.groups.ctx.set(Arc::downgrade(ctx));
         let weak = Arc::downgrade(ctx);
+        let config = group_config(&ctx.config);
         tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(TERM_CHECK_INTERVAL).await;
-                let Some(ctx) = weak.upgrade() else {
-                    return;
-                };
-                if !ctx.controller().is_active() {
-                    ctx.groups.stop("this broker is no longer the controller");
+            let store = Arc::new(TopicOffsetStore { ctx: weak.clone() });
+            let sink = Arc::new(ZkMembershipSink { ctx: weak.clone() });
+            match Coordinator::start(config, store, sink).await {
+                Ok(coordinator) => {
+                    let Some(ctx) = weak.upgrade() else { return };
+                    coordinator.set_topics(topics(&ctx));
+                    *lock(&ctx.groups.coordinator) = Some(coordinator);
                 }
+                Err(err) => {
+                    warn!(%err, "cannot start the group coordinator");
+                    return;
+                }
+            }
+            loop {
+                let Some(ctx) = weak.upgrade() else { return };
+                ctx.groups.reconcile();
+                drop(ctx);
+                tokio::time::sleep(RECONCILE_INTERVAL).await;
             }
         });
     }
 
-    /// Stops the coordinator, if any (broker shutdown or end of the controller term); parked
-    /// JoinGroup/SyncGroup requests are answered COORDINATOR_NOT_AVAILABLE.
+    /// Stops the coordinator (broker shutdown); parked JoinGroup/SyncGroup requests are
+    /// answered COORDINATOR_NOT_AVAILABLE.
     pub(crate) fn stop(&self, why: &str) {
-        let stopped = self.lock().take();
+        lock(&self.partitions).clear();
+        let stopped = lock(&self.coordinator).take();
         if let Some(coordinator) = stopped {
             info!(why, "no longer coordinating consumer groups");
             coordinator.shutdown();
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Coordinator>> {
-        // Every update is a single assignment, so a poisoned value is still consistent.
-        self.current.lock().unwrap_or_else(|p| p.into_inner())
+    /// Whether to ask the controller to create `__consumer_offsets` now: at most once per
+    /// `every` (FindCoordinator is retried by every client until the topic exists).
+    pub(crate) fn should_create_offsets_topic(&self, every: Duration) -> bool {
+        let mut asked = lock(&self.offsets_topic_asked);
+        let now = std::time::Instant::now();
+        if asked.is_some_and(|at| now.duration_since(at) < every) {
+            return false;
+        }
+        *asked = Some(now);
+        true
     }
 
-    /// The coordinator if this broker coordinates groups now, else the error code to answer
-    /// (`NOT_COORDINATOR` on a broker that is not the controller, `COORDINATOR_NOT_AVAILABLE`
-    /// while committed offsets cannot be loaded).
-    pub(crate) async fn serving(&self, ctx: &BrokerContext) -> Result<Coordinator, i16> {
-        if !ctx.controller().is_active() {
-            self.stop("this broker is no longer the controller");
-            return Err(NOT_COORDINATOR);
-        }
-        if let Some(coordinator) = self.lock().clone() {
-            return Ok(coordinator);
-        }
-        let _starting = self.starting.lock().await;
-        if let Some(coordinator) = self.lock().clone() {
-            return Ok(coordinator);
-        }
-        let weak = self.ctx.get().cloned().unwrap_or_default();
-        let store = Arc::new(ZkOffsetStore { ctx: weak.clone() });
-        let sink = Arc::new(ZkMembershipSink { ctx: weak });
-        let coordinator = match Coordinator::start(group_config(&ctx.config), store, sink).await {
-            Ok(coordinator) => coordinator,
-            Err(err) => {
-                warn!(%err, "cannot load committed offsets to coordinate consumer groups");
-                return Err(COORDINATOR_NOT_AVAILABLE);
-            }
-        };
-        coordinator.set_topics(topics(ctx));
-        info!(
-            broker_id = ctx.broker_id,
-            "coordinating consumer groups (committed offsets loaded)"
-        );
-        *self.lock() = Some(coordinator.clone());
-        Ok(coordinator)
+    fn coordinator(&self) -> Option<Coordinator> {
+        lock(&self.coordinator).clone()
     }
+
+    fn ctx(&self) -> Option<Arc<BrokerContext>> {
+        self.ctx.get().and_then(Weak::upgrade)
+    }
+
+    /// Whether this broker serves `group_id` now: `Ok` when it leads the group's offsets
+    /// partition and has loaded it, else the code to answer (`NOT_COORDINATOR`,
+    /// `COORDINATOR_LOAD_IN_PROGRESS`).
+    pub(crate) fn check(&self, ctx: &BrokerContext, group_id: &str) -> Result<(), i16> {
+        let partition = log_records::partition_for(group_id, offsets_partitions(ctx));
+        match lock(&self.partitions).get(&partition) {
+            Some((_, Load::Loaded)) => Ok(()),
+            Some((_, Load::Loading)) => Err(COORDINATOR_LOAD_IN_PROGRESS),
+            None => Err(NOT_COORDINATOR),
+        }
+    }
+
+    /// The coordinator, if this broker coordinates `group_id` now (see [`Groups::check`]).
+    pub(crate) async fn serving(
+        &self,
+        ctx: &BrokerContext,
+        group_id: &str,
+    ) -> Result<Coordinator, i16> {
+        self.check(ctx, group_id)?;
+        self.coordinator().ok_or(NOT_COORDINATOR)
+    }
+
+    /// The coordinator with every group this broker holds (ListGroups): while an offsets
+    /// partition is loading the list would be incomplete, so Kafka's
+    /// COORDINATOR_LOAD_IN_PROGRESS (clients retry).
+    pub(crate) fn serving_all(&self) -> Result<Coordinator, i16> {
+        if lock(&self.partitions)
+            .values()
+            .any(|(_, load)| *load == Load::Loading)
+        {
+            return Err(COORDINATOR_LOAD_IN_PROGRESS);
+        }
+        self.coordinator().ok_or(NOT_COORDINATOR)
+    }
+
+    /// Splits the groups of a multi-group request into those this broker serves (first) and
+    /// those refused with their code (second), and the coordinator for the first.
+    pub(crate) fn split<T>(
+        &self,
+        ctx: &BrokerContext,
+        items: Vec<T>,
+        group_of: impl Fn(&T) -> &str,
+    ) -> (Option<Coordinator>, Vec<T>, Vec<(T, i16)>) {
+        let coordinator = self.coordinator();
+        let mut served = Vec::new();
+        let mut refused = Vec::new();
+        for item in items {
+            match self.check(ctx, group_of(&item)) {
+                Ok(()) if coordinator.is_some() => served.push(item),
+                Ok(()) => refused.push((item, NOT_COORDINATOR)),
+                Err(code) => refused.push((item, code)),
+            }
+        }
+        (coordinator, served, refused)
+    }
+
+    /// Compares the offsets partitions this broker leads with those it holds: starts loading
+    /// the newly led ones and unloads the others (their groups answer NOT_COORDINATOR).
+    pub(crate) fn reconcile(&self) {
+        let (Some(ctx), Some(coordinator)) = (self.ctx(), self.coordinator()) else {
+            return;
+        };
+        let led: BTreeMap<i32, i32> = ctx
+            .replica_manager
+            .partitions()
+            .iter()
+            .filter(|p| p.topic_partition().topic.as_str() == OFFSETS_TOPIC)
+            .filter_map(|p| match p.role() {
+                Some(replication::Role::Leader { leader_epoch }) => {
+                    Some((p.topic_partition().partition, leader_epoch))
+                }
+                _ => None,
+            })
+            .collect();
+        let mut to_load = Vec::new();
+        let mut to_unload = BTreeSet::new();
+        {
+            let mut held = lock(&self.partitions);
+            held.retain(|partition, held| {
+                let keep = led.get(partition) == Some(&held.0);
+                if !keep {
+                    to_unload.insert(*partition);
+                }
+                keep
+            });
+            for (&partition, &epoch) in &led {
+                if let std::collections::btree_map::Entry::Vacant(entry) = held.entry(partition) {
+                    entry.insert((epoch, Load::Loading));
+                    to_load.push((partition, epoch));
+                }
+            }
+        }
+        if !to_unload.is_empty() {
+            let n = offsets_partitions(&ctx);
+            let dropped = coordinator
+                .unload_groups(|group| to_unload.contains(&log_records::partition_for(group, n)));
+            info!(partitions = ?to_unload, groups = dropped, "unloaded groups of offsets partitions led elsewhere now");
+        }
+        for (partition, epoch) in to_load {
+            let ctx = Arc::clone(&ctx);
+            let coordinator = coordinator.clone();
+            tokio::spawn(async move {
+                load_partition(ctx, coordinator, partition, epoch).await;
+            });
+        }
+    }
+}
+
+/// Replays one offsets partition into the coordinator (importing the old store's offsets of
+/// its groups first when its log is empty), unless leadership moved meanwhile.
+async fn load_partition(
+    ctx: Arc<BrokerContext>,
+    coordinator: Coordinator,
+    partition: i32,
+    epoch: i32,
+) {
+    let started = std::time::Instant::now();
+    let tp = offsets_tp(partition);
+    let rm = ctx.replica_manager.clone();
+    let read_tp = tp.clone();
+    let replayed = crate::blocking::run(move || replay(&rm, &read_tp)).await;
+    let mut replayed = match replayed {
+        Ok(replayed) => replayed,
+        Err(err) => {
+            warn!(%tp, %err, "cannot load offsets partition; retrying");
+            let mut held = lock(&ctx.groups.partitions);
+            if held.get(&partition) == Some(&(epoch, Load::Loading)) {
+                held.remove(&partition);
+            }
+            return;
+        }
+    };
+    if replayed.log_end_offset == 0 {
+        match import_from_store(&ctx, partition).await {
+            Ok(imported) => {
+                for (group, offsets) in imported {
+                    replayed.offsets.entry(group).or_default().extend(offsets);
+                }
+            }
+            Err(err) => warn!(%tp, %err, "cannot import committed offsets from /consumers"),
+        }
+    }
+    let groups = replayed.groups.len();
+    let offsets: usize = replayed.offsets.values().map(BTreeMap::len).sum();
+    let mut held = lock(&ctx.groups.partitions);
+    if held.get(&partition) != Some(&(epoch, Load::Loading)) {
+        // Leadership moved while the log was read: the newer state wins.
+        return;
+    }
+    coordinator.load_groups(replayed.offsets, replayed.groups);
+    held.insert(partition, (epoch, Load::Loaded));
+    info!(%tp, leader_epoch = epoch, groups, offsets, elapsed_ms = started.elapsed().as_millis() as u64,
+        "loaded consumer groups of offsets partition");
+}
+
+/// What a partition's log says.
+#[derive(Debug, Default)]
+struct Replayed {
+    offsets: GroupOffsets,
+    groups: BTreeMap<String, GroupMetadataSnapshot>,
+    log_end_offset: i64,
+}
+
+/// Reads a partition's log from its start to its end and applies every record in order
+/// (disk I/O: run on the blocking pool).
+fn replay(rm: &replication::ReplicaManager, tp: &TopicPartition) -> Result<Replayed, String> {
+    let partition = rm.partition(tp).map_err(|e| e.to_string())?;
+    let end = partition.log_end_offset();
+    let mut offset = partition.log_start_offset();
+    let mut offsets = GroupOffsets::new();
+    let mut groups: BTreeMap<String, Option<GroupMetadataSnapshot>> = BTreeMap::new();
+    let mut skipped = 0usize;
+    while offset < end {
+        let bytes = partition
+            .read_to_log_end(offset, LOAD_READ_BYTES)
+            .map_err(|e| e.to_string())?;
+        if bytes.is_empty() {
+            break;
+        }
+        let batches = records::validate_record_set(&bytes).map_err(|e| e.to_string())?;
+        for batch in batches {
+            let header = batch.header;
+            offset = header.next_offset();
+            if header.is_control() {
+                continue;
+            }
+            let section =
+                records::records_section(&bytes[batch.range()]).map_err(|e| e.to_string())?;
+            let records = records::record::records(&section, header.records_count)
+                .map_err(|e| e.to_string())?;
+            for record in records {
+                let Some(key) = record.key else {
+                    skipped += 1;
+                    continue;
+                };
+                match log_records::decode(key, record.value) {
+                    Ok(LogRecord::Offset {
+                        group,
+                        topic,
+                        partition,
+                        value,
+                    }) => {
+                        let Ok(topic) = topic.parse::<TopicName>() else {
+                            skipped += 1;
+                            continue;
+                        };
+                        let tp = TopicPartition::new(topic, partition);
+                        match value {
+                            Some(v) => {
+                                offsets.entry(group).or_default().insert(
+                                    tp,
+                                    OffsetAndMetadata {
+                                        offset: v.offset,
+                                        leader_epoch: v.leader_epoch,
+                                        metadata: v.metadata,
+                                        commit_timestamp_ms: v.commit_timestamp_ms,
+                                    },
+                                );
+                            }
+                            None => {
+                                if let Some(group_offsets) = offsets.get_mut(&group) {
+                                    group_offsets.remove(&tp);
+                                    if group_offsets.is_empty() {
+                                        offsets.remove(&group);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    Ok(LogRecord::Group { group, value }) => {
+                        groups.insert(group, value);
+                    }
+                    Ok(LogRecord::Unsupported { .. }) | Err(_) => skipped += 1,
+                }
+            }
+        }
+    }
+    if skipped > 0 {
+        warn!(%tp, skipped, "records of the offsets partition that this broker does not read");
+    }
+    Ok(Replayed {
+        offsets,
+        groups: groups
+            .into_iter()
+            .filter_map(|(group, value)| Some((group, value?)))
+            .collect(),
+        log_end_offset: end,
+    })
+}
+
+/// The offsets the old store (`/consumers/<group>/offsets`) holds for the groups of
+/// `partition`, appended to the partition as commit records.
+async fn import_from_store(
+    ctx: &Arc<BrokerContext>,
+    partition: i32,
+) -> Result<GroupOffsets, OffsetStoreError> {
+    let n = offsets_partitions(ctx);
+    let all = ctx
+        .zk()
+        .get_all_consumer_offsets()
+        .await
+        .map_err(|e| OffsetStoreError(e.to_string()))?;
+    let mut imported = GroupOffsets::new();
+    for (group, offsets) in all {
+        if log_records::partition_for(&group, n) != partition {
+            continue;
+        }
+        let offsets: Vec<(TopicPartition, OffsetAndMetadata)> = offsets
+            .into_iter()
+            .map(|(tp, stored)| {
+                (
+                    tp,
+                    OffsetAndMetadata {
+                        offset: stored.offset,
+                        leader_epoch: -1,
+                        metadata: String::new(),
+                        commit_timestamp_ms: stored.mtime_ms,
+                    },
+                )
+            })
+            .collect();
+        if offsets.is_empty() {
+            continue;
+        }
+        let records: Vec<(Vec<u8>, Option<Vec<u8>>)> = offsets
+            .iter()
+            .map(|(tp, o)| offset_record(&group, tp, o))
+            .collect();
+        // Acks=1: the followers may still be starting; the next commits wait for them.
+        append(ctx, partition, records, now_ms(), false).await?;
+        info!(
+            group,
+            partition,
+            offsets = offsets.len(),
+            "imported committed offsets from /consumers"
+        );
+        imported.insert(group, offsets.into_iter().collect());
+    }
+    Ok(imported)
+}
+
+/// The partition count of `__consumer_offsets`: the topic's, else `offsets.topic.num.partitions`.
+pub(crate) fn offsets_partitions(ctx: &BrokerContext) -> i32 {
+    ctx.metadata_cache
+        .snapshot()
+        .topics
+        .get(OFFSETS_TOPIC)
+        .and_then(|t| i32::try_from(t.partitions.len()).ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(ctx.config.offsets_topic_num_partitions)
+}
+
+fn offsets_tp(partition: i32) -> TopicPartition {
+    TopicPartition::new(
+        OFFSETS_TOPIC
+            .parse()
+            .expect("__consumer_offsets is a valid topic name"),
+        partition,
+    )
+}
+
+fn now_ms() -> i64 {
+    crate::data_plane::now_ms()
+}
+
+/// One offset commit record: Kafka's key v1 and value v3.
+fn offset_record(
+    group: &str,
+    tp: &TopicPartition,
+    offset: &OffsetAndMetadata,
+) -> (Vec<u8>, Option<Vec<u8>>) {
+    (
+        log_records::offset_key(group, tp.topic.as_str(), tp.partition),
+        Some(log_records::offset_value(&OffsetValue {
+            offset: offset.offset,
+            leader_epoch: offset.leader_epoch,
+            metadata: offset.metadata.clone(),
+            commit_timestamp_ms: offset.commit_timestamp_ms,
+            expire_timestamp_ms: None,
+        })),
+    )
+}
+
+/// Appends `records` (key, value or tombstone) to offsets partition `partition` as one batch
+/// (compressed with `offsets.topic.compression.codec`, CreateTime `timestamp`), and with
+/// `wait_for_isr` answers only once the high watermark covers them.
+async fn append(
+    ctx: &BrokerContext,
+    partition: i32,
+    records: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    timestamp: i64,
+    wait_for_isr: bool,
+) -> Result<(), OffsetStoreError> {
+    if records.is_empty() {
+        return Ok(());
+    }
+    let tp = offsets_tp(partition);
+    let compression = match ctx.config.offsets_topic_compression_codec {
+        1 => records::Compression::Gzip,
+        2 => records::Compression::Snappy,
+        3 => records::Compression::Lz4,
+        4 => records::Compression::Zstd,
+        _ => records::Compression::None,
+    };
+    let mut spec = records::builder::BatchSpec::new(0);
+    spec.compression = compression;
+    let mut builder = records::builder::BatchBuilder::new(spec);
+    for (i, (key, value)) in records.iter().enumerate() {
+        builder.push(&records::builder::NewRecord {
+            offset: i as i64,
+            timestamp,
+            key: Some(key.as_slice()),
+            value: value.as_deref(),
+            headers: &[],
+        });
+    }
+    let mut batch = builder.build();
+    let rm = ctx.replica_manager.clone();
+    let acks = if wait_for_isr { -1 } else { 1 };
+    let append_tp = tp.clone();
+    let appended = crate::blocking::run(move || rm.append(&append_tp, &mut batch, acks, now_ms()))
+        .await
+        .map_err(|e| OffsetStoreError(format!("append to {tp}: {e}")))?;
+    if wait_for_isr {
+        let deadline = tokio::time::Instant::now() + ctx.config.offsets_commit_timeout;
+        crate::limits::parked(ctx.replica_manager.wait_for_acks(
+            &tp,
+            appended.last_offset + 1,
+            deadline,
+        ))
+        .await
+        .map_err(|e| OffsetStoreError(format!("replicate {tp}: {e}")))?;
+    }
+    Ok(())
 }
 
 /// The client of the request being handled, as the coordinator records it.
@@ -176,12 +597,34 @@ fn group_config(config: &BrokerConfig) -> GroupConfig {
     }
 }
 
-/// Pushes the metadata cache's topics into the coordinator (after every UpdateMetadata).
+/// After every UpdateMetadata: pushes the metadata cache's topics into the coordinator, drops
+/// the offsets of topics that disappeared (deleted; tombstones in the offsets topic), and
+/// follows this broker's offsets partitions.
 pub(crate) fn on_metadata_update(ctx: &BrokerContext) {
-    let current = ctx.groups.lock().clone();
-    if let Some(coordinator) = current {
-        coordinator.set_topics(topics(ctx));
+    let Some(coordinator) = ctx.groups.coordinator() else {
+        return;
+    };
+    let topics = topics(ctx);
+    let now: BTreeSet<String> = topics.iter().map(|t| t.name.as_str().to_owned()).collect();
+    let before = lock(&ctx.groups.known_topics).replace(now.clone());
+    coordinator.set_topics(topics);
+    for gone in before.unwrap_or_default().difference(&now) {
+        let Ok(topic) = gone.parse::<TopicName>() else {
+            continue;
+        };
+        let coordinator = coordinator.clone();
+        tokio::spawn(async move {
+            if let Err(err) = coordinator.on_topic_deleted(&topic).await {
+                warn!(%topic, %err, "cannot drop group offsets of deleted topic");
+            }
+        });
     }
+    ctx.groups.reconcile();
+}
+
+/// After LeaderAndIsr or StopReplica: follows this broker's offsets partitions at once.
+pub(crate) fn on_leadership_change(ctx: &BrokerContext) {
+    ctx.groups.reconcile();
 }
 
 /// The metadata cache's topics, as the coordinator needs them.
@@ -200,99 +643,50 @@ fn topics(ctx: &BrokerContext) -> Vec<TopicMetadata> {
         .collect()
 }
 
-/// The controller config of this broker, with the hook dropping group offsets of deleted
-/// topics (the controller coordinates groups, so the hook runs on the coordinator).
-pub(crate) fn controller_config(
-    config: &BrokerConfig,
-    groups: &Arc<Groups>,
-) -> controller::ControllerConfig {
-    let groups = Arc::downgrade(groups);
-    controller::ControllerConfig {
-        on_topic_deleted: controller::TopicDeletedHook::new(move |topic: &TopicName| {
-            let Some(groups) = groups.upgrade() else {
-                return;
-            };
-            let topic = topic.clone();
-            tokio::spawn(async move {
-                let current = groups.lock().clone();
-                let dropped = match current {
-                    Some(coordinator) => coordinator.on_topic_deleted(&topic).await,
-                    // No group request yet this term: only the store holds offsets.
-                    None => {
-                        let ctx = groups.ctx.get().cloned().unwrap_or_default();
-                        ZkOffsetStore { ctx }.delete_topic_offsets(&topic).await
-                    }
-                };
-                if let Err(err) = dropped {
-                    warn!(%topic, %err, "cannot drop group offsets of deleted topic");
-                }
-            });
-        }),
-        ..config.controller_config()
-    }
+/// The controller config of this broker.
+pub(crate) fn controller_config(config: &BrokerConfig) -> controller::ControllerConfig {
+    config.controller_config()
 }
 
-/// [`OffsetStore`] over the metadata store (the broker's current session).
+/// [`OffsetStore`] over `__consumer_offsets`: every write is a batch of Kafka's records
+/// appended to the group's partition on this broker (its leader), answered once the in-sync
+/// replicas have it.
 #[derive(Debug)]
-pub(crate) struct ZkOffsetStore {
+pub(crate) struct TopicOffsetStore {
     ctx: Weak<BrokerContext>,
 }
 
-impl ZkOffsetStore {
-    fn zk(&self) -> Result<KafkaZkClient, OffsetStoreError> {
-        self.ctx
+impl TopicOffsetStore {
+    async fn write(
+        &self,
+        group_id: &str,
+        records: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    ) -> Result<(), OffsetStoreError> {
+        let ctx = self
+            .ctx
             .upgrade()
-            .map(|ctx| ctx.zk())
-            .ok_or_else(|| OffsetStoreError("broker is shutting down".to_owned()))
+            .ok_or_else(|| OffsetStoreError("broker is shutting down".to_owned()))?;
+        let partition = log_records::partition_for(group_id, offsets_partitions(&ctx));
+        append(&ctx, partition, records, now_ms(), true).await
     }
 }
 
-fn store_err(err: znodes::ZkClientError) -> OffsetStoreError {
-    OffsetStoreError(err.to_string())
-}
-
-impl OffsetStore for ZkOffsetStore {
+impl OffsetStore for TopicOffsetStore {
     async fn commit(
         &self,
         group_id: &str,
         offsets: &[(TopicPartition, OffsetAndMetadata)],
     ) -> Result<(), OffsetStoreError> {
-        let plain: Vec<(TopicPartition, i64)> = offsets
+        let records = offsets
             .iter()
-            .map(|(tp, o)| (tp.clone(), o.offset))
+            .map(|(tp, o)| offset_record(group_id, tp, o))
             .collect();
-        self.zk()?
-            .commit_consumer_offsets(group_id, &plain)
-            .await
-            .map_err(store_err)
+        self.write(group_id, records).await
     }
 
     async fn load_all(&self) -> Result<GroupOffsets, OffsetStoreError> {
-        let all = self
-            .zk()?
-            .get_all_consumer_offsets()
-            .await
-            .map_err(store_err)?;
-        Ok(all
-            .into_iter()
-            .map(|(group, offsets)| {
-                let offsets = offsets
-                    .into_iter()
-                    .map(|(tp, stored)| {
-                        (
-                            tp,
-                            OffsetAndMetadata {
-                                offset: stored.offset,
-                                leader_epoch: -1,
-                                metadata: String::new(),
-                                commit_timestamp_ms: stored.mtime_ms,
-                            },
-                        )
-                    })
-                    .collect();
-                (group, offsets)
-            })
-            .collect())
+        // Groups arrive partition by partition as this broker becomes their leader.
+        Ok(GroupOffsets::new())
     }
 
     async fn delete_offsets(
@@ -300,24 +694,46 @@ impl OffsetStore for ZkOffsetStore {
         group_id: &str,
         partitions: &[TopicPartition],
     ) -> Result<(), OffsetStoreError> {
-        self.zk()?
-            .delete_consumer_offsets(group_id, partitions)
-            .await
-            .map_err(store_err)
+        let records = partitions
+            .iter()
+            .map(|tp| {
+                (
+                    log_records::offset_key(group_id, tp.topic.as_str(), tp.partition),
+                    None,
+                )
+            })
+            .collect();
+        self.write(group_id, records).await
     }
 
-    async fn delete_group(&self, group_id: &str) -> Result<(), OffsetStoreError> {
-        self.zk()?
-            .delete_consumer_group(group_id)
-            .await
-            .map_err(store_err)
+    async fn delete_group(
+        &self,
+        group_id: &str,
+        offsets: &[TopicPartition],
+    ) -> Result<(), OffsetStoreError> {
+        let mut records: Vec<(Vec<u8>, Option<Vec<u8>>)> = offsets
+            .iter()
+            .map(|tp| {
+                (
+                    log_records::offset_key(group_id, tp.topic.as_str(), tp.partition),
+                    None,
+                )
+            })
+            .collect();
+        records.push((log_records::group_key(group_id), None));
+        self.write(group_id, records).await
     }
 
-    async fn delete_topic_offsets(&self, topic: &TopicName) -> Result<(), OffsetStoreError> {
-        self.zk()?
-            .delete_topic_consumer_offsets(topic)
-            .await
-            .map_err(store_err)
+    async fn store_group(
+        &self,
+        group_id: &str,
+        value: &GroupMetadataSnapshot,
+    ) -> Result<(), OffsetStoreError> {
+        let record = (
+            log_records::group_key(group_id),
+            Some(log_records::group_value(value)),
+        );
+        self.write(group_id, vec![record]).await
     }
 }
 

@@ -155,12 +155,7 @@ async fn reconnect(
     };
     let controller = controller::start(
         zk.clone(),
-        crate::server::controller_config(
-            &ctx.config,
-            &ctx.groups,
-            ctx.control_plane.key(),
-            &ctx.metrics,
-        ),
+        crate::server::controller_config(&ctx.config, ctx.control_plane.key(), &ctx.metrics),
     )
     .await;
     Ok((Session { zk, controller }, broker_epoch))

@@ -204,7 +204,7 @@ impl Broker {
         let metrics = Arc::new(Metrics::default());
         let controller = controller::start(
             zk.clone(),
-            controller_config(&config, &groups, &control_plane_key, &metrics),
+            controller_config(&config, &control_plane_key, &metrics),
         )
         .await;
         let shown: Vec<String> = advertised
@@ -497,11 +497,10 @@ pub(crate) fn session_options(config: &BrokerConfig) -> SessionOptions {
     }
 }
 
-/// The controller config of this broker: the groups' hook, the control-plane secret and
-/// the event timings for `/metrics`.
+/// The controller config of this broker: the control-plane secret and the event timings
+/// for `/metrics`.
 pub(crate) fn controller_config(
     config: &BrokerConfig,
-    groups: &Arc<Groups>,
     key: &ControlPlaneKey,
     metrics: &Arc<Metrics>,
 ) -> controller::ControllerConfig {
@@ -514,7 +513,7 @@ pub(crate) fn controller_config(
         on_event: controller::EventObserver::new(move |state, elapsed| {
             metrics.controller_events.observe(state, elapsed)
         }),
-        ..groups::controller_config(config, groups)
+        ..groups::controller_config(config)
     }
 }
 

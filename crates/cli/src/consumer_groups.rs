@@ -418,11 +418,24 @@ async fn execute_list(cluster: &mut Cluster) -> anyhow::Result<Output> {
     let ids: Vec<i32> = cluster.brokers.keys().copied().collect();
     let mut groups = BTreeSet::new();
     for id in ids {
-        let response = cluster
+        let mut response = cluster
             .broker(id)
             .await?
             .send(ListGroupsRequest::default())
             .await?;
+        // A coordinator still loading its groups asks to be asked again (Kafka's admin
+        // client retries COORDINATOR_LOAD_IN_PROGRESS).
+        for _ in 0..50 {
+            if response.error_code != 14 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            response = cluster
+                .broker(id)
+                .await?
+                .send(ListGroupsRequest::default())
+                .await?;
+        }
         if response.error_code != 0 {
             bail!("{}", error_message(response.error_code));
         }

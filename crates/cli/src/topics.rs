@@ -842,6 +842,15 @@ async fn execute_alter(
     outcome: &mut Outcome,
 ) -> Result<(), String> {
     ensure_topic_exists(topics, args.topic.as_deref(), args.if_exists)?;
+    // Kafka's ZooKeeper-era TopicCommand: a group's partition is its id's hash modulo the
+    // partition count, so more partitions would move every group.
+    if args.partitions.is_some() {
+        if let Some(topic) = topics.iter().find(|t| is_internal(t)) {
+            return Err(format!(
+                "The number of partitions for the internal topic {topic} cannot be changed."
+            ));
+        }
+    }
     if topics.is_empty() {
         return Ok(());
     }
@@ -971,6 +980,16 @@ async fn execute_delete(
     outcome: &mut Outcome,
 ) -> Result<(), String> {
     ensure_topic_exists(topics, args.topic.as_deref(), args.if_exists)?;
+    // Kafka's ZooKeeper-era TopicCommand: internal topics are never marked for deletion (the
+    // group coordinators live in __consumer_offsets).
+    let (internal, topics): (Vec<String>, Vec<String>) =
+        topics.iter().cloned().partition(|t| is_internal(t));
+    for topic in &internal {
+        outcome.error(format!(
+            "Topic {topic} is a kafka internal topic and is not allowed to be marked for deletion."
+        ));
+    }
+    let topics = &topics[..];
     if topics.is_empty() {
         return Ok(());
     }

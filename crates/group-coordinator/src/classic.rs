@@ -25,6 +25,7 @@ use crate::core::{
     ClientInfo, CoordinatorCore, Env, Group, Output, Token, NEW_MEMBER_JOIN_TIMEOUT_MS,
 };
 use crate::error::GroupError;
+use crate::log_records::{GroupMetadataSnapshot, MemberSnapshot};
 use crate::membership::MembershipEvent;
 
 /// A classic group's state, named as Kafka names it on the wire.
@@ -162,6 +163,103 @@ impl ClassicGroup {
             join_timer: None,
             subscribed_topics: None,
             state_timestamp_ms: None,
+        }
+    }
+
+    /// What `GroupMetadataValue` stores of this group (Kafka's `groupMetadataValue`): each
+    /// member's metadata for the selected protocol and its assignment.
+    pub(crate) fn snapshot(&self) -> GroupMetadataSnapshot {
+        let protocol = self.protocol_name.clone();
+        GroupMetadataSnapshot {
+            protocol_type: self.protocol_type.clone().unwrap_or_default(),
+            generation: self.generation_id,
+            leader: self.leader_id.clone().filter(|_| !self.members.is_empty()),
+            current_state_timestamp_ms: self
+                .state_timestamp_ms
+                .map_or(-1, |ms| i64::try_from(ms).unwrap_or(i64::MAX)),
+            members: self
+                .members
+                .values()
+                .map(|m| MemberSnapshot {
+                    member_id: m.member_id.clone(),
+                    group_instance_id: m.group_instance_id.clone(),
+                    client_id: m.client.client_id.clone(),
+                    client_host: m.client.client_host.clone(),
+                    rebalance_timeout_ms: m.rebalance_timeout_ms,
+                    session_timeout_ms: m.session_timeout_ms,
+                    subscription: protocol
+                        .as_deref()
+                        .map(|p| m.metadata(p))
+                        .unwrap_or_default(),
+                    assignment: m.assignment.clone(),
+                })
+                .collect(),
+            protocol,
+        }
+    }
+
+    /// A group loaded from `__consumer_offsets` (Kafka's `GroupMetadata.loadGroup`): Stable
+    /// with its members, generation and assignment when it has members, else Empty. Every
+    /// member's session starts at `now_ms`, so members that died with the old coordinator
+    /// leave after their session timeout.
+    pub(crate) fn from_snapshot(snapshot: GroupMetadataSnapshot, now_ms: u64) -> Self {
+        let mut group = ClassicGroup::new();
+        group.generation_id = snapshot.generation;
+        group.protocol_type = Some(snapshot.protocol_type).filter(|t| !t.is_empty());
+        group.state = if snapshot.members.is_empty() {
+            ClassicGroupState::Empty
+        } else {
+            ClassicGroupState::Stable
+        };
+        group.state_timestamp_ms = u64::try_from(snapshot.current_state_timestamp_ms).ok();
+        for member in snapshot.members {
+            let protocols = match &snapshot.protocol {
+                Some(protocol) => vec![(protocol.clone(), member.subscription)],
+                None => Vec::new(),
+            };
+            if let Some(instance) = &member.group_instance_id {
+                group
+                    .static_members
+                    .insert(instance.clone(), member.member_id.clone());
+            }
+            let mut loaded = ClassicMember {
+                member_id: member.member_id.clone(),
+                group_instance_id: member.group_instance_id,
+                client: ClientInfo {
+                    client_id: member.client_id,
+                    client_host: member.client_host,
+                },
+                rebalance_timeout_ms: member.rebalance_timeout_ms,
+                session_timeout_ms: member.session_timeout_ms,
+                protocols,
+                assignment: member.assignment,
+                awaiting_join: None,
+                awaiting_sync: None,
+                is_new: false,
+                heartbeat_deadline_ms: None,
+            };
+            Self::schedule_heartbeat(&mut loaded, now_ms);
+            group.members.insert(member.member_id, loaded);
+        }
+        group.protocol_name = snapshot.protocol;
+        group.leader_id = snapshot.leader.filter(|l| group.members.contains_key(l));
+        if group.leader_id.is_none() {
+            group.leader_id = group.members.keys().next().cloned();
+        }
+        group.subscribed_topics = group.compute_subscribed_topics();
+        group
+    }
+
+    /// Answers every parked JoinGroup and SyncGroup of this group with `error` (the group
+    /// moved to another coordinator).
+    pub(crate) fn answer_parked(&mut self, env: &mut Env<'_>, error: GroupError) {
+        for member in self.members.values_mut() {
+            if let Some(reply) = member.awaiting_join.take() {
+                Self::answer_join(env, reply, join_error(&member.member_id, error.clone()));
+            }
+            if let Some(reply) = member.awaiting_sync.take() {
+                Self::answer_sync(env, reply, sync_error(error.clone()));
+            }
         }
     }
 
@@ -548,6 +646,12 @@ impl ClassicGroup {
                 generation_id = self.generation_id,
                 "group is now empty"
             );
+            // Kafka stores the empty group's new generation, so a new coordinator does not
+            // resurrect the members that left.
+            env.outbox.push(Output::GroupMetadata {
+                group_id: env.group_id.to_owned(),
+                value: self.snapshot(),
+            });
             return;
         }
         tracing::info!(
@@ -876,6 +980,10 @@ impl CoordinatorCore {
                     );
                     group.set_and_propagate_assignment(&mut env, assignment);
                     group.transition_to(env.group_id, now_ms, ClassicGroupState::Stable);
+                    env.outbox.push(Output::GroupMetadata {
+                        group_id: env.group_id.to_owned(),
+                        value: group.snapshot(),
+                    });
                     let owners = group.owners();
                     group.emit_owners(&mut env, owners);
                 }

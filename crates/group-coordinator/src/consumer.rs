@@ -545,6 +545,13 @@ impl CoordinatorCore {
                 );
                 Ok(())
             }
+            // An empty classic group loaded only for its offsets: a KIP-848 group whose members
+            // this coordinator never saw (it moved here); they rejoin, as for a lost group.
+            Some(Group::Classic(classic))
+                if classic.members.is_empty() && classic.generation_id == 0 =>
+            {
+                Err(GroupError::UnknownMemberId)
+            }
             Some(Group::Classic(_)) => Err(GroupError::GroupIdNotFound),
             None if joining => {
                 self.groups.insert(

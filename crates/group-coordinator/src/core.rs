@@ -113,6 +113,15 @@ pub enum Output {
     },
     /// A change for the [`crate::MembershipSink`].
     Membership(MembershipEvent),
+    /// A classic group's metadata to store (a rebalance completed, or the group became empty),
+    /// as Kafka's `storeGroup`. The caller holds back the SyncGroup answers of the same call
+    /// until the store has it.
+    GroupMetadata {
+        /// The group.
+        group_id: String,
+        /// What `GroupMetadataValue` holds.
+        value: crate::log_records::GroupMetadataSnapshot,
+    },
     /// Offsets that outlived `offsets.retention.minutes`: already gone from the cache, to be
     /// deleted from the [`crate::OffsetStore`].
     OffsetsExpired {
@@ -192,6 +201,59 @@ impl CoordinatorCore {
         self.offsets = offsets;
     }
 
+    /// Adds the groups and offsets of one `__consumer_offsets` partition this coordinator now
+    /// leads, as replayed from its log: classic groups resume Stable with their members,
+    /// generation and assignment (each member's session restarting at `now_ms`), or Empty;
+    /// a group with offsets and no metadata is an empty classic group, as Kafka loads it.
+    pub fn load_groups(
+        &mut self,
+        now_ms: u64,
+        offsets: GroupOffsets,
+        groups: BTreeMap<String, crate::log_records::GroupMetadataSnapshot>,
+    ) {
+        for (group_id, snapshot) in groups {
+            self.groups.insert(
+                group_id,
+                Group::Classic(ClassicGroup::from_snapshot(snapshot, now_ms)),
+            );
+        }
+        for (group_id, group_offsets) in offsets {
+            self.groups
+                .entry(group_id.clone())
+                .or_insert_with(|| Group::Classic(ClassicGroup::new()));
+            self.offsets.insert(group_id, group_offsets);
+        }
+    }
+
+    /// Forgets every group (and its offsets) for which `moved` says yes: their partition is
+    /// led elsewhere now. Parked JoinGroup and SyncGroup requests of those groups are answered
+    /// NOT_COORDINATOR, so their members find the new coordinator. Returns how many groups
+    /// were dropped.
+    pub fn unload_groups(&mut self, moved: impl Fn(&str) -> bool) -> usize {
+        let ids: Vec<String> = self
+            .groups
+            .keys()
+            .chain(self.offsets.keys())
+            .filter(|id| moved(id.as_str()))
+            .cloned()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        for group_id in &ids {
+            if let Some(Group::Classic(mut group)) = self.groups.remove(group_id) {
+                let mut env = Env {
+                    now_ms: 0,
+                    config: &self.config,
+                    outbox: &mut self.outbox,
+                    group_id,
+                };
+                group.answer_parked(&mut env, crate::error::GroupError::NotCoordinator);
+            }
+            self.offsets.remove(group_id);
+        }
+        ids.len()
+    }
+
     /// Replaces the topic metadata the coordinator checks commits against and assigns from.
     pub fn set_topics(&mut self, topics: impl IntoIterator<Item = TopicMetadata>) {
         self.topics = topics
@@ -201,17 +263,33 @@ impl CoordinatorCore {
     }
 
     /// Drops every group's offsets of a deleted topic from the cache (the caller deletes them
-    /// from the store). Returns how many offsets were dropped.
-    pub fn on_topic_deleted(&mut self, topic: &TopicName) -> usize {
-        let mut dropped = 0;
-        for offsets in self.offsets.values_mut() {
-            let before = offsets.len();
-            offsets.retain(|tp, _| &tp.topic != topic);
-            dropped += before - offsets.len();
+    /// from the store). Returns the dropped partitions, by group.
+    pub fn on_topic_deleted(&mut self, topic: &TopicName) -> Vec<(String, Vec<TopicPartition>)> {
+        let mut dropped = Vec::new();
+        for (group_id, offsets) in self.offsets.iter_mut() {
+            let gone: Vec<TopicPartition> = offsets
+                .keys()
+                .filter(|tp| &tp.topic == topic)
+                .cloned()
+                .collect();
+            for tp in &gone {
+                offsets.remove(tp);
+            }
+            if !gone.is_empty() {
+                dropped.push((group_id.clone(), gone));
+            }
         }
         self.offsets.retain(|_, offsets| !offsets.is_empty());
         self.topics.remove(topic.as_str());
         dropped
+    }
+
+    /// The partitions with committed offsets of one group.
+    pub fn offset_partitions(&self, group_id: &str) -> Vec<TopicPartition> {
+        self.offsets
+            .get(group_id)
+            .map(|offsets| offsets.keys().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Takes the answers and membership changes produced so far, in order.

@@ -98,6 +98,9 @@ pub enum GroupError {
     /// A static member joined while the previous holder of its instance id is still active.
     #[error("instance id '{0}' is still in use by an active member")]
     UnreleasedInstanceId(String),
+    /// This broker no longer coordinates the group (its offsets partition moved).
+    #[error("this broker is not the coordinator of the group; find the coordinator again")]
+    NotCoordinator,
     /// The offset store failed to persist or delete offsets.
     #[error("offset store failure: {0}")]
     Store(String),
@@ -109,6 +112,7 @@ impl GroupError {
         match self {
             GroupError::CoordinatorNotAvailable | GroupError::Store(_) => 15,
             GroupError::UnknownTopicOrPartition => 3,
+            GroupError::NotCoordinator => 16,
             GroupError::OffsetMetadataTooLarge { .. } => 12,
             GroupError::IllegalGeneration => 22,
             GroupError::InconsistentGroupProtocol => 23,
@@ -191,6 +195,7 @@ mod tests {
                 ResponseError::InconsistentGroupProtocol,
             ),
             (GroupError::InvalidGroupId, ResponseError::InvalidGroupId),
+            (GroupError::NotCoordinator, ResponseError::NotCoordinator),
             (
                 GroupError::UnknownTopicOrPartition,
                 ResponseError::UnknownTopicOrPartition,

@@ -7,9 +7,12 @@
 //!
 //! Does not own: sockets, request framing, FindCoordinator (which broker coordinates which
 //! group is the broker's decision), topic metadata (the broker pushes it in with
-//! [`GroupCoordinator::set_topics`]), or the store: committed offsets leave through
-//! [`OffsetStore`] and member/owner znodes through [`MembershipSink`], both implemented by the
-//! broker on top of the metadata store.
+//! [`GroupCoordinator::set_topics`]), or the store: committed offsets and group metadata
+//! leave through [`OffsetStore`] (the broker appends them to `__consumer_offsets` in Kafka's
+//! record formats, which [`log_records`] encodes and decodes) and member/owner znodes through
+//! [`MembershipSink`]. Which groups this coordinator holds is the broker's decision: it adds
+//! the groups of an offsets partition it starts leading ([`GroupCoordinator::load_groups`])
+//! and drops them when it stops ([`GroupCoordinator::unload_groups`]).
 //!
 //! Two layers:
 //! - [`CoordinatorCore`] is pure and deterministic: `(now_ms, request)` in, responses and
@@ -60,9 +63,9 @@
 //!
 //! | piece | what it does |
 //! | --- | --- |
-//! | [`OffsetStore`] | `/consumers/<group>/offsets/<topic>/<partition>`, one `multi` per call |
+//! | [`OffsetStore`] | one batch of records appended to `__consumer_offsets` per call, answered once replicated |
 //! | [`MembershipSink`] | `/consumers/<group>/ids/<member>` and `/consumers/<group>/owners/<t>/<p>` |
-//! | FindCoordinator | which broker coordinates which group; that broker calls [`GroupCoordinator::reload_offsets`] when it takes groups over |
+//! | FindCoordinator | which broker coordinates which group; that broker calls [`GroupCoordinator::load_groups`] when it takes groups over |
 //! | one request at a time per connection | a parked JoinGroup holds back the connection's next request, as Kafka's muted channels do |
 //!
 //! # Versions handled
@@ -81,6 +84,7 @@ pub mod consumer;
 pub mod consumer_protocol;
 mod core;
 mod error;
+pub mod log_records;
 mod membership;
 mod offset_ops;
 mod offsets;
@@ -98,6 +102,7 @@ pub use crate::core::{
     GROUP_CLEANUP_INTERVAL_MS, NEW_MEMBER_JOIN_TIMEOUT_MS,
 };
 pub use crate::error::GroupError;
+pub use crate::log_records::{GroupMetadataSnapshot, MemberSnapshot};
 pub use crate::membership::{
     MembershipEvent, MembershipSink, NoopMembershipSink, RecordingMembershipSink,
 };

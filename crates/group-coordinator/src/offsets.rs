@@ -1,9 +1,9 @@
 //! Committed offsets: the value type, the [`OffsetStore`] trait through which they leave this
 //! crate, and an in-memory store for tests.
 //!
-//! The broker implements [`OffsetStore`] on top of the metadata store
-//! (`/consumers/<group>/offsets/<topic>/<partition>`, one `multi` per call), so committed
-//! offsets survive consumer crashes, broker restarts and coordinator moves. The coordinator
+//! The broker implements [`OffsetStore`] on top of `__consumer_offsets` (one batch of Kafka's
+//! records per call, answered once the in-sync replicas have it), so committed offsets
+//! survive consumer crashes, broker restarts and coordinator moves. The coordinator
 //! keeps a cache of every offset and writes through: the cache changes only after the store
 //! said yes.
 
@@ -12,7 +12,9 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use model::{TopicName, TopicPartition};
+use model::TopicPartition;
+
+use crate::log_records::GroupMetadataSnapshot;
 
 /// One committed offset, as OffsetCommit carries it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,17 +60,24 @@ pub trait OffsetStore: Send + Sync + 'static {
         partitions: &[TopicPartition],
     ) -> impl Future<Output = Result<(), OffsetStoreError>> + Send;
 
-    /// Deletes all offsets of one group (DeleteGroups).
+    /// Deletes one group: its offsets (`offsets`, the partitions the coordinator knows of)
+    /// and its metadata (DeleteGroups).
     fn delete_group(
         &self,
         group_id: &str,
+        offsets: &[TopicPartition],
     ) -> impl Future<Output = Result<(), OffsetStoreError>> + Send;
 
-    /// Deletes every group's offsets of a deleted topic (SPEC section 5).
-    fn delete_topic_offsets(
+    /// Stores a classic group's metadata (a rebalance completed or the group became empty),
+    /// so that another coordinator resumes it. Stores that keep only offsets do nothing.
+    fn store_group(
         &self,
-        topic: &TopicName,
-    ) -> impl Future<Output = Result<(), OffsetStoreError>> + Send;
+        group_id: &str,
+        value: &GroupMetadataSnapshot,
+    ) -> impl Future<Output = Result<(), OffsetStoreError>> + Send {
+        let _ = (group_id, value);
+        async { Ok(()) }
+    }
 }
 
 /// An [`OffsetStore`] in memory, for tests; it can be told to fail its next call.
@@ -155,19 +164,13 @@ impl OffsetStore for InMemoryOffsetStore {
         Ok(())
     }
 
-    async fn delete_group(&self, group_id: &str) -> Result<(), OffsetStoreError> {
+    async fn delete_group(
+        &self,
+        group_id: &str,
+        _offsets: &[TopicPartition],
+    ) -> Result<(), OffsetStoreError> {
         self.check_failure()?;
         crate::sync::lock(&self.offsets, "store lock").remove(group_id);
-        Ok(())
-    }
-
-    async fn delete_topic_offsets(&self, topic: &TopicName) -> Result<(), OffsetStoreError> {
-        self.check_failure()?;
-        let mut all = crate::sync::lock(&self.offsets, "store lock");
-        for group in all.values_mut() {
-            group.retain(|tp, _| &tp.topic != topic);
-        }
-        all.retain(|_, group| !group.is_empty());
         Ok(())
     }
 }

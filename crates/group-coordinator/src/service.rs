@@ -25,6 +25,7 @@ use tokio::time::Instant;
 
 use crate::core::{ClientInfo, CoordinatorCore, GroupConfig, Output, Token, TopicMetadata};
 use crate::error::GroupError;
+use crate::log_records::GroupMetadataSnapshot;
 use crate::membership::{MembershipEvent, MembershipSink};
 use crate::offsets::{OffsetStore, OffsetStoreError};
 
@@ -67,6 +68,7 @@ struct Inner<S> {
     state: Mutex<State>,
     store: Arc<S>,
     events: mpsc::Sender<MembershipEvent>,
+    group_writes: mpsc::Sender<GroupWrite>,
     timers: Arc<Notify>,
     clock: Clock,
     commit_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
@@ -78,6 +80,13 @@ struct State {
     next_token: Token,
     joins: HashMap<Token, oneshot::Sender<JoinGroupResponse>>,
     syncs: HashMap<Token, oneshot::Sender<SyncGroupResponse>>,
+}
+
+/// Group metadata to store, and the SyncGroup answers that wait for it (Kafka answers a
+/// rebalance's SyncGroup only once the group's new generation is stored).
+struct GroupWrite {
+    groups: Vec<(String, GroupMetadataSnapshot)>,
+    held: Vec<(oneshot::Sender<SyncGroupResponse>, SyncGroupResponse)>,
 }
 
 /// Wall-clock milliseconds that advance with tokio's clock.
@@ -109,6 +118,8 @@ impl<S: OffsetStore, M: MembershipSink> GroupCoordinator<S, M> {
         let mut core = CoordinatorCore::new(config);
         core.load_offsets(offsets);
         let (events, mut events_rx) = mpsc::channel(MEMBERSHIP_QUEUE_CAPACITY);
+        let (group_writes, mut group_writes_rx) =
+            mpsc::channel::<GroupWrite>(MEMBERSHIP_QUEUE_CAPACITY);
         let timers = Arc::new(Notify::new());
         let start_wall_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -120,8 +131,9 @@ impl<S: OffsetStore, M: MembershipSink> GroupCoordinator<S, M> {
                 joins: HashMap::new(),
                 syncs: HashMap::new(),
             }),
-            store,
+            store: Arc::clone(&store),
             events,
+            group_writes,
             timers: Arc::clone(&timers),
             clock: Clock {
                 start: Instant::now(),
@@ -134,10 +146,30 @@ impl<S: OffsetStore, M: MembershipSink> GroupCoordinator<S, M> {
                 sink.apply(event).await;
             }
         });
+        // One writer, so a group's metadata records are appended in the order they happened.
+        let group_task = tokio::spawn(async move {
+            while let Some(write) = group_writes_rx.recv().await {
+                let mut stored = Ok(());
+                for (group_id, value) in &write.groups {
+                    if let Err(err) = store.store_group(group_id, value).await {
+                        tracing::warn!(group_id, %err, "could not store group metadata");
+                        stored = Err(err);
+                    }
+                }
+                for (tx, response) in write.held {
+                    let response = match &stored {
+                        Ok(()) => response,
+                        Err(_) => SyncGroupResponse::default()
+                            .with_error_code(GroupError::CoordinatorNotAvailable.code()),
+                    };
+                    let _ = tx.send(response);
+                }
+            }
+        });
         let timer_task = tokio::spawn(timer_loop(Arc::downgrade(&inner), timers));
         Ok(GroupCoordinator {
             inner,
-            tasks: Arc::new(vec![sink_task, timer_task]),
+            tasks: Arc::new(vec![sink_task, group_task, timer_task]),
             _sink: std::marker::PhantomData,
         })
     }
@@ -170,8 +202,31 @@ impl<S: OffsetStore, M: MembershipSink> GroupCoordinator<S, M> {
     /// Drops every group's offsets of a deleted topic, from the cache and the store.
     pub async fn on_topic_deleted(&self, topic: &TopicName) -> Result<(), OffsetStoreError> {
         let dropped = self.with_core(|core, _| core.on_topic_deleted(topic));
-        tracing::info!(%topic, dropped, "dropping group offsets of deleted topic");
-        self.inner.store.delete_topic_offsets(topic).await
+        let count: usize = dropped.iter().map(|(_, parts)| parts.len()).sum();
+        tracing::info!(%topic, dropped = count, "dropping group offsets of deleted topic");
+        for (group_id, partitions) in dropped {
+            self.inner
+                .store
+                .delete_offsets(&group_id, &partitions)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Adds the groups and offsets replayed from one `__consumer_offsets` partition (see
+    /// [`CoordinatorCore::load_groups`]).
+    pub fn load_groups(
+        &self,
+        offsets: crate::offsets::GroupOffsets,
+        groups: std::collections::BTreeMap<String, crate::log_records::GroupMetadataSnapshot>,
+    ) {
+        let now = self.now_ms();
+        self.with_core(|core, _| core.load_groups(now, offsets, groups));
+    }
+
+    /// Forgets the groups `moved` names (see [`CoordinatorCore::unload_groups`]).
+    pub fn unload_groups(&self, moved: impl Fn(&str) -> bool) -> usize {
+        self.with_core(|core, _| core.unload_groups(moved))
     }
 
     /// JoinGroup: returns when the member's rebalance completes (or at once on an error).
@@ -303,12 +358,20 @@ impl<S: OffsetStore, M: MembershipSink> GroupCoordinator<S, M> {
 
     /// DeleteGroups.
     pub async fn delete_groups(&self, request: &DeleteGroupsRequest) -> DeleteGroupsResponse {
-        let plan = self.with_core(|core, _| core.prepare_delete_groups(request));
+        let (plan, offsets) = self.with_core(|core, _| {
+            let plan = core.prepare_delete_groups(request);
+            let offsets: Vec<_> = plan
+                .eligible
+                .iter()
+                .map(|group_id| core.offset_partitions(group_id))
+                .collect();
+            (plan, offsets)
+        });
         let mut deleted = Vec::with_capacity(plan.eligible.len());
-        for group_id in &plan.eligible {
+        for (group_id, offsets) in plan.eligible.iter().zip(offsets) {
             deleted.push((
                 group_id.clone(),
-                self.inner.store.delete_group(group_id).await,
+                self.inner.store.delete_group(group_id, &offsets).await,
             ));
         }
         self.with_core(|core, _| core.complete_delete_groups(plan, &deleted))
@@ -374,8 +437,21 @@ impl<S: OffsetStore> Inner<S> {
     }
 
     fn dispatch(&self, outputs: Vec<Output>, waiters: &mut Waiters<'_>) {
+        let store_groups = outputs
+            .iter()
+            .any(|o| matches!(o, Output::GroupMetadata { .. }));
+        let mut write = GroupWrite {
+            groups: Vec::new(),
+            held: Vec::new(),
+        };
         for output in outputs {
             match output {
+                Output::GroupMetadata { group_id, value } => write.groups.push((group_id, value)),
+                Output::SyncGroup { token, response } if store_groups => {
+                    if let Some(tx) = waiters.syncs.remove(&token) {
+                        write.held.push((tx, response));
+                    }
+                }
                 Output::JoinGroup { token, response } => {
                     if let Some(tx) = waiters.joins.remove(&token) {
                         // The handler may be gone (client disconnected); nothing to do then.
@@ -402,6 +478,20 @@ impl<S: OffsetStore> Inner<S> {
                     if self.events.try_send(event).is_err() {
                         tracing::warn!("membership event queue full or closed; dropping an event");
                     }
+                }
+            }
+        }
+        if store_groups {
+            if let Err(refused) = self.group_writes.try_send(write) {
+                tracing::warn!("group metadata queue full or closed; members must rejoin");
+                let write = match refused {
+                    mpsc::error::TrySendError::Full(w) | mpsc::error::TrySendError::Closed(w) => w,
+                };
+                for (tx, _) in write.held {
+                    let _ = tx.send(
+                        SyncGroupResponse::default()
+                            .with_error_code(GroupError::CoordinatorNotAvailable.code()),
+                    );
                 }
             }
         }

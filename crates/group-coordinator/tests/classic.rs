@@ -477,3 +477,75 @@ fn join_group_v0_uses_the_session_timeout_as_rebalance_timeout() {
     let (a_answer, b_answer) = (h.join_answer(ta).unwrap(), h.join_answer(tb).unwrap());
     assert_eq!((a_answer.generation_id, b_answer.generation_id), (2, 2));
 }
+
+/// Issue 25: a classic group survives its coordinator's move. The rebalance's end stores the
+/// group's metadata; a new coordinator that loads it knows the members, the generation and
+/// each member's assignment, so heartbeats and SyncGroup at that generation go on.
+#[test]
+fn a_group_loaded_from_its_stored_metadata_keeps_members_generation_and_assignment() {
+    let mut old = Harness::new(config());
+    let ids = stable_group(&mut old, 2);
+    let (group_id, stored) = old
+        .stored
+        .last()
+        .cloned()
+        .expect("the rebalance stored the group");
+    assert_eq!(group_id, GROUP);
+    assert_eq!(stored.generation, 1);
+    assert_eq!(stored.protocol.as_deref(), Some("range"));
+    assert_eq!(stored.members.len(), 2);
+    assert!(stored.members.iter().all(|m| !m.assignment.is_empty()));
+    // The bytes Kafka would write decode to the same group.
+    let bytes = group_coordinator::log_records::group_value(&stored);
+    let decoded = group_coordinator::log_records::decode(
+        &group_coordinator::log_records::group_key(GROUP),
+        Some(&bytes),
+    )
+    .unwrap();
+    let group_coordinator::log_records::LogRecord::Group {
+        value: Some(decoded),
+        ..
+    } = decoded
+    else {
+        panic!("not a group record");
+    };
+
+    let mut new = Harness::new(config());
+    new.core.load_groups(
+        new.now,
+        Default::default(),
+        [(GROUP.to_owned(), decoded)].into(),
+    );
+    assert_eq!(new.state(), "Stable");
+    for id in &ids {
+        assert_eq!(new.heartbeat(id, 1), NONE);
+    }
+    let sync = new.sync(&ids[0], 1, &[]);
+    let answer = new
+        .sync_answer(sync)
+        .expect("a Stable group answers SyncGroup at once");
+    assert_eq!(answer.error_code, NONE);
+    assert!(!render_assignment(&answer.assignment).is_empty());
+    assert_eq!(new.heartbeat("someone-else", 1), UNKNOWN_MEMBER_ID);
+    // Members that died with the old coordinator leave after their session timeout.
+    new.advance(SESSION_MS as u64 + 1);
+    assert_eq!(new.state(), "Empty", "the dead members' sessions ran out");
+    assert_eq!(new.stored.last().unwrap().1.generation, 2);
+    assert!(new.stored.last().unwrap().1.members.is_empty());
+}
+
+/// Issue 25: a coordinator that stops leading a group's partition forgets the group and
+/// answers its parked JoinGroup requests NOT_COORDINATOR, so members find the new one.
+#[test]
+fn unloading_a_group_answers_parked_joins_not_coordinator() {
+    let mut h = Harness::new(config());
+    stable_group(&mut h, 2);
+    // A new member joins: the group rebalances and its JoinGroup parks.
+    let (_, parked) = h.new_member(&["t"]);
+    assert!(h.join_answer(parked).is_none());
+    assert_eq!(h.core.unload_groups(|g| g == GROUP), 1);
+    h.collect();
+    assert_eq!(h.join_answer(parked).unwrap().error_code, 16);
+    assert_eq!(h.state(), "none");
+    assert_eq!(h.core.unload_groups(|g| g == GROUP), 0);
+}

@@ -294,7 +294,10 @@ fn deleted_topics_lose_their_offsets_and_offsets_survive_a_reload() {
         &mut core,
         &commit_request(-1, "", &[("t", 0, 3), ("u", 0, 4)]),
     );
-    assert_eq!(core.on_topic_deleted(&"t".parse().unwrap()), 1);
+    let dropped = core.on_topic_deleted(&"t".parse().unwrap());
+    assert_eq!(dropped.len(), 1);
+    assert_eq!(dropped[0].0, GROUP);
+    assert_eq!(dropped[0].1.len(), 1);
     assert_eq!(fetch(&core, None), "u-0=4");
 
     // A restarted coordinator loads what the store holds and shows the group as Empty.

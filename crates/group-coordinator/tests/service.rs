@@ -306,3 +306,97 @@ async fn handler_futures_are_send() {
     assert_send(&deleted);
     coordinator.shutdown();
 }
+
+/// A store that keeps no group metadata: every `store_group` fails.
+#[derive(Debug, Default)]
+struct NoGroupStore(InMemoryOffsetStore);
+
+impl group_coordinator::OffsetStore for NoGroupStore {
+    async fn commit(
+        &self,
+        group_id: &str,
+        offsets: &[(model::TopicPartition, group_coordinator::OffsetAndMetadata)],
+    ) -> Result<(), group_coordinator::OffsetStoreError> {
+        self.0.commit(group_id, offsets).await
+    }
+    async fn load_all(
+        &self,
+    ) -> Result<group_coordinator::GroupOffsets, group_coordinator::OffsetStoreError> {
+        self.0.load_all().await
+    }
+    async fn delete_offsets(
+        &self,
+        group_id: &str,
+        partitions: &[model::TopicPartition],
+    ) -> Result<(), group_coordinator::OffsetStoreError> {
+        self.0.delete_offsets(group_id, partitions).await
+    }
+    async fn delete_group(
+        &self,
+        group_id: &str,
+        offsets: &[model::TopicPartition],
+    ) -> Result<(), group_coordinator::OffsetStoreError> {
+        self.0.delete_group(group_id, offsets).await
+    }
+    async fn store_group(
+        &self,
+        _group_id: &str,
+        _value: &group_coordinator::GroupMetadataSnapshot,
+    ) -> Result<(), group_coordinator::OffsetStoreError> {
+        Err(group_coordinator::OffsetStoreError(
+            "not replicated".to_owned(),
+        ))
+    }
+}
+
+/// Issue 25: the SyncGroup answers of a rebalance wait for the group's metadata to be
+/// stored, as Kafka's storeGroup; when it cannot be stored the members are told
+/// COORDINATOR_NOT_AVAILABLE (and rejoin) instead of an assignment no other coordinator
+/// would know.
+#[tokio::test(start_paused = true)]
+async fn sync_group_answers_wait_for_the_group_metadata_to_be_stored() {
+    let config = GroupConfig {
+        initial_rebalance_delay_ms: 0,
+        ..GroupConfig::default()
+    };
+    let ok: Coordinator = GroupCoordinator::start(
+        config.clone(),
+        Arc::new(InMemoryOffsetStore::new()),
+        Arc::new(RecordingMembershipSink::default()),
+    )
+    .await
+    .unwrap();
+    let (member, generation, _) = join(&ok).await;
+    let sync = SyncGroupRequest::default()
+        .with_group_id(GroupId(s(GROUP)))
+        .with_generation_id(generation)
+        .with_member_id(s(&member))
+        .with_assignments(vec![SyncGroupRequestAssignment::default()
+            .with_member_id(s(&member))
+            .with_assignment(bytes::Bytes::from_static(b"\0\0\0\0\0\0\0\0"))]);
+    assert_eq!(ok.sync_group(sync.clone(), 3).await.error_code, 0);
+    ok.shutdown();
+
+    let failing: GroupCoordinator<NoGroupStore, RecordingMembershipSink> = GroupCoordinator::start(
+        config,
+        Arc::new(NoGroupStore::default()),
+        Arc::new(RecordingMembershipSink::default()),
+    )
+    .await
+    .unwrap();
+    let first = failing
+        .join_group(Harness::join_request("", None, &["t"]), 5, client())
+        .await;
+    let member_id = first.member_id.as_str().to_owned();
+    let answer = failing
+        .join_group(Harness::join_request(&member_id, None, &["t"]), 5, client())
+        .await;
+    let sync = sync
+        .with_member_id(s(&member_id))
+        .with_generation_id(answer.generation_id)
+        .with_assignments(vec![SyncGroupRequestAssignment::default()
+            .with_member_id(s(&member_id))
+            .with_assignment(bytes::Bytes::from_static(b"\0\0\0\0\0\0\0\0"))]);
+    assert_eq!(failing.sync_group(sync, 3).await.error_code, 15);
+    failing.shutdown();
+}

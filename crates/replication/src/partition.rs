@@ -710,6 +710,22 @@ impl Partition {
         })
     }
 
+    /// Reads whole batches from `offset` up to the log end (not only below the high
+    /// watermark), at most `max_bytes` unless the first batch is larger: what a group
+    /// coordinator replays when it takes over an offsets partition (Kafka's
+    /// `GroupMetadataManager` reads to the log end too). Empty at or past the log end.
+    pub fn read_to_log_end(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+    ) -> Result<Vec<u8>, ReplicationError> {
+        let state = self.lock();
+        if offset >= state.log.log_end_offset() {
+            return Ok(Vec::new());
+        }
+        Ok(state.log.read(offset, max_bytes)?)
+    }
+
     /// [`Partition::read`] without reading the records: where they lie in a segment file
     /// (for a zero-copy send), `None` when there are none.
     pub fn read_region(

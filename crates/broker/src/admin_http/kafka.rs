@@ -172,6 +172,38 @@ impl Cluster {
         self.call(caller, controller, request).await
     }
 
+    /// Sends `request` to the coordinator of `group`: the leader of its `__consumer_offsets`
+    /// partition (see `crate::groups`).
+    pub(crate) async fn call_coordinator<R: AdminRequest>(
+        &self,
+        caller: &Caller,
+        group: &str,
+        request: R,
+    ) -> Result<R::Response, CallError> {
+        let snapshot = self.metadata()?;
+        let topic = group_coordinator::log_records::OFFSETS_TOPIC;
+        let coordinator = snapshot
+            .topics
+            .get(topic)
+            .and_then(|t| {
+                let n = i32::try_from(t.partitions.len()).ok()?;
+                let partition = group_coordinator::log_records::partition_for(group, n);
+                t.partitions.get(&partition).map(|p| p.leader)
+            })
+            .unwrap_or(-1);
+        if coordinator < 0 {
+            return Err(CallError::BrokerNotAvailable(coordinator));
+        }
+        self.call(caller, coordinator, request).await
+    }
+
+    /// The ids of the live brokers of the metadata cache.
+    pub(crate) fn live_brokers(&self) -> Vec<BrokerId> {
+        self.metadata()
+            .map(|s| s.brokers.keys().copied().collect())
+            .unwrap_or_default()
+    }
+
     async fn call_remote<R: AdminRequest>(
         &self,
         broker: BrokerId,

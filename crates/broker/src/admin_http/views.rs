@@ -94,26 +94,26 @@ pub(crate) struct GroupListing {
     pub state: String,
 }
 
-/// The groups the coordinator (the active controller, see `groups.rs`) knows.
+/// The groups every live broker coordinates (each lists the groups of the offsets partitions
+/// it leads, see `groups.rs`), as kafka-consumer-groups' `--list` gathers them.
 pub(crate) async fn list_groups(
     cluster: &Cluster,
     caller: &Caller,
 ) -> Result<Vec<GroupListing>, Error> {
-    let response = cluster
-        .call_controller(caller, ListGroupsRequest::default())
-        .await?;
-    if response.error_code != 0 {
-        return Err(Error::Kafka(response.error_code, None));
-    }
-    let mut groups: Vec<GroupListing> = response
-        .groups
-        .into_iter()
-        .map(|g| GroupListing {
+    let mut groups: Vec<GroupListing> = Vec::new();
+    for broker in cluster.live_brokers() {
+        let response = cluster
+            .call(caller, broker, ListGroupsRequest::default())
+            .await?;
+        if response.error_code != 0 {
+            return Err(Error::Kafka(response.error_code, None));
+        }
+        groups.extend(response.groups.into_iter().map(|g| GroupListing {
             group_id: g.group_id.0.to_string(),
             protocol_type: g.protocol_type.to_string(),
             state: g.group_state.to_string(),
-        })
-        .collect();
+        }));
+    }
     groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
     Ok(groups)
 }
@@ -192,8 +192,9 @@ pub(crate) async fn describe_group(
 ) -> Result<GroupDescription, Error> {
     let group_id = GroupId(StrBytes::from_string(group.to_owned()));
     let described = cluster
-        .call_controller(
+        .call_coordinator(
             caller,
+            group,
             DescribeGroupsRequest::default().with_groups(vec![group_id.clone()]),
         )
         .await?;
@@ -206,8 +207,9 @@ pub(crate) async fn describe_group(
         return Err(Error::Kafka(info.error_code, None));
     }
     let fetched = cluster
-        .call_controller(
+        .call_coordinator(
             caller,
+            group,
             OffsetFetchRequest::default()
                 .with_group_id(group_id)
                 .with_topics(None),

@@ -41,19 +41,22 @@ async fn describe(
     if request.group_ids.is_empty() {
         return ConsumerGroupDescribeResponse::default();
     }
-    match ctx.groups.serving(ctx).await {
-        Ok(groups) => groups.consumer_group_describe(request),
-        Err(code) => ConsumerGroupDescribeResponse::default().with_groups(
-            request
-                .group_ids
-                .iter()
-                .map(|g| {
-                    DescribedGroup::default()
-                        .with_group_id(g.clone())
-                        .with_error_code(code)
-                        .with_authorized_operations(i32::MIN)
-                })
-                .collect(),
-        ),
-    }
+    let (coordinator, served, refused) = ctx
+        .groups
+        .split(ctx, request.group_ids.clone(), |g| g.0.as_str());
+    let mut response = match coordinator {
+        Some(groups) if !served.is_empty() => {
+            let mut only = request.clone();
+            only.group_ids = served;
+            groups.consumer_group_describe(&only)
+        }
+        _ => ConsumerGroupDescribeResponse::default(),
+    };
+    response.groups.extend(refused.into_iter().map(|(g, code)| {
+        DescribedGroup::default()
+            .with_group_id(g)
+            .with_error_code(code)
+            .with_authorized_operations(i32::MIN)
+    }));
+    response
 }

@@ -14,7 +14,7 @@ pub(super) async fn handle(
     client_id: Option<&str>,
 ) -> ConsumerGroupHeartbeatResponse {
     let serving = if super::authorized_group(ctx, rctx, Operation::Read, &request.group_id) {
-        ctx.groups.serving(ctx).await
+        ctx.groups.serving(ctx, &request.group_id).await
     } else {
         Err(super::GROUP_AUTHORIZATION_FAILED)
     };

@@ -38,18 +38,23 @@ async fn delete(ctx: &BrokerContext, request: &DeleteGroupsRequest) -> DeleteGro
     if request.groups_names.is_empty() {
         return DeleteGroupsResponse::default();
     }
-    match ctx.groups.serving(ctx).await {
-        Ok(groups) => groups.delete_groups(request).await,
-        Err(code) => DeleteGroupsResponse::default().with_results(
-            request
-                .groups_names
-                .iter()
-                .map(|g| {
-                    DeletableGroupResult::default()
-                        .with_group_id(g.clone())
-                        .with_error_code(code)
-                })
-                .collect(),
-        ),
-    }
+    let (coordinator, served, refused) = ctx
+        .groups
+        .split(ctx, request.groups_names.clone(), |g| g.0.as_str());
+    let mut response = match coordinator {
+        Some(groups) if !served.is_empty() => {
+            let mut only = request.clone();
+            only.groups_names = served;
+            groups.delete_groups(&only).await
+        }
+        _ => DeleteGroupsResponse::default(),
+    };
+    response
+        .results
+        .extend(refused.into_iter().map(|(g, code)| {
+            DeletableGroupResult::default()
+                .with_group_id(g)
+                .with_error_code(code)
+        }));
+    response
 }

@@ -50,19 +50,22 @@ async fn describe(ctx: &BrokerContext, request: &DescribeGroupsRequest) -> Descr
     if request.groups.is_empty() {
         return DescribeGroupsResponse::default();
     }
-    match ctx.groups.serving(ctx).await {
-        Ok(groups) => groups.describe_groups(request),
-        Err(code) => DescribeGroupsResponse::default().with_groups(
-            request
-                .groups
-                .iter()
-                .map(|g| {
-                    DescribedGroup::default()
-                        .with_group_id(g.clone())
-                        .with_error_code(code)
-                        .with_authorized_operations(i32::MIN)
-                })
-                .collect(),
-        ),
-    }
+    let (coordinator, served, refused) = ctx
+        .groups
+        .split(ctx, request.groups.clone(), |g| g.0.as_str());
+    let mut response = match coordinator {
+        Some(groups) if !served.is_empty() => {
+            let mut only = request.clone();
+            only.groups = served;
+            groups.describe_groups(&only)
+        }
+        _ => DescribeGroupsResponse::default(),
+    };
+    response.groups.extend(refused.into_iter().map(|(g, code)| {
+        DescribedGroup::default()
+            .with_group_id(g)
+            .with_error_code(code)
+            .with_authorized_operations(i32::MIN)
+    }));
+    response
 }

@@ -1,6 +1,8 @@
-//! FindCoordinator (v0-6): the active controller coordinates every consumer group (see
-//! `crate::groups`), so the answer is the controller of the metadata cache. v0-3 ask for one
-//! key; v4+ for a batch (`coordinator_keys`, KIP-699), answered key by key in `coordinators`.
+//! FindCoordinator (v0-6): a group's coordinator is the leader of its `__consumer_offsets`
+//! partition (see `crate::groups`), which is created through the controller on the first
+//! lookup (COORDINATOR_NOT_AVAILABLE meanwhile, and while fewer brokers are alive than
+//! `offsets.topic.replication.factor`, as Kafka). v0-3 ask for one key; v4+ for a batch
+//! (`coordinator_keys`, KIP-699), answered key by key in `coordinators`.
 //! Transaction coordinators do not exist here: `key_type` 1 reads COORDINATOR_NOT_AVAILABLE,
 //! and so does `key_type` 2 (share groups, v6+), as in Kafka 3.9; a share key below v6 is
 //! INVALID_REQUEST.
@@ -8,6 +10,11 @@
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::StrBytes;
+
+use group_coordinator::log_records::{partition_for, OFFSETS_TOPIC};
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::TopicName;
+use tracing::warn;
 
 use crate::context::BrokerContext;
 use crate::groups::COORDINATOR_NOT_AVAILABLE;
@@ -125,19 +132,71 @@ fn lookup(ctx: &BrokerContext, listener: &str, key_type: i8, key: &str, version:
     if key.is_empty() {
         return Err((INVALID_REQUEST, "the group id must not be empty".to_owned()));
     }
-    // The coordinator's endpoint on the listener the client came in on.
-    if ctx.controller().is_active() {
-        if let Some((host, port)) = ctx.advertised_on(listener) {
-            return Ok((ctx.broker_id, host, i32::from(port)));
-        }
-    }
     let snapshot = ctx.metadata_cache.snapshot();
-    match snapshot
-        .brokers
-        .get(&snapshot.controller_id)
+    let Some(topic) = snapshot.topics.get(OFFSETS_TOPIC) else {
+        return Err((
+            COORDINATOR_NOT_AVAILABLE,
+            create_offsets_topic(ctx, &snapshot),
+        ));
+    };
+    let partitions = i32::try_from(topic.partitions.len()).unwrap_or(i32::MAX);
+    let partition = partition_for(key, partitions);
+    // The leader's endpoint on the listener the client came in on.
+    match topic
+        .partitions
+        .get(&partition)
+        .and_then(|p| snapshot.brokers.get(&p.leader))
         .and_then(|b| b.on_listener(listener))
     {
         Some(b) => Ok((b.id, b.host, b.port)),
-        None => unavailable("no controller is known yet to coordinate groups"),
+        None => unavailable(&format!(
+            "partition {partition} of {OFFSETS_TOPIC} has no live leader yet"
+        )),
     }
+}
+
+/// How long a broker waits before asking the controller again to create the offsets topic.
+const CREATE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Asks the controller to create `__consumer_offsets` (Kafka's `getCoordinator` through
+/// `AutoTopicCreationManager`), unless fewer brokers are alive than its replication factor;
+/// returns the message for the COORDINATOR_NOT_AVAILABLE answer.
+fn create_offsets_topic(ctx: &BrokerContext, snapshot: &crate::metadata_cache::Snapshot) -> String {
+    let config = &ctx.config;
+    let alive = snapshot.brokers.len();
+    let replication_factor = config.offsets_topic_replication_factor;
+    if alive < usize::try_from(replication_factor).unwrap_or(usize::MAX) {
+        let message = format!(
+            "{alive} brokers are alive, fewer than offsets.topic.replication.factor={replication_factor} \
+             for the offsets topic {OFFSETS_TOPIC}; it is created once enough brokers are up"
+        );
+        warn!("{message}");
+        return message;
+    }
+    if ctx.groups.should_create_offsets_topic(CREATE_RETRY) {
+        let configs = [
+            ("cleanup.policy", "compact".to_owned()),
+            ("compression.type", "producer".to_owned()),
+            (
+                "segment.bytes",
+                config.offsets_topic_segment_bytes.to_string(),
+            ),
+        ];
+        let topic = CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str(OFFSETS_TOPIC)))
+            .with_num_partitions(config.offsets_topic_num_partitions)
+            .with_replication_factor(replication_factor)
+            .with_configs(
+                configs
+                    .into_iter()
+                    .map(|(name, value)| {
+                        CreatableTopicConfig::default()
+                            .with_name(StrBytes::from_static_str(name))
+                            .with_value(Some(StrBytes::from_string(value)))
+                    })
+                    .collect(),
+            );
+        super::metadata::create_in_background(ctx, vec![topic]);
+    }
+    format!("the offsets topic {OFFSETS_TOPIC} is being created")
 }

@@ -12,7 +12,7 @@ pub(super) async fn handle(
     request: &HeartbeatRequest,
 ) -> HeartbeatResponse {
     let serving = if super::authorized_group(ctx, rctx, Operation::Read, &request.group_id) {
-        ctx.groups.serving(ctx).await
+        ctx.groups.serving(ctx, &request.group_id).await
     } else {
         Err(super::GROUP_AUTHORIZATION_FAILED)
     };

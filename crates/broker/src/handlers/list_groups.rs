@@ -1,4 +1,4 @@
-//! ListGroups: the groups this broker coordinates (none unless it is the controller).
+//! ListGroups: the groups this broker coordinates (those of the offsets partitions it leads).
 
 use kafka_protocol::messages::{ListGroupsRequest, ListGroupsResponse};
 
@@ -14,7 +14,7 @@ pub(super) async fn handle(
     rctx: &RequestContext,
     request: &ListGroupsRequest,
 ) -> ListGroupsResponse {
-    match ctx.groups.serving(ctx).await {
+    match ctx.groups.serving_all() {
         Ok(groups) => {
             let mut response = groups.list_groups(request);
             if !super::authorized_cluster(ctx, rctx, Operation::Describe) {

@@ -214,19 +214,27 @@ pub(crate) fn live_brokers(
 /// 2.8's auto-topic creation forwarded to the controller). Failures are logged; the client
 /// keeps seeing LEADER_NOT_AVAILABLE or UNKNOWN_TOPIC_OR_PARTITION and retries.
 fn auto_create_topics(ctx: &BrokerContext, topics: Vec<model::TopicName>) {
+    create_in_background(
+        ctx,
+        topics
+            .iter()
+            .map(|t| {
+                CreatableTopic::default()
+                    .with_name(TopicName(StrBytes::from_string(t.to_string())))
+                    .with_num_partitions(ctx.config.num_partitions)
+                    .with_replication_factor(ctx.config.default_replication_factor)
+            })
+            .collect(),
+    );
+}
+
+/// Asks the controller to create `topics` in the background: this broker's own controller
+/// when it is the active one, else forwarded to the controller of the metadata cache (Kafka's
+/// `AutoTopicCreationManager`). Auto-created topics and `__consumer_offsets` come this way.
+pub(crate) fn create_in_background(ctx: &BrokerContext, topics: Vec<CreatableTopic>) {
     let request = CreateTopicsRequest::default()
         .with_timeout_ms(i32::try_from(ctx.config.request_timeout.as_millis()).unwrap_or(i32::MAX))
-        .with_topics(
-            topics
-                .iter()
-                .map(|t| {
-                    CreatableTopic::default()
-                        .with_name(TopicName(StrBytes::from_string(t.to_string())))
-                        .with_num_partitions(ctx.config.num_partitions)
-                        .with_replication_factor(ctx.config.default_replication_factor)
-                })
-                .collect(),
-        );
+        .with_topics(topics.clone());
     let controller = ctx.controller();
     let snapshot = ctx.metadata_cache.snapshot();
     let controller_addr = snapshot
@@ -241,7 +249,7 @@ fn auto_create_topics(ctx: &BrokerContext, topics: Vec<model::TopicName>) {
     .secured(&ctx.config.inter_broker_security);
     let timeout = ctx.config.request_timeout;
     tokio::spawn(async move {
-        let names: Vec<String> = topics.iter().map(ToString::to_string).collect();
+        let names: Vec<String> = topics.iter().map(|t| t.name.0.to_string()).collect();
         info!(topics = ?names, "auto-creating topics");
         let response = if controller.is_active() {
             Some(controller.create_topics(request, 5).await)

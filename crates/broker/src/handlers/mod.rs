@@ -391,7 +391,10 @@ async fn dispatch(
         RequestKind::SaslHandshake(_) => ResponseKind::SaslHandshake(sasl::handshake()),
         RequestKind::SaslAuthenticate(_) => ResponseKind::SaslAuthenticate(sasl::authenticate()),
         RequestKind::LeaderAndIsr(req) => {
-            ResponseKind::LeaderAndIsr(leader_and_isr::handle(ctx, rctx, header, req).await)
+            let response = leader_and_isr::handle(ctx, rctx, header, req).await;
+            // A group coordinator moves with the leadership of its offsets partition.
+            crate::groups::on_leadership_change(ctx);
+            ResponseKind::LeaderAndIsr(response)
         }
         RequestKind::AlterPartition(req) => ResponseKind::AlterPartition(
             alter_partition::handle(ctx, rctx, header, req, version).await,
@@ -400,14 +403,18 @@ async fn dispatch(
             ResponseKind::UpdateMetadata(update_metadata::handle(ctx, rctx, header, req).await)
         }
         RequestKind::StopReplica(req) => {
-            ResponseKind::StopReplica(stop_replica::handle(ctx, rctx, header, req).await)
+            let response = stop_replica::handle(ctx, rctx, header, req).await;
+            crate::groups::on_leadership_change(ctx);
+            ResponseKind::StopReplica(response)
         }
         RequestKind::ControlledShutdown(req) => ResponseKind::ControlledShutdown(
             controlled_shutdown::handle(ctx, rctx, header, req).await,
         ),
         RequestKind::Produce(req) => {
             let bytes = crate::quotas::produce_bytes(&req);
-            let mut response = produce::handle(ctx, rctx, req, version).await;
+            // Kafka's AdminUtils.ADMIN_CLIENT_ID may append to internal topics; no one else.
+            let internal_allowed = header.client_id.as_deref() == Some(produce::ADMIN_CLIENT_ID);
+            let mut response = produce::handle(ctx, rctx, req, version, internal_allowed).await;
             endpoints_on_listener!(ctx, &rctx.listener, response.node_endpoints);
             response.throttle_time_ms = crate::quotas::throttle_produce(ctx, rctx, header, bytes);
             ResponseKind::Produce(response)

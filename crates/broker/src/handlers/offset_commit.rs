@@ -48,7 +48,7 @@ async fn commit(
     if request.topics.is_empty() {
         return OffsetCommitResponse::default();
     }
-    match ctx.groups.serving(ctx).await {
+    match ctx.groups.serving(ctx, &request.group_id).await {
         Ok(groups) => groups.offset_commit(request, version).await,
         Err(code) => refused(request, code),
     }

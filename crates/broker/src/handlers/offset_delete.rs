@@ -17,7 +17,7 @@ pub(super) async fn handle(
     request: &OffsetDeleteRequest,
 ) -> OffsetDeleteResponse {
     let serving = if super::authorized_group(ctx, rctx, Operation::Delete, &request.group_id) {
-        ctx.groups.serving(ctx).await
+        ctx.groups.serving(ctx, &request.group_id).await
     } else {
         Err(super::GROUP_AUTHORIZATION_FAILED)
     };

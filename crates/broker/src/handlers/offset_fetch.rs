@@ -19,10 +19,32 @@ pub(super) async fn handle(
     // then DESCRIBE on each topic: a named topic the principal may not describe answers
     // TOPIC_AUTHORIZATION_FAILED, and "every topic" leaves such topics out. Reading changes
     // nothing, so the checks are applied to the answer.
-    let serving = if version >= 8
-        || super::authorized_group(ctx, rctx, Operation::Describe, &request.group_id)
-    {
-        ctx.groups.serving(ctx).await
+    if version >= 8 {
+        // Several groups: each answered by this broker only if it coordinates it.
+        let (coordinator, served, refused) = ctx
+            .groups
+            .split(ctx, request.groups.clone(), |g| g.group_id.0.as_str());
+        let mut response = match coordinator {
+            Some(groups) if !served.is_empty() => {
+                let mut only = request.clone();
+                only.groups = served;
+                let mut response = groups.offset_fetch(&only, version);
+                if ctx.authorizer.is_some() {
+                    authorize_answer(ctx, rctx, &only, &mut response);
+                }
+                response
+            }
+            _ => OffsetFetchResponse::default(),
+        };
+        response.groups.extend(refused.into_iter().map(|(g, code)| {
+            OffsetFetchResponseGroup::default()
+                .with_group_id(g.group_id)
+                .with_error_code(code)
+        }));
+        return response;
+    }
+    let serving = if super::authorized_group(ctx, rctx, Operation::Describe, &request.group_id) {
+        ctx.groups.serving(ctx, &request.group_id).await
     } else {
         Err(super::GROUP_AUTHORIZATION_FAILED)
     };

@@ -47,11 +47,15 @@ impl From<(ResponseError, Option<String>)> for Refused {
     }
 }
 
+/// The client id that may append to internal topics (Kafka's `AdminUtils.ADMIN_CLIENT_ID`).
+pub(super) const ADMIN_CLIENT_ID: &str = "__admin_client";
+
 pub(super) async fn handle(
     ctx: &BrokerContext,
     rctx: &crate::auth::RequestContext,
     request: ProduceRequest,
     version: i16,
+    internal_allowed: bool,
 ) -> ProduceResponse {
     let now = now_ms();
     let acks = request.acks;
@@ -95,6 +99,15 @@ pub(super) async fn handle(
                 )
             } else if !writable {
                 Some((ResponseError::TopicAuthorizationFailed, None).into())
+            } else if !internal_allowed && name.as_ref().is_some_and(|n| n.is_internal()) {
+                // Kafka's ReplicaManager.appendToLocalLog: only the coordinators write there.
+                Some(
+                    (
+                        ResponseError::InvalidTopicException,
+                        Some(format!("Cannot append to internal topic {}", topic.name.0)),
+                    )
+                        .into(),
+                )
             } else if let Err(refused) = validate_records(version, data.records.as_deref()) {
                 Some(refused.into())
             } else if let Some(name) = &name {

@@ -13,7 +13,7 @@ pub(super) async fn handle(
     version: i16,
 ) -> SyncGroupResponse {
     let serving = if super::authorized_group(ctx, rctx, Operation::Read, &request.group_id) {
-        ctx.groups.serving(ctx).await
+        ctx.groups.serving(ctx, &request.group_id).await
     } else {
         Err(super::GROUP_AUTHORIZATION_FAILED)
     };

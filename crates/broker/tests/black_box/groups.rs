@@ -1,7 +1,8 @@
 //! Consumer groups through the broker with the client crate: FindCoordinator names the
-//! controller, a classic group forms and commits, offsets are in the store and survive a
-//! restart, a non-controller refuses with NOT_COORDINATOR, offsets of a deleted topic are
-//! dropped, and an ignored benchmark of offset commits over the wire.
+//! leader of the group's `__consumer_offsets` partition (creating the topic first), a classic
+//! group forms and commits, offsets survive a restart, the other brokers refuse with
+//! NOT_COORDINATOR, offsets follow the partition's leadership to another broker, offsets of
+//! a deleted topic are dropped, and an ignored benchmark of offset commits over the wire.
 
 use crate::common;
 
@@ -25,7 +26,51 @@ use metastore::SessionOptions;
 const GROUP_OVERRIDES: &[&str] = &[
     "group.initial.rebalance.delay.ms=0",
     "auto.create.topics.enable=false",
+    "offsets.topic.replication.factor=1",
+    "offsets.topic.num.partitions=4",
 ];
+
+/// Kafka's partition of a group in `__consumer_offsets`.
+fn partition_of(g: &str, partitions: i32) -> i32 {
+    group_coordinator::log_records::partition_for(g, partitions)
+}
+
+/// FindCoordinator (v3) until it names a coordinator (the first lookup creates the offsets
+/// topic; COORDINATOR_NOT_AVAILABLE meanwhile).
+async fn find_coordinator(conn: &mut Connection, g: &str) -> FindCoordinatorResponse {
+    let mut last = None;
+    for _ in 0..500 {
+        let response = conn
+            .send_version(FindCoordinatorRequest::default().with_key(s(g)), 3)
+            .await
+            .unwrap();
+        if response.error_code == 0 {
+            return response;
+        }
+        last = Some(response.error_code);
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+    panic!("no coordinator for {g}: last error {last:?}");
+}
+
+/// OffsetFetch until the coordinator has loaded the group's partition (NOT_COORDINATOR or
+/// COORDINATOR_LOAD_IN_PROGRESS before).
+async fn fetch_loaded(
+    conn: &mut Connection,
+    g: &str,
+    t: &str,
+    partitions: &[i32],
+) -> (i16, Vec<i64>) {
+    let mut answer = (0, Vec::new());
+    for _ in 0..500 {
+        answer = fetch(conn, g, t, partitions).await;
+        if !matches!(answer.0, 14 | 16) {
+            return answer;
+        }
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+    panic!("the coordinator never loaded {g}: {answer:?}");
+}
 
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_owned())
@@ -167,14 +212,12 @@ async fn a_group_forms_commits_and_its_offsets_survive_a_restart() {
     let mut conn = connect(&broker).await;
     create_topic(&mut conn, "orders", 4).await;
 
-    let found = conn
-        .send_version(FindCoordinatorRequest::default().with_key(s("g1")), 3)
-        .await
-        .unwrap();
-    assert_eq!(found.error_code, 0);
+    let found = find_coordinator(&mut conn, "g1").await;
     assert_eq!(found.node_id.0, broker.broker_id());
     assert_eq!(found.port, i32::from(broker.local_addr().port()));
 
+    // The broker may still be loading the group's offsets partition.
+    fetch_loaded(&mut conn, "g1", "orders", &[0]).await;
     let (member, generation, leader) = join(&mut conn, "g1").await;
     assert_eq!(leader, member, "the only member leads");
     let synced = conn
@@ -251,12 +294,6 @@ async fn a_group_forms_commits_and_its_offsets_survive_a_restart() {
         fetch(&mut conn, "g1", "orders", &[0, 1, 3]).await,
         (0, vec![42, -1, 7])
     );
-    assert_eq!(
-        znode(&store, "/consumers/g1/offsets/orders/0")
-            .await
-            .as_deref(),
-        Some(&b"42"[..])
-    );
 
     let listed = conn.send(ListGroupsRequest::default()).await.unwrap();
     assert_eq!(listed.groups.len(), 1);
@@ -290,12 +327,14 @@ async fn a_group_forms_commits_and_its_offsets_survive_a_restart() {
     let (broker, store) = start_broker_and_store(dir.path(), GROUP_OVERRIDES).await;
     eventually("broker becomes controller again", || broker.is_controller()).await;
     let mut conn = connect(&broker).await;
+    // Replayed from __consumer_offsets.
     assert_eq!(
-        fetch(&mut conn, "g1", "orders", &[0, 3]).await,
+        fetch_loaded(&mut conn, "g1", "orders", &[0, 3]).await,
         (0, vec![42, 7])
     );
 
-    // Deleting the topic drops the group's offsets from the coordinator and the store.
+    // Deleting the topic drops the group's offsets from the coordinator (tombstones in the
+    // offsets topic).
     let deletion = conn
         .send_version(
             DeleteTopicsRequest::default()
@@ -308,18 +347,13 @@ async fn a_group_forms_commits_and_its_offsets_survive_a_restart() {
     assert_eq!(deletion.responses[0].error_code, 0);
     let mut dropped = false;
     for _ in 0..250 {
-        let cached = fetch(&mut conn, "g1", "orders", &[0, 3]).await;
-        let stored = znode(&store, "/consumers/g1/offsets/orders/0").await;
-        if cached == (0, vec![-1, -1]) && stored.is_none() {
+        if fetch(&mut conn, "g1", "orders", &[0, 3]).await == (0, vec![-1, -1]) {
             dropped = true;
             break;
         }
         tokio::time::sleep(Duration::from_millis(40)).await;
     }
-    let last = (
-        fetch(&mut conn, "g1", "orders", &[0, 3]).await,
-        znode(&store, "/consumers/g1/offsets/orders/0").await,
-    );
+    let last = fetch(&mut conn, "g1", "orders", &[0, 3]).await;
     assert!(
         dropped,
         "offsets of the deleted topic are still there: {last:?}"
@@ -339,46 +373,78 @@ async fn a_group_forms_commits_and_its_offsets_survive_a_restart() {
     store.close().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn only_the_controller_coordinates() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = MetadataStore::from_config(&config(dir.path(), &[])).unwrap();
+/// Two brokers sharing one store, each with the given extra overrides.
+async fn two_brokers(dir: &std::path::Path, extra: &[&str]) -> (MetadataStore, Vec<Broker>) {
+    let store = MetadataStore::from_config(&config(dir, &[])).unwrap();
     let mut brokers = Vec::new();
     for id in [1, 2] {
-        let logs = dir.path().join(format!("broker-{id}/logs"));
-        let overrides = [
+        let logs = dir.join(format!("broker-{id}/logs"));
+        let mut overrides = vec![
             format!("broker.id={id}"),
             format!("log.dirs={}", logs.display()),
             "group.initial.rebalance.delay.ms=0".to_owned(),
+            "offsets.topic.num.partitions=4".to_owned(),
         ];
+        overrides.extend(extra.iter().map(|o| o.to_string()));
         let overrides: Vec<&str> = overrides.iter().map(String::as_str).collect();
-        brokers.push(start_on(store.clone(), dir.path(), &overrides).await);
+        brokers.push(start_on(store.clone(), dir, &overrides).await);
     }
     eventually("one controller", || {
         brokers.iter().filter(|b| b.is_controller()).count() == 1
     })
     .await;
-    let controller = brokers.iter().find(|b| b.is_controller()).unwrap();
-    let other = brokers.iter().find(|b| !b.is_controller()).unwrap();
-    let mut conn = connect(other).await;
-    // The follower learns the controller from UpdateMetadata.
-    let mut found = None;
-    for _ in 0..250 {
-        let response = conn
-            .send_version(FindCoordinatorRequest::default().with_key(s("g")), 3)
-            .await
-            .unwrap();
-        if response.error_code == 0 {
-            found = Some(response.node_id.0);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(40)).await;
+    (store, brokers)
+}
+
+/// The leader of `g`'s offsets partition, as a client learns it from `conn`'s broker.
+async fn leader_of_group(conn: &mut Connection, g: &str) -> i32 {
+    let metadata = conn
+        .send(MetadataRequest::default().with_topics(Some(vec![
+            metadata_request::MetadataRequestTopic::default()
+                .with_name(Some(topic("__consumer_offsets"))),
+        ])))
+        .await
+        .unwrap();
+    let t = &metadata.topics[0];
+    assert!(t.is_internal, "Metadata marks __consumer_offsets internal");
+    let n = i32::try_from(t.partitions.len()).unwrap();
+    t.partitions
+        .iter()
+        .find(|p| p.partition_index == partition_of(g, n))
+        .unwrap()
+        .leader_id
+        .0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leader_of_the_groups_offsets_partition_coordinates() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, brokers) = two_brokers(dir.path(), &["offsets.topic.replication.factor=1"]).await;
+    let mut conns = Vec::new();
+    for b in &brokers {
+        conns.push(connect(b).await);
     }
-    assert_eq!(found, Some(controller.broker_id()));
-    let refused = conn
+    // Both brokers name the same coordinator for each group: the partition's leader.
+    let mut coordinators = std::collections::BTreeSet::new();
+    for g in ["g", "h", "i", "j", "k", "l", "m", "n"] {
+        let first = find_coordinator(&mut conns[0], g).await.node_id.0;
+        let second = find_coordinator(&mut conns[1], g).await.node_id.0;
+        assert_eq!(first, second, "{g}");
+        assert_eq!(first, leader_of_group(&mut conns[0], g).await, "{g}");
+        coordinators.insert(first);
+    }
+    assert_eq!(coordinators.len(), 2, "groups are spread over both brokers");
+
+    let g = "g";
+    let coordinator = find_coordinator(&mut conns[0], g).await.node_id.0;
+    let other = brokers
+        .iter()
+        .position(|b| b.broker_id() != coordinator)
+        .unwrap();
+    let refused = conns[other]
         .send_version(
             JoinGroupRequest::default()
-                .with_group_id(group("g"))
+                .with_group_id(group(g))
                 .with_session_timeout_ms(10_000)
                 .with_protocol_type(s("consumer")),
             5,
@@ -386,10 +452,10 @@ async fn only_the_controller_coordinates() {
         .await
         .unwrap();
     assert_eq!(refused.error_code, 16, "NOT_COORDINATOR");
-    let refused = conn
+    let refused = conns[other]
         .send(
             OffsetCommitRequest::default()
-                .with_group_id(group("g"))
+                .with_group_id(group(g))
                 .with_topics(vec![OffsetCommitRequestTopic::default()
                     .with_name(topic("t"))
                     .with_partitions(vec![OffsetCommitRequestPartition::default()])]),
@@ -397,6 +463,7 @@ async fn only_the_controller_coordinates() {
         .await
         .unwrap();
     assert_eq!(refused.topics[0].partitions[0].error_code, 16);
+    drop(conns);
     for broker in brokers {
         broker.shutdown().await;
     }
@@ -404,34 +471,25 @@ async fn only_the_controller_coordinates() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn committed_offsets_survive_a_coordinator_failover() {
+async fn committed_offsets_follow_the_partition_to_its_new_leader() {
     let dir = tempfile::tempdir().unwrap();
-    let store = MetadataStore::from_config(&config(dir.path(), &[])).unwrap();
-    let mut brokers = Vec::new();
-    for id in [1, 2] {
-        let logs = dir.path().join(format!("broker-{id}/logs"));
-        let overrides = [
-            format!("broker.id={id}"),
-            format!("log.dirs={}", logs.display()),
-            "group.initial.rebalance.delay.ms=0".to_owned(),
-        ];
-        let overrides: Vec<&str> = overrides.iter().map(String::as_str).collect();
-        brokers.push(start_on(store.clone(), dir.path(), &overrides).await);
-    }
-    eventually("one controller", || {
-        brokers.iter().filter(|b| b.is_controller()).count() == 1
-    })
-    .await;
-    let index = brokers.iter().position(|b| b.is_controller()).unwrap();
-    let old = brokers.remove(index);
-    let survivor = brokers.pop().unwrap();
-    let mut conn = connect(&old).await;
+    let (store, mut brokers) =
+        two_brokers(dir.path(), &["offsets.topic.replication.factor=2"]).await;
+    let mut conn = connect(&brokers[0]).await;
     create_topic(&mut conn, "orders", 2).await;
-    // Simple commits (no member), as a standalone consumer or a reset tool makes them.
+    let coordinator = find_coordinator(&mut conn, "g").await.node_id.0;
+    let index = brokers
+        .iter()
+        .position(|b| b.broker_id() == coordinator)
+        .unwrap();
+    let mut to_coordinator = connect(&brokers[index]).await;
+    fetch_loaded(&mut to_coordinator, "g", "orders", &[0]).await;
+    // Simple commits (no member), as a standalone consumer or a reset tool makes them;
+    // answered once both replicas have them.
     let mut codes = Vec::new();
     for _ in 0..100 {
         codes = commit(
-            &mut conn,
+            &mut to_coordinator,
             "g",
             "",
             -1,
@@ -441,29 +499,34 @@ async fn committed_offsets_survive_a_coordinator_failover() {
         if codes == vec![0, 0] {
             break;
         }
-        // UNKNOWN_TOPIC_OR_PARTITION until the controller's UpdateMetadata lands.
         tokio::time::sleep(Duration::from_millis(40)).await;
     }
     assert_eq!(codes, vec![0, 0]);
+    drop(to_coordinator);
     drop(conn);
+    let old = brokers.remove(index);
+    let survivor = brokers.pop().unwrap();
     old.shutdown().await;
 
-    eventually("the survivor takes over", || survivor.is_controller()).await;
     let mut conn = connect(&survivor).await;
-    let found = conn
-        .send_version(FindCoordinatorRequest::default().with_key(s("g")), 3)
-        .await
-        .unwrap();
-    assert_eq!(found.node_id.0, survivor.broker_id());
+    let mut found = 0;
+    for _ in 0..500 {
+        found = find_coordinator(&mut conn, "g").await.node_id.0;
+        if found == survivor.broker_id() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+    assert_eq!(found, survivor.broker_id());
     assert_eq!(
-        fetch(&mut conn, "g", "orders", &[0, 1]).await,
+        fetch_loaded(&mut conn, "g", "orders", &[0, 1]).await,
         (0, vec![11, 12])
     );
     survivor.shutdown().await;
     store.close().await;
 }
 
-/// Offset commits per second through the coordinator and the metadata store over the wire:
+/// Offset commits per second through the coordinator and `__consumer_offsets` over the wire:
 /// `cargo test --release -p broker --test black_box -- --ignored --nocapture groups::commit_throughput`
 /// (`GREGOR_BENCH_CLIENTS=64` for more connections).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -474,6 +537,8 @@ async fn commit_throughput() {
     eventually("broker becomes controller", || broker.is_controller()).await;
     let mut conn = connect(&broker).await;
     create_topic(&mut conn, "bench", 4).await;
+    find_coordinator(&mut conn, "bench-0").await;
+    fetch_loaded(&mut conn, "bench-0", "bench", &[0]).await;
     // GREGOR_BENCH_CLIENTS connections (8 by default), each with one commit in flight.
     let clients: i32 = std::env::var("GREGOR_BENCH_CLIENTS")
         .ok()

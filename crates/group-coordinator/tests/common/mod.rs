@@ -49,6 +49,8 @@ pub struct Harness {
     pub events: Vec<MembershipEvent>,
     /// `group/topic-partition` of every expired offset.
     pub expired: Vec<String>,
+    /// Group metadata the core asked to store, in order.
+    pub stored: Vec<(String, group_coordinator::GroupMetadataSnapshot)>,
 }
 
 impl Harness {
@@ -61,6 +63,7 @@ impl Harness {
             syncs: BTreeMap::new(),
             events: Vec::new(),
             expired: Vec::new(),
+            stored: Vec::new(),
         }
     }
 
@@ -88,6 +91,7 @@ impl Harness {
                     );
                 }
                 Output::Membership(event) => self.events.push(event),
+                Output::GroupMetadata { group_id, value } => self.stored.push((group_id, value)),
                 Output::OffsetsExpired {
                     group_id,
                     partitions,

@@ -143,9 +143,10 @@ async fn commit(
     group: &str,
     offsets: &BTreeMap<Tp, i64>,
 ) -> Result<(), String> {
-    let response = bounded(cluster.call_controller(caller, reset::commit_request(group, offsets)))
-        .await
-        .map_err(|e| view_error(&e))?;
+    let response =
+        bounded(cluster.call_coordinator(caller, group, reset::commit_request(group, offsets)))
+            .await
+            .map_err(|e| view_error(&e))?;
     let refused = response.topics.iter().find_map(|t| {
         t.partitions
             .iter()
