@@ -22,6 +22,14 @@ pub enum ConfigError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The properties file is not one Java's `Properties.load` reads.
+    #[error("cannot read config file {path}: {error}")]
+    Syntax {
+        /// The file.
+        path: PathBuf,
+        /// Where and what.
+        error: client::PropertiesError,
+    },
     /// An `--override` is not `key=value`.
     #[error("override '{0}' is not key=value")]
     BadOverride(String),
@@ -332,7 +340,10 @@ impl BrokerConfig {
                     path: path.to_path_buf(),
                     source,
                 })?;
-                parse_properties(&text)
+                parse_properties(&text).map_err(|error| ConfigError::Syntax {
+                    path: path.to_path_buf(),
+                    error,
+                })?
             }
             None => BTreeMap::new(),
         };
@@ -831,33 +842,14 @@ fn replication_config(
     Ok(config)
 }
 
-/// Parses Java-properties text: `key=value`, `key: value` or `key value`; `#` and `!`
-/// comments; a trailing backslash continues a line.
-pub fn parse_properties(text: &str) -> BTreeMap<String, String> {
-    let mut props = BTreeMap::new();
-    let mut pending = String::new();
-    for raw in text.lines() {
-        let line = raw.trim_start();
-        if pending.is_empty() && (line.is_empty() || line.starts_with('#') || line.starts_with('!'))
-        {
-            continue;
-        }
-        if let Some(stripped) = line.strip_suffix('\\') {
-            pending.push_str(stripped);
-            continue;
-        }
-        pending.push_str(line);
-        let entry = std::mem::take(&mut pending);
-        let split = entry
-            .find(['=', ':'])
-            .or_else(|| entry.find(char::is_whitespace));
-        let (key, value) = match split {
-            Some(i) => (&entry[..i], &entry[i + 1..]),
-            None => (entry.as_str(), ""),
-        };
-        props.insert(key.trim().to_string(), value.trim().to_string());
-    }
-    props
+/// Reads `server.properties` text as Java's `Properties.load` does (the one reader,
+/// `client::properties`), each value trimmed as Kafka's `ConfigDef` trims it; a key given
+/// twice keeps its last value.
+pub fn parse_properties(text: &str) -> Result<BTreeMap<String, String>, client::PropertiesError> {
+    Ok(client::parse_properties(text)?
+        .into_iter()
+        .map(|(key, value)| (key, value.trim().to_owned()))
+        .collect())
 }
 
 fn is_topic_default_key(key: &str) -> bool {
@@ -1166,7 +1158,7 @@ mod tests {
     use super::*;
 
     fn load(text: &str, overrides: &[&str]) -> Result<BrokerConfig, ConfigError> {
-        let mut props = parse_properties(text);
+        let mut props = parse_properties(text).unwrap();
         for o in overrides {
             let (k, v) = o.split_once('=').unwrap();
             props.insert(k.into(), v.into());
@@ -1311,7 +1303,7 @@ mod tests {
     #[test]
     fn shipped_server_properties_is_valid_and_all_defaults() {
         let text = include_str!("../../../config/server.properties");
-        let props = parse_properties(text);
+        let props = parse_properties(text).unwrap();
         assert!(props.is_empty(), "every key is commented out: {props:?}");
         let uncommented: String = text
             .lines()
@@ -1327,9 +1319,11 @@ mod tests {
             })
             .collect::<Vec<_>>()
             .join("\n");
-        let config =
-            BrokerConfig::from_properties(parse_properties(&uncommented), Path::new("./data"))
-                .unwrap();
+        let config = BrokerConfig::from_properties(
+            parse_properties(&uncommented).unwrap(),
+            Path::new("./data"),
+        )
+        .unwrap();
         assert_eq!(config.listener().bind_addr(), "127.0.0.1:9092");
     }
 
