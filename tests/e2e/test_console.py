@@ -120,12 +120,15 @@ def test_placement_matrix_preview_actions_and_a_stopped_broker(tmp_path):
         assert status == 200 and 'id="preview"' in page, page
         preview = matrix(page)
         assert sorted(preview) == list(range(6))
+        assert f"would create <strong>{topic}</strong> with 6 partitions of 2 replicas," in page
         for replicas, leader, roles in preview.values():
             assert len(set(replicas)) == 2 and leader == replicas[0]
             assert set(roles) == set(replicas) and roles[leader] == "leader"
             assert {RACKS[IDS.index(r)] for r in replicas} == {"a", "b"}, "rack-aware: one replica per rack"
         assert column_order(page) == [1001, 1002, 1003], "columns grouped by rack"
         assert topic not in admin.list_topics(timeout=10).topics, "a preview creates nothing"
+        _, page, _ = post(port, "/topics/new", {**form, "partitions": "1", "replication_factor": "1", "op": "preview"})
+        assert "with 1 partition of 1 replica," in page, page
 
         # Refusals carry Kafka's code and message, next to the form.
         status, page, _ = post(port, "/topics/new", {**form, "replication_factor": "5", "op": "preview"})
