@@ -5,11 +5,13 @@ go through Kafka's checks and show Kafka's code and message, a stopped broker's 
 out of sync, the group page shows the lag `gregor consumer-groups --describe` shows, and the
 znode browser shows the store."""
 
+import base64
 import html
 import html.parser
 import os
 import re
 import signal
+import struct
 import subprocess
 import time
 import urllib.error
@@ -17,7 +19,7 @@ import urllib.parse
 import urllib.request
 import uuid
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conftest import GREGOR_BIN, free_port, free_ports, gregor_cli, wait_for_port, wait_until
@@ -154,6 +156,12 @@ def test_placement_matrix_preview_actions_and_a_stopped_broker(tmp_path):
 
         page = get(port, location)
         assert f"Created topic {topic}." in page
+        # The topic id in Kafka's form (Uuid.toString, URL-safe base64), as clients see it.
+        tid = admin.describe_topics(TopicCollection([topic]))[topic].result(timeout=10).topic_id
+        raw = struct.pack(">qq", tid.get_most_significant_bits(), tid.get_least_significant_bits())
+        kafka_form = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        assert f"<dt>Topic id</dt><dd>{kafka_form}</dd>" in page, page
+        assert f"TopicId: {kafka_form}\t" in gregor_cli("topics", "--bootstrap-server", bootstrap, "--describe", "--topic", topic).stdout
         shown = matrix(page)
         for p, (replicas, leader, isr) in actual.items():
             s_replicas, s_leader, roles = shown[p]

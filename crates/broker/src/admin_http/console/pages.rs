@@ -314,7 +314,8 @@ pub(crate) async fn topic(
     let _ = write!(
         live,
         "<dl class=\"facts\"><dt>Topic id</dt><dd>{}</dd><dt>Partitions</dt><dd>{}</dd><dt>Replication factor</dt><dd>{}</dd><dt>Under-replicated</dt><dd>{}</dd><dt>Offline</dt><dd>{}</dd>{}</dl>",
-        t.id,
+        // Kafka's form (Uuid.toString: URL-safe base64), as the CLI and every tool print it.
+        model::TopicId::from_bytes(*t.id.as_bytes()),
         t.partitions.len(),
         t.replication_factor(),
         t.partitions.iter().filter(|p| p.under_replicated()).count(),
