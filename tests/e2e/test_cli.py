@@ -89,6 +89,17 @@ def test_a_log_written_to_a_file_is_plain_text(server):
     assert re.search(r" INFO broker::server: broker started broker_id=\d+ ", text), text[:600]
 
 
+def test_version_is_the_workspace_version():
+    """`gregor --version` prints the workspace's version (Cargo.toml), not 0.0.0."""
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    with open(os.path.join(root, "Cargo.toml")) as f:
+        want = re.search(r'^version = "([^"]+)"', f.read(), re.M).group(1)
+    assert want != "0.0.0"
+    r = gregor_cli("--version")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == f"gregor {want}\n"
+
+
 def run_into_closed_pipe(*args):
     """Runs `gregor args` with stdout a pipe whose reader is already gone (what
     `gregor ... | head -1` becomes once head exits); returns (exit code, stderr)."""
