@@ -1325,6 +1325,33 @@ mod tests {
         )
         .unwrap();
         assert_eq!(config.listener().bind_addr(), "127.0.0.1:9092");
+
+        // The commented examples (`#   key=value`) are real settings, and the inline PEM one
+        // reads, through Java's format, as one value with spaces where its lines were.
+        assert!(!text.contains("Only PLAINTEXT"), "SSL and SASL listeners work");
+        let examples: String = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("#   "))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let examples = parse_properties(&examples).unwrap();
+        for key in examples.keys() {
+            assert!(
+                KNOWN_KEYS.contains(&key.as_str()) || key.starts_with("listener.name."),
+                "{key}"
+            );
+        }
+        assert_eq!(
+            examples.get("ssl.keystore.key").map(String::as_str),
+            Some("-----BEGIN PRIVATE KEY----- MIIEvQIBADANBgkqhkiG9w... -----END PRIVATE KEY-----")
+        );
+        assert!(examples.get("listeners").is_some_and(|l| l.contains("EXTERNAL://")));
+        assert_eq!(
+            examples
+                .get("listener.security.protocol.map")
+                .map(String::as_str),
+            Some("PLAINTEXT:PLAINTEXT,EXTERNAL:SASL_SSL")
+        );
     }
 
     #[test]
