@@ -1328,7 +1328,10 @@ mod tests {
 
         // The commented examples (`#   key=value`) are real settings, and the inline PEM one
         // reads, through Java's format, as one value with spaces where its lines were.
-        assert!(!text.contains("Only PLAINTEXT"), "SSL and SASL listeners work");
+        assert!(
+            !text.contains("Only PLAINTEXT"),
+            "SSL and SASL listeners work"
+        );
         let examples: String = text
             .lines()
             .filter_map(|l| l.strip_prefix("#   "))
@@ -1345,7 +1348,9 @@ mod tests {
             examples.get("ssl.keystore.key").map(String::as_str),
             Some("-----BEGIN PRIVATE KEY----- MIIEvQIBADANBgkqhkiG9w... -----END PRIVATE KEY-----")
         );
-        assert!(examples.get("listeners").is_some_and(|l| l.contains("EXTERNAL://")));
+        assert!(examples
+            .get("listeners")
+            .is_some_and(|l| l.contains("EXTERNAL://")));
         assert_eq!(
             examples
                 .get("listener.security.protocol.map")
