@@ -1,8 +1,10 @@
 """`gregor topics` behaves like kafka-topics.sh."""
 
+import os
 import re
+import subprocess
 
-from conftest import gregor_cli, wait_until
+from conftest import GREGOR_BIN, gregor_cli, wait_until
 
 
 def topics(g, *args):
@@ -85,3 +87,43 @@ def test_a_log_written_to_a_file_is_plain_text(server):
     text = server.log_text()
     assert "\x1b[" not in text, text[:300]
     assert re.search(r" INFO broker::server: broker started broker_id=\d+ ", text), text[:600]
+
+
+def test_version_is_the_workspace_version():
+    """`gregor --version` prints the workspace's version (Cargo.toml), not 0.0.0."""
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    with open(os.path.join(root, "Cargo.toml")) as f:
+        want = re.search(r'^version = "([^"]+)"', f.read(), re.M).group(1)
+    assert want != "0.0.0"
+    r = gregor_cli("--version")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == f"gregor {want}\n"
+
+
+def run_into_closed_pipe(*args):
+    """Runs `gregor args` with stdout a pipe whose reader is already gone (what
+    `gregor ... | head -1` becomes once head exits); returns (exit code, stderr)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        p = subprocess.run([GREGOR_BIN, *args], stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write_end)
+    return p.returncode, p.stderr
+
+
+def test_a_reader_that_goes_away_ends_every_command_quietly(server):
+    r = topics(server, "--create", "--topic", "piped", "--partitions", "3", "--replication-factor", "1")
+    assert r.returncode == 0, r.stderr
+    wait_until(lambda: "piped" in topics(server, "--list").stdout.split(), what="piped listed")
+    for args in [
+        ["configs", "--bootstrap-server", server.bootstrap, "--entity-type", "brokers", "--entity-name", "0",
+         "--describe", "--all"],
+        ["log-dirs", "--bootstrap-server", server.bootstrap, "--describe"],
+        ["topics", "--bootstrap-server", server.bootstrap, "--describe", "--topic", "piped"],
+        ["topics", "--bootstrap-server", server.bootstrap, "--list"],
+        ["--help"],
+    ]:
+        code, err = run_into_closed_pipe(*args)
+        assert "panicked" not in err and "Broken pipe" not in err, (args, err)
+        assert code == 0, (args, code, err)

@@ -5,11 +5,13 @@ go through Kafka's checks and show Kafka's code and message, a stopped broker's 
 out of sync, the group page shows the lag `gregor consumer-groups --describe` shows, and the
 znode browser shows the store."""
 
+import base64
 import html
 import html.parser
 import os
 import re
 import signal
+import struct
 import subprocess
 import time
 import urllib.error
@@ -17,7 +19,7 @@ import urllib.parse
 import urllib.request
 import uuid
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conftest import GREGOR_BIN, free_port, free_ports, gregor_cli, wait_for_port, wait_until
@@ -120,12 +122,15 @@ def test_placement_matrix_preview_actions_and_a_stopped_broker(tmp_path):
         assert status == 200 and 'id="preview"' in page, page
         preview = matrix(page)
         assert sorted(preview) == list(range(6))
+        assert f"would create <strong>{topic}</strong> with 6 partitions of 2 replicas," in page
         for replicas, leader, roles in preview.values():
             assert len(set(replicas)) == 2 and leader == replicas[0]
             assert set(roles) == set(replicas) and roles[leader] == "leader"
             assert {RACKS[IDS.index(r)] for r in replicas} == {"a", "b"}, "rack-aware: one replica per rack"
         assert column_order(page) == [1001, 1002, 1003], "columns grouped by rack"
         assert topic not in admin.list_topics(timeout=10).topics, "a preview creates nothing"
+        _, page, _ = post(port, "/topics/new", {**form, "partitions": "1", "replication_factor": "1", "op": "preview"})
+        assert "with 1 partition of 1 replica," in page, page
 
         # Refusals carry Kafka's code and message, next to the form.
         status, page, _ = post(port, "/topics/new", {**form, "replication_factor": "5", "op": "preview"})
@@ -151,6 +156,12 @@ def test_placement_matrix_preview_actions_and_a_stopped_broker(tmp_path):
 
         page = get(port, location)
         assert f"Created topic {topic}." in page
+        # The topic id in Kafka's form (Uuid.toString, URL-safe base64), as clients see it.
+        tid = admin.describe_topics(TopicCollection([topic]))[topic].result(timeout=10).topic_id
+        raw = struct.pack(">qq", tid.get_most_significant_bits(), tid.get_least_significant_bits())
+        kafka_form = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        assert f"<dt>Topic id</dt><dd>{kafka_form}</dd>" in page, page
+        assert f"TopicId: {kafka_form}\t" in gregor_cli("topics", "--bootstrap-server", bootstrap, "--describe", "--topic", topic).stdout
         shown = matrix(page)
         for p, (replicas, leader, isr) in actual.items():
             s_replicas, s_leader, roles = shown[p]

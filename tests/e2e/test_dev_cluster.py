@@ -1,5 +1,7 @@
 """The 5-broker dev cluster places partitions as the chosen strategy says."""
 
+import signal
+
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conftest import gregor_cli, wait_until
@@ -62,3 +64,20 @@ def test_rack_aware_placement(make_cluster):
     rack = dict(zip(IDS, ["a", "a", "b", "b", "c"]))
     for replicas in placed.values():
         assert len({rack[b] for b in replicas}) == 3, placed
+
+
+def test_a_whole_cluster_stop_logs_no_error(make_cluster):
+    """SIGTERM stops every broker of a dev cluster; partitions left with no replica to lead
+    while every broker shuts down are the expected end of a whole-cluster stop, not errors."""
+    g = make_cluster(3)
+    a = AdminClient({"bootstrap.servers": g.bootstrap})
+    topics = [NewTopic("stop-rf1", num_partitions=9, replication_factor=1),
+              NewTopic("stop-rf3", num_partitions=5, replication_factor=3)]
+    for f in a.create_topics(topics).values():
+        f.result(timeout=30)
+    online_assignment(a, "stop-rf1", 9)
+    online_assignment(a, "stop-rf3", 5)
+    assert g.stop(signal.SIGTERM) == 0
+    with open(g.log_path, errors="replace") as f:
+        errors = [line for line in f if " ERROR " in line]
+    assert not errors, "".join(errors[:20])

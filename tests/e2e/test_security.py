@@ -6,6 +6,7 @@ it signs (SAN 127.0.0.1 and localhost), and a second, unrelated CA that clients 
 """
 
 import os
+import re
 import subprocess
 import uuid
 
@@ -213,11 +214,95 @@ def test_mutual_tls_principal_and_refusal(tmp_path, certs):
         g.stop()
 
 
+def pem_continued(text):
+    """KIP-651's form in server.properties: the PEM's lines joined by ' \\' continuations,
+    the next lines indented (Java's Properties.load joins them, spaces where newlines were)."""
+    return " \\\n    ".join(text.strip().splitlines())
+
+
+def pem_escaped(text):
+    """The same value on one line, its newlines written as \\n escapes."""
+    return text.strip().replace("\n", "\\n")
+
+
+def start_with_properties(tmp_path, name, ssl_lines):
+    """A broker started from a server.properties file with a PLAINTEXT and an SSL listener
+    plus `ssl_lines`; returns (Gregor, SSL port)."""
+    plain, ssl, admin = free_port(), free_port(), free_port()
+    props = tmp_path / f"{name}.properties"
+    props.write_text(
+        f"listeners=PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{ssl}\n"
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SSL:SSL\n"
+        "inter.broker.listener.name=PLAINTEXT\n"
+        f"admin.listener=127.0.0.1:{admin}\n"
+        "ssl.keystore.type=PEM\n" + ssl_lines + "\n")
+    args = ["server", "--data-dir", str(tmp_path / name), "--config", str(props)]
+    return Gregor(args, tmp_path / name, [plain, ssl], admin, tmp_path / f"{name}.log"), ssl
+
+
+@pytest.mark.parametrize("form", ["continued", "escaped", "encrypted"])
+def test_inline_pem_keys_in_server_properties(tmp_path, certs, form):
+    """KIP-651: ssl.keystore.key and ssl.keystore.certificate.chain written inline in
+    server.properties, as continuation lines, as \\n escapes, and an ENCRYPTED PRIVATE KEY
+    with ssl.key.password; librdkafka then produces and consumes over the SSL listener."""
+    key = open(certs["key"]).read()
+    chain = open(certs["cert"]).read()
+    extra = ""
+    if form == "encrypted":
+        openssl("pkcs8", "-topk8", "-v2", "aes-256-cbc", "-in", certs["key"], "-passout", "pass:s3cret",
+                "-out", "broker-enc.key", cwd=certs["dir"])
+        key = open(os.path.join(certs["dir"], "broker-enc.key")).read()
+        assert "ENCRYPTED PRIVATE KEY" in key
+        extra = "ssl.key.password=s3cret\n"
+    encode = pem_escaped if form == "escaped" else pem_continued
+    lines = (extra + f"ssl.keystore.key={encode(key)}\n"
+             f"ssl.keystore.certificate.chain={encode(chain)}")
+    g, ssl_port = start_with_properties(tmp_path, form, lines)
+    g.start()
+    try:
+        conf = {
+            "bootstrap.servers": f"127.0.0.1:{ssl_port}",
+            "security.protocol": "SSL",
+            "ssl.ca.location": certs["ca"],
+        }
+        produce_consume(conf, f"inline-{form}-" + uuid.uuid4().hex[:6])
+    finally:
+        g.stop()
+
+
+def test_a_bad_inline_key_names_its_setting(tmp_path, certs):
+    """A key that is not one, or an encrypted key without its password: the error names the
+    setting and says what is wrong in words (no '(inline)' location, no byte dump)."""
+    chain = pem_continued(open(certs["cert"]).read())
+    openssl("pkcs8", "-topk8", "-v2", "aes-256-cbc", "-in", certs["key"], "-passout", "pass:pw",
+            "-out", "bad-enc.key", cwd=certs["dir"])
+    encrypted = pem_continued(open(os.path.join(certs["dir"], "bad-enc.key")).read())
+    for name, lines, key, words in [
+        ("cert-as-key", f"ssl.keystore.key={chain}\nssl.keystore.certificate.chain={chain}",
+         "ssl.keystore.key", "not a PEM private key"),
+        ("no-password", f"ssl.keystore.key={encrypted}\nssl.keystore.certificate.chain={chain}",
+         "ssl.keystore.key", "ssl.key.password"),
+        ("wrong-password", f"ssl.key.password=nope\nssl.keystore.key={encrypted}\n"
+         f"ssl.keystore.certificate.chain={chain}", "ssl.keystore.key", "cannot decrypt"),
+        ("cut-chain", "ssl.keystore.key=" + pem_continued(open(certs["key"]).read()) +
+         "\nssl.keystore.certificate.chain=-----BEGIN CERTIFICATE----- MIIB",
+         "ssl.keystore.certificate.chain", "has no matching -----END CERTIFICATE-----"),
+    ]:
+        g, _ = start_with_properties(tmp_path, name, lines)
+        out = subprocess.run([os.environ.get("GREGOR_BIN") or "target/debug/gregor", *g.args],
+                             capture_output=True, text=True, timeout=30)
+        err = out.stderr + out.stdout
+        assert out.returncode != 0, name
+        assert f"for {key}:" in err and words in err, (name, err)
+        assert "(inline)" not in err and not re.search(r"\[\d+, \d+", err), (name, err)
+        assert "MII" not in err, ("no PEM text in the error", name, err)
+
+
 def test_bad_tls_settings_refuse_to_start(tmp_path, certs):
     for overrides, message in [
         ([], "needs ssl.keystore.location"),
         (["ssl.keystore.type=JKS", f"ssl.keystore.location={certs['keystore']}"], "only PEM is supported"),
-        ([f"ssl.keystore.location={certs['cert']}"], "no usable private key"),
+        ([f"ssl.keystore.location={certs['cert']}"], "not a PEM private key"),
         ([f"ssl.keystore.location={certs['keystore']}", "ssl.enabled.protocols=TLSv1.1"], "not supported"),
         ([f"ssl.keystore.location={certs['keystore']}", "ssl.client.auth=required"], "ssl.truststore"),
     ]:

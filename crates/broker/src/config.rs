@@ -22,6 +22,14 @@ pub enum ConfigError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The properties file is not one Java's `Properties.load` reads.
+    #[error("cannot read config file {path}: {error}")]
+    Syntax {
+        /// The file.
+        path: PathBuf,
+        /// Where and what.
+        error: client::PropertiesError,
+    },
     /// An `--override` is not `key=value`.
     #[error("override '{0}' is not key=value")]
     BadOverride(String),
@@ -350,7 +358,10 @@ impl BrokerConfig {
                     path: path.to_path_buf(),
                     source,
                 })?;
-                parse_properties(&text)
+                parse_properties(&text).map_err(|error| ConfigError::Syntax {
+                    path: path.to_path_buf(),
+                    error,
+                })?
             }
             None => BTreeMap::new(),
         };
@@ -880,33 +891,14 @@ fn replication_config(
     Ok(config)
 }
 
-/// Parses Java-properties text: `key=value`, `key: value` or `key value`; `#` and `!`
-/// comments; a trailing backslash continues a line.
-pub fn parse_properties(text: &str) -> BTreeMap<String, String> {
-    let mut props = BTreeMap::new();
-    let mut pending = String::new();
-    for raw in text.lines() {
-        let line = raw.trim_start();
-        if pending.is_empty() && (line.is_empty() || line.starts_with('#') || line.starts_with('!'))
-        {
-            continue;
-        }
-        if let Some(stripped) = line.strip_suffix('\\') {
-            pending.push_str(stripped);
-            continue;
-        }
-        pending.push_str(line);
-        let entry = std::mem::take(&mut pending);
-        let split = entry
-            .find(['=', ':'])
-            .or_else(|| entry.find(char::is_whitespace));
-        let (key, value) = match split {
-            Some(i) => (&entry[..i], &entry[i + 1..]),
-            None => (entry.as_str(), ""),
-        };
-        props.insert(key.trim().to_string(), value.trim().to_string());
-    }
-    props
+/// Reads `server.properties` text as Java's `Properties.load` does (the one reader,
+/// `client::properties`), each value trimmed as Kafka's `ConfigDef` trims it; a key given
+/// twice keeps its last value.
+pub fn parse_properties(text: &str) -> Result<BTreeMap<String, String>, client::PropertiesError> {
+    Ok(client::parse_properties(text)?
+        .into_iter()
+        .map(|(key, value)| (key, value.trim().to_owned()))
+        .collect())
 }
 
 fn is_topic_default_key(key: &str) -> bool {
@@ -1215,7 +1207,7 @@ mod tests {
     use super::*;
 
     fn load(text: &str, overrides: &[&str]) -> Result<BrokerConfig, ConfigError> {
-        let mut props = parse_properties(text);
+        let mut props = parse_properties(text).unwrap();
         for o in overrides {
             let (k, v) = o.split_once('=').unwrap();
             props.insert(k.into(), v.into());
@@ -1360,7 +1352,7 @@ mod tests {
     #[test]
     fn shipped_server_properties_is_valid_and_all_defaults() {
         let text = include_str!("../../../config/server.properties");
-        let props = parse_properties(text);
+        let props = parse_properties(text).unwrap();
         // Every key is commented out but the offsets topic's replication factor, which the
         // shipped file sets to 1 as Kafka's does (its default of 3 needs three brokers).
         assert_eq!(
@@ -1387,10 +1379,44 @@ mod tests {
             })
             .collect::<Vec<_>>()
             .join("\n");
-        let config =
-            BrokerConfig::from_properties(parse_properties(&uncommented), Path::new("./data"))
-                .unwrap();
+        let config = BrokerConfig::from_properties(
+            parse_properties(&uncommented).unwrap(),
+            Path::new("./data"),
+        )
+        .unwrap();
         assert_eq!(config.listener().bind_addr(), "127.0.0.1:9092");
+
+        // The commented examples (`#   key=value`) are real settings, and the inline PEM one
+        // reads, through Java's format, as one value with spaces where its lines were.
+        assert!(
+            !text.contains("Only PLAINTEXT"),
+            "SSL and SASL listeners work"
+        );
+        let examples: String = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("#   "))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let examples = parse_properties(&examples).unwrap();
+        for key in examples.keys() {
+            assert!(
+                KNOWN_KEYS.contains(&key.as_str()) || key.starts_with("listener.name."),
+                "{key}"
+            );
+        }
+        assert_eq!(
+            examples.get("ssl.keystore.key").map(String::as_str),
+            Some("-----BEGIN PRIVATE KEY----- MIIEvQIBADANBgkqhkiG9w... -----END PRIVATE KEY-----")
+        );
+        assert!(examples
+            .get("listeners")
+            .is_some_and(|l| l.contains("EXTERNAL://")));
+        assert_eq!(
+            examples
+                .get("listener.security.protocol.map")
+                .map(String::as_str),
+            Some("PLAINTEXT:PLAINTEXT,EXTERNAL:SASL_SSL")
+        );
     }
 
     #[test]

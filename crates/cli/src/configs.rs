@@ -430,6 +430,11 @@ fn configs_to_add(args: &ConfigsArgs) -> Result<Vec<(String, String)>, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|err| format!("cannot read --add-config-file {}: {err}", path.display()))?;
         client::parse_properties(&text)
+            .map_err(|err| format!("--add-config-file {}: {err}", path.display()))?
+            .into_iter()
+            // Kafka's ConfigDef trims a value before it parses it.
+            .map(|(key, value)| (key, value.trim().to_owned()))
+            .collect()
     } else {
         parse_add_config(args.add_config.as_deref().unwrap_or("")).map_err(|e| e.to_string())?
     };

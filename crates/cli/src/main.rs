@@ -61,6 +61,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    quiet_on_broken_pipe();
     let matches = Cli::command().get_matches();
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
     // kafka-configs.sh pairs entity names with entity types by their order on the line.
@@ -91,4 +92,26 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// A reader that goes away (`gregor configs ... | head -1`) ends the command quietly, with
+/// exit code 0, as it ends Kafka's scripts (Java's `System.out` swallows the error). Rust
+/// ignores SIGPIPE, so a write to the closed pipe fails with EPIPE and `println!` panics on
+/// it (exit 101 and a panic message); this hook, set once for every command, turns that one
+/// panic into a quiet exit. Every other panic goes to the default hook as before.
+fn quiet_on_broken_pipe() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        // std's message: "failed printing to stdout: Broken pipe (os error 32)".
+        if message.starts_with("failed printing to std") && message.contains("os error 32") {
+            std::process::exit(0);
+        }
+        default_hook(info);
+    }));
 }

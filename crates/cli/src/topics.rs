@@ -920,12 +920,12 @@ async fn execute_describe(
     Ok(())
 }
 
-/// A `--topic-id` in Kafka's form (22 characters of URL-safe base64); `None` for the zero id,
-/// which Kafka treats as "not given".
+/// A `--topic-id` in Kafka's form (22 characters of URL-safe base64) or as a UUID with
+/// dashes; `None` for the zero id, which Kafka treats as "not given".
 fn parse_topic_id(text: &str) -> Result<Option<TopicId>, String> {
     let id: TopicId = text
         .parse()
-        .map_err(|_| format!("Invalid topic id '{text}': expected 22 characters of URL-safe base64 (as `--describe` prints TopicId)"))?;
+        .map_err(|_| format!("Invalid topic id '{text}': expected 22 characters of URL-safe base64 (as `--describe` prints TopicId) or a UUID with dashes"))?;
     Ok((id.as_bytes() != &[0; 16]).then_some(id))
 }
 

@@ -579,6 +579,23 @@ fn describe_by_topic_id_and_log_dirs_against_a_live_server() {
     let by_id = server.topics(&["--describe", "--topic-id", &id]);
     assert!(by_id.status.success(), "{}", stdout(&by_id));
     assert_eq!(stdout(&by_id), by_name);
+    // The same id written as a UUID with dashes names the same topic.
+    let bytes = *id
+        .parse::<model::TopicId>()
+        .expect("Kafka's form")
+        .as_bytes();
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let dashed = format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    );
+    let by_dashed = server.topics(&["--describe", "--topic-id", &dashed]);
+    assert!(by_dashed.status.success(), "{}", stdout(&by_dashed));
+    assert_eq!(stdout(&by_dashed), by_name);
     let unknown = server.topics(&["--describe", "--topic-id", "AAAAAAAAAAAAAAAAAAAAAQ"]);
     assert_eq!(unknown.status.code(), Some(1));
     assert_eq!(

@@ -46,8 +46,11 @@ pub fn parse_command_config(text: &str) -> Result<CommandConfig, ClientError> {
     let mut config = CommandConfig::default();
     let mut sasl = SaslSettings::default();
     let mut tls = TlsConfig::default();
-    for (key, value) in parse_properties(text) {
-        apply(&mut config, &mut sasl, &mut tls, &key, &value)?;
+    let pairs = crate::properties::parse_properties(text)
+        .map_err(|e| ClientError::Config(format!("not a valid properties file: {e}")))?;
+    for (key, value) in pairs {
+        // Kafka's ConfigDef trims a value before it parses it.
+        apply(&mut config, &mut sasl, &mut tls, &key, value.trim())?;
     }
     config.sasl = sasl.credentials()?;
     config.tls = tls.settings(&mut config.ignored)?;
@@ -248,47 +251,6 @@ fn apply(
         )),
     }
     Ok(())
-}
-
-/// Splits Java-properties text into `(key, value)` pairs in file order: `key=value`,
-/// `key: value` or `key value`; `#` and `!` comments; a trailing backslash continues a line.
-pub fn parse_properties(text: &str) -> Vec<(String, String)> {
-    let mut pairs = Vec::new();
-    let mut logical = String::new();
-    for line in text.lines() {
-        let line = line.trim_start();
-        if logical.is_empty() && (line.is_empty() || line.starts_with('#') || line.starts_with('!'))
-        {
-            continue;
-        }
-        // An odd number of trailing backslashes continues the line.
-        let trailing = line.chars().rev().take_while(|c| *c == '\\').count();
-        if trailing % 2 == 1 {
-            logical.push_str(&line[..line.len() - 1]);
-            continue;
-        }
-        logical.push_str(line);
-        pairs.push(split_pair(&logical));
-        logical.clear();
-    }
-    if !logical.is_empty() {
-        pairs.push(split_pair(&logical));
-    }
-    pairs
-}
-
-fn split_pair(line: &str) -> (String, String) {
-    let line = line.trim();
-    let separator = line.find(['=', ':', ' ', '\t']);
-    match separator {
-        None => (line.to_string(), String::new()),
-        Some(at) => {
-            let key = line[..at].trim_end();
-            let rest = line[at..].trim_start();
-            let rest = rest.strip_prefix(['=', ':']).unwrap_or(rest).trim_start();
-            (key.to_string(), rest.trim_end().to_string())
-        }
-    }
 }
 
 #[cfg(test)]

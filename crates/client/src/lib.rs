@@ -13,6 +13,7 @@ mod admin;
 mod command_config;
 mod connection;
 mod error;
+pub mod properties;
 mod tls;
 pub mod versions;
 
@@ -21,7 +22,8 @@ pub use admin::{
     ConfigSynonym, ItemResults, LogDirDescription, NewPartitions, NewTopic, OngoingReassignment,
     PartitionInfo, QuotaEntity, QuotaMatch, ReplicaInfo, TopicListing, TopicMetadata,
 };
-pub use command_config::{parse_command_config, parse_properties, CommandConfig};
+pub use command_config::{parse_command_config, CommandConfig};
 pub use connection::{Connection, ConnectionOptions, SaslCredentials, Security};
 pub use error::{error_message, ClientError};
+pub use properties::{parse_properties, PropertiesError};
 pub use tls::{PemSource, TlsSettings};

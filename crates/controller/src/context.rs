@@ -143,6 +143,14 @@ impl ControllerContext {
         self.is_live(broker) && !self.shutting_down_brokers.contains(&broker)
     }
 
+    /// Whether the whole cluster is stopping: every broker still registered is in
+    /// controlled shutdown (true too when none is left).
+    pub fn cluster_stopping(&self) -> bool {
+        self.live_brokers
+            .keys()
+            .all(|b| self.shutting_down_brokers.contains(b))
+    }
+
     /// Live broker ids, ascending.
     pub fn live_broker_ids(&self) -> Vec<BrokerId> {
         self.live_brokers.keys().copied().collect()

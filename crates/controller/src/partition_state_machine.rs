@@ -301,11 +301,33 @@ fn elect_leader(
         return;
     }
     let Some(elected) = elect(ctx, tp, &current, strategy) else {
-        error!(
-            target: "state_change",
-            controller_epoch = ctx.epoch, %tp, ?strategy, replicas = ?ctx.replicas(tp), isr = ?current.isr,
-            "no replica may lead the partition; it keeps its state until a replica returns"
-        );
+        let replicas = ctx.replicas(tp);
+        if ctx.cluster_stopping() {
+            // Every broker still registered is in controlled shutdown: a whole-cluster stop,
+            // whose expected end is partitions with no leader.
+            info!(
+                target: "state_change",
+                controller_epoch = ctx.epoch, %tp, ?strategy, ?replicas, isr = ?current.isr,
+                "no replica may lead the partition while every broker shuts down; it keeps its state until a replica returns"
+            );
+        } else if replicas.iter().all(|&b| !ctx.is_replica_online(b)) {
+            // Every replica's broker is gone or shutting down: the partition waits for one of
+            // them (whose departure is logged as a broker change), as a stopped broker's
+            // partitions do; nothing here needs an operator unless that broker never returns.
+            warn!(
+                target: "state_change",
+                controller_epoch = ctx.epoch, %tp, ?strategy, ?replicas, isr = ?current.isr,
+                "no replica may lead the partition: every broker holding one is stopped or shutting down; it keeps its state until a replica returns"
+            );
+        } else {
+            // A replica is on a running broker and still may not lead (out of the ISR with
+            // unclean election off): the partition stays offline until an operator acts.
+            error!(
+                target: "state_change",
+                controller_epoch = ctx.epoch, %tp, ?strategy, ?replicas, isr = ?current.isr,
+                "no replica may lead the partition; it keeps its state until a replica returns"
+            );
+        }
         if matches!(
             strategy,
             ElectionStrategy::Offline | ElectionStrategy::OfflineAllowUnclean

@@ -10,7 +10,7 @@ use base64::Engine as _;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TopicIdError {
     /// Not URL-safe base64 without padding, or not 16 bytes once decoded.
-    #[error("invalid topic id '{0}': expected 22 characters of URL-safe base64 (16 bytes)")]
+    #[error("invalid topic id '{0}': expected 22 characters of URL-safe base64 as Kafka prints it (e.g. 'v6Ke6e4oQNOCtpNaXMKQMw'), or the same id as a UUID with dashes ('bfa29ee9-ee28-40d3-82b6-935a5cc29033')")]
     Invalid(String),
 }
 
@@ -63,20 +63,68 @@ impl fmt::Display for TopicId {
     }
 }
 
+/// Reads Kafka's form (22 characters of URL-safe base64, `Uuid.fromString`) and also the
+/// same 16 bytes as a UUID with dashes (`bfa29ee9-ee28-40d3-82b6-935a5cc29033`), the form
+/// other tools and older consoles show; both name the same topic.
 impl FromStr for TopicId {
     type Err = TopicIdError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let invalid = || TopicIdError::Invalid(s.to_owned());
+        if let Some(id) = from_dashed(s) {
+            return Ok(id);
+        }
         let bytes = URL_SAFE_NO_PAD.decode(s).map_err(|_| invalid())?;
         let bytes: [u8; 16] = bytes.try_into().map_err(|_| invalid())?;
         Ok(TopicId(bytes))
     }
 }
 
+/// `8-4-4-4-12` hex digits with dashes (either case), else `None`.
+fn from_dashed(s: &str) -> Option<TopicId> {
+    let groups: Vec<&str> = s.split('-').collect();
+    let lengths: Vec<usize> = groups.iter().map(|g| g.len()).collect();
+    if lengths != [8, 4, 4, 4, 12] {
+        return None;
+    }
+    let hex: String = groups.concat();
+    if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    u128::from_str_radix(&hex, 16)
+        .ok()
+        .map(|n| TopicId(n.to_be_bytes()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_kafkas_form_and_the_dashed_uuid() {
+        let kafka: TopicId = "v6Ke6e4oQNOCtpNaXMKQMw".parse().unwrap();
+        for dashed in [
+            "bfa29ee9-ee28-40d3-82b6-935a5cc29033",
+            "BFA29EE9-EE28-40D3-82B6-935A5CC29033",
+        ] {
+            assert_eq!(dashed.parse::<TopicId>().unwrap(), kafka, "{dashed}");
+        }
+        assert_eq!(kafka.to_string(), "v6Ke6e4oQNOCtpNaXMKQMw");
+        for bad in [
+            "bfa29ee9-ee28-40d3-82b6-935a5cc2903",
+            "bfa29ee9ee2840d382b6935a5cc29033",
+            "bfa29ee9-ee28-40d3-82b6-935a5cc2903g",
+            "+fa29ee9-ee28-40d3-82b6-935a5cc29033",
+            "v6Ke6e4oQNOCtpNaXMKQM",
+            "",
+        ] {
+            let err = bad.parse::<TopicId>().unwrap_err().to_string();
+            assert!(
+                err.contains("URL-safe base64") && err.contains("UUID"),
+                "{bad}: {err}"
+            );
+        }
+    }
 
     #[test]
     fn display_is_22_chars_and_round_trips() {

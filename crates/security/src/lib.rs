@@ -8,6 +8,7 @@
 pub mod acl;
 pub mod control_plane;
 pub mod jaas;
+pub mod pem;
 pub mod plain;
 pub mod principal;
 pub mod protocol;

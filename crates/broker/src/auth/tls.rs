@@ -3,8 +3,9 @@
 //!
 //! - `ssl.keystore.type=PEM` (JKS and PKCS12 are refused with a hint to convert), with either
 //!   `ssl.keystore.location` (a PEM file holding the private key and the certificate chain)
-//!   or `ssl.keystore.certificate.chain` + `ssl.keystore.key` (PEM text). Encrypted keys
-//!   (`ssl.key.password`) are refused.
+//!   or `ssl.keystore.certificate.chain` + `ssl.keystore.key` (PEM text, read as Kafka's
+//!   PEM parser reads it: `security::pem`). An `ENCRYPTED PRIVATE KEY` opens with
+//!   `ssl.key.password`.
 //! - `ssl.truststore.type=PEM`, `ssl.truststore.location` or `ssl.truststore.certificates`:
 //!   the CAs client certificates must chain to.
 //! - `ssl.client.auth=none|requested|required`; the principal of a client certificate is its
@@ -18,8 +19,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::pki_types::{
+    CertificateDer, PrivateKeyDer, PrivatePkcs1KeyDer, PrivatePkcs8KeyDer, PrivateSec1KeyDer,
+};
 use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
 use rustls::{RootCertStore, ServerConfig};
@@ -81,13 +83,6 @@ impl TlsServer {
                 }
             }
         }
-        if get("ssl.key.password").is_some_and(|p| !p.is_empty()) {
-            return Err(bad(
-                "ssl.key.password",
-                "(hidden)",
-                "encrypted private keys are not supported; give an unencrypted PKCS#8, PKCS#1 or SEC1 PEM key",
-            ));
-        }
         let source = match (
             get("ssl.keystore.location"),
             get("ssl.keystore.certificate.chain"),
@@ -113,13 +108,11 @@ impl TlsServer {
                 ))
             }
         };
-        let keystore = Arc::new(Keystore::load(source).map_err(|reason| {
-            bad(
-                "ssl.keystore.location",
-                get("ssl.keystore.location").unwrap_or("(inline)"),
-                &reason,
-            )
-        })?);
+        let password = get("ssl.key.password").map(str::to_owned);
+        let keystore = Arc::new(
+            Keystore::load(source, password)
+                .map_err(|e| bad(e.key, &e.shown_value(&get), &e.reason))?,
+        );
         let client_auth = match get("ssl.client.auth")
             .unwrap_or("none")
             .to_ascii_lowercase()
@@ -150,13 +143,8 @@ impl TlsServer {
         let builder = match client_auth {
             ClientAuth::None => builder.with_no_client_auth(),
             ClientAuth::Requested | ClientAuth::Required => {
-                let roots = truststore(props, listener).map_err(|reason| {
-                    bad(
-                        "ssl.truststore.location",
-                        get("ssl.truststore.location").unwrap_or("(inline)"),
-                        &reason,
-                    )
-                })?;
+                let roots = truststore(props, listener)
+                    .map_err(|e| bad(e.key, &e.shown_value(&get), &e.reason))?;
                 let verifier =
                     WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
                 let verifier = if client_auth == ClientAuth::Requested {
@@ -292,31 +280,60 @@ fn protocol_versions(
     Ok(versions)
 }
 
-fn truststore(props: &BTreeMap<String, String>, listener: &str) -> Result<RootCertStore, String> {
+/// A keystore or truststore setting that does not load: the key to name, and why.
+#[derive(Debug)]
+struct StoreError {
+    key: &'static str,
+    reason: String,
+}
+
+impl StoreError {
+    fn new(key: &'static str, reason: impl std::fmt::Display) -> StoreError {
+        StoreError {
+            key,
+            reason: reason.to_string(),
+        }
+    }
+
+    /// The value to show with the error: a file's path, never a key's PEM text.
+    fn shown_value<'a>(&self, get: &impl Fn(&str) -> Option<&'a str>) -> String {
+        if self.key.ends_with(".location") {
+            get(self.key).unwrap_or("").to_owned()
+        } else {
+            "(PEM text, not shown)".to_owned()
+        }
+    }
+}
+
+fn truststore(
+    props: &BTreeMap<String, String>,
+    listener: &str,
+) -> Result<RootCertStore, StoreError> {
     let get = |key: &str| listener_prop(props, listener, key);
-    let certs: Vec<CertificateDer<'static>> = match (
+    let (key, certs) = match (
         get("ssl.truststore.location"),
         get("ssl.truststore.certificates"),
     ) {
-        (Some(path), _) => CertificateDer::pem_file_iter(path)
-            .map_err(|e| format!("cannot read {path}: {e}"))?
-            .collect::<Result<_, _>>()
-            .map_err(|e| format!("{path}: {e}"))?,
-        (None, Some(text)) => CertificateDer::pem_slice_iter(text.as_bytes())
-            .collect::<Result<_, _>>()
-            .map_err(|e| format!("ssl.truststore.certificates: {e}"))?,
+        (Some(path), _) => {
+            let key = "ssl.truststore.location";
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| StoreError::new(key, format!("cannot read {path}: {e}")))?;
+            (key, security::pem::certificates(&text))
+        }
+        (None, Some(text)) => (
+            "ssl.truststore.certificates",
+            security::pem::certificates(text),
+        ),
         (None, None) => {
-            return Err("ssl.client.auth needs the CAs of client certificates in ssl.truststore.location or ssl.truststore.certificates".into())
+            return Err(StoreError::new("ssl.truststore.location", "ssl.client.auth needs the CAs of client certificates in ssl.truststore.location or ssl.truststore.certificates"))
         }
     };
+    let certs = certs.map_err(|e| StoreError::new(key, e))?;
     let mut roots = RootCertStore::empty();
     for cert in certs {
         roots
-            .add(cert)
-            .map_err(|e| format!("not a CA certificate: {e}"))?;
-    }
-    if roots.is_empty() {
-        return Err("the truststore holds no certificate".into());
+            .add(CertificateDer::from(cert))
+            .map_err(|e| StoreError::new(key, format!("not a CA certificate: {e}")))?;
     }
     Ok(roots)
 }
@@ -331,14 +348,17 @@ enum KeySource {
 #[derive(Debug)]
 struct Keystore {
     source: KeySource,
+    /// `ssl.key.password`, for an `ENCRYPTED PRIVATE KEY`.
+    password: Option<String>,
     current: RwLock<(Arc<CertifiedKey>, Option<SystemTime>)>,
 }
 
 impl Keystore {
-    fn load(source: KeySource) -> Result<Keystore, String> {
-        let (key, modified) = certified_key(&source)?;
+    fn load(source: KeySource, password: Option<String>) -> Result<Keystore, StoreError> {
+        let (key, modified) = certified_key(&source, password.as_deref())?;
         Ok(Keystore {
             source,
+            password,
             current: RwLock::new((key, modified)),
         })
     }
@@ -352,13 +372,13 @@ impl Keystore {
         if modified.is_none() || modified == before {
             return;
         }
-        match certified_key(&self.source) {
+        match certified_key(&self.source, self.password.as_deref()) {
             Ok(loaded) => {
                 *self.current.write().unwrap_or_else(|p| p.into_inner()) = loaded;
                 info!(listener, path = %path.display(), "reloaded the listener's certificate");
             }
             // A half-written file: keep serving the old certificate and try again later.
-            Err(reason) => {
+            Err(StoreError { reason, .. }) => {
                 warn!(listener, path = %path.display(), %reason, "cannot reload the listener's certificate; keeping the old one")
             }
         }
@@ -373,34 +393,57 @@ impl ResolvesServerCert for Keystore {
     }
 }
 
-fn certified_key(source: &KeySource) -> Result<(Arc<CertifiedKey>, Option<SystemTime>), String> {
-    let (pem, modified) = match source {
+fn certified_key(
+    source: &KeySource,
+    password: Option<&str>,
+) -> Result<(Arc<CertifiedKey>, Option<SystemTime>), StoreError> {
+    let (chain, key, modified) = match source {
         KeySource::File(path) => {
-            let bytes =
-                std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let key = "ssl.keystore.location";
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                StoreError::new(key, format!("cannot read {}: {e}", path.display()))
+            })?;
             let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
-            (bytes, modified)
+            (
+                security::pem::certificates(&text).map_err(|e| StoreError::new(key, e))?,
+                security::pem::private_key(&text, password).map_err(|e| StoreError::new(key, e))?,
+                modified,
+            )
         }
-        KeySource::Inline { chain, key } => (format!("{chain}\n{key}").into_bytes(), None),
+        KeySource::Inline { chain, key } => (
+            security::pem::certificates(chain)
+                .map_err(|e| StoreError::new("ssl.keystore.certificate.chain", e))?,
+            security::pem::private_key(key, password)
+                .map_err(|e| StoreError::new("ssl.keystore.key", e))?,
+            None,
+        ),
     };
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("bad certificate PEM: {e}"))?;
-    if chain.is_empty() {
-        return Err("no certificate found (expected -----BEGIN CERTIFICATE-----)".into());
-    }
-    let key = PrivateKeyDer::from_pem_slice(&pem).map_err(|e| {
-        format!("no usable private key found ({e}); encrypted keys are not supported")
-    })?;
+    let key_name = match source {
+        KeySource::File(_) => "ssl.keystore.location",
+        KeySource::Inline { .. } => "ssl.keystore.key",
+    };
+    let key = match key {
+        security::pem::PrivateKey::Pkcs8(der) => {
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(der))
+        }
+        security::pem::PrivateKey::Pkcs1(der) => {
+            PrivateKeyDer::Pkcs1(PrivatePkcs1KeyDer::from(der))
+        }
+        security::pem::PrivateKey::Sec1(der) => PrivateKeyDer::Sec1(PrivateSec1KeyDer::from(der)),
+    };
+    let chain: Vec<CertificateDer<'static>> = chain.into_iter().map(CertificateDer::from).collect();
     let provider = rustls::crypto::ring::default_provider();
     let signing = provider
         .key_provider
         .load_private_key(key)
-        .map_err(|e| format!("unusable private key: {e}"))?;
+        .map_err(|e| StoreError::new(key_name, format!("not a usable private key: {e}")))?;
     let certified = CertifiedKey::new(chain, signing);
-    certified
-        .keys_match()
-        .map_err(|e| format!("the private key does not belong to the certificate: {e}"))?;
+    certified.keys_match().map_err(|e| {
+        StoreError::new(
+            key_name,
+            format!("the private key does not belong to the first certificate of the chain: {e}"),
+        )
+    })?;
     Ok((Arc::new(certified), modified))
 }
 

@@ -25,7 +25,7 @@ use super::super::kafka::{CallError, Caller, Cluster};
 use super::super::views::Error;
 use super::super::HttpResponse;
 use super::data::{self, Partition, RESOURCE_TOPIC};
-use super::html::{esc, kafka_error, url, view_error};
+use super::html::{self, count, esc, kafka_error, url, view_error};
 use super::{matrix, pages, Console, Form};
 
 /// How long the console waits for the controller to carry out an action (the requests'
@@ -185,10 +185,10 @@ pub(crate) async fn create_topic(
         .unwrap_or_default();
     let columns = matrix::columns(&brokers, &partitions);
     let mut below = format!(
-        "<section id=\"preview\"><h2>Placement preview</h2><p>The controller would create <strong>{}</strong> with {} partitions of {} replicas, placed as follows.</p>",
+        "<section id=\"preview\"><h2>Placement preview</h2><p>The controller would create <strong>{}</strong> with {} of {}, placed as follows.</p>",
         esc(&name),
-        partitions.len(),
-        partitions.first().map_or(0, |p| p.replicas.len()),
+        count(partitions.len() as i64, "partition"),
+        count(partitions.first().map_or(0, |p| p.replicas.len()) as i64, "replica"),
     );
     below.push_str(&matrix::render(&columns, &partitions, &partitions));
     below.push_str(matrix::LEGEND);
@@ -315,7 +315,10 @@ async fn add_partitions(
             result.error_message.as_deref(),
         ));
     }
-    Ok(format!("{name} now has {count} partitions."))
+    Ok(format!(
+        "{name} now has {}.",
+        html::count(count, "partition")
+    ))
 }
 
 /// A preferred leader election for every partition of the topic (ElectLeaders PREFERRED, as

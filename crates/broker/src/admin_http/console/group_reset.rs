@@ -15,7 +15,7 @@ use super::super::kafka::{Caller, Cluster};
 use super::super::views::{self, Tp, EARLIEST, LATEST};
 use super::super::HttpResponse;
 use super::actions::bounded;
-use super::html::{esc, kafka_error, url, view_error};
+use super::html::{self, esc, kafka_error, url, view_error};
 use super::{pages, Console, Form};
 
 /// An error shown next to the form.
@@ -180,8 +180,8 @@ pub(crate) async fn reset(
             match commit(cluster, caller, group, &offsets).await {
                 Ok(()) => {
                     let notice = format!(
-                        "Reset the committed offsets of {} partitions of group {group}.",
-                        offsets.len()
+                        "Reset the committed offsets of {} of group {group}.",
+                        html::count(offsets.len() as i64, "partition")
                     );
                     return HttpResponse::redirect(format!(
                         "/groups/{}?notice={}",

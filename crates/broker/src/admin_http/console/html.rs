@@ -18,6 +18,16 @@ pub(crate) fn esc(s: &str) -> String {
     out
 }
 
+/// `n` and `noun`, the noun plural unless `n` is one: "1 replica", "6 partitions".
+pub(crate) fn count(n: impl Into<i64>, noun: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        format!("{n} {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 /// `s` percent-encoded for a URL path segment or query value.
 pub(crate) fn url(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -143,6 +153,13 @@ pub(crate) fn ids(ids: &[i32]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_are_singular_for_one() {
+        assert_eq!(count(1, "replica"), "1 replica");
+        assert_eq!(count(6, "partition"), "6 partitions");
+        assert_eq!(count(0, "group"), "0 groups");
+    }
 
     #[test]
     fn escapes_and_names() {

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use super::super::kafka::{Caller, Cluster};
 use super::super::views::{self, EARLIEST, LATEST};
 use super::data;
-use super::html::{bytes, esc, ids, kafka_error, url, view_error};
+use super::html::{self, bytes, esc, ids, kafka_error, url, view_error};
 use super::{matrix, Console, Form};
 
 /// Partitions per page of the topic page (matrix and table).
@@ -211,9 +211,9 @@ pub(crate) async fn topics(
         .await
         .unwrap_or_default();
     let mut live = format!(
-        "<p class=\"muted\">{} of {} topics.</p><table class=\"data\" id=\"topics\"><thead><tr><th>name</th><th>partitions</th><th>replication factor</th><th>under-replicated</th><th>offline</th><th>size on disk</th><th>messages in /s</th><th>config overrides</th></tr></thead><tbody>",
+        "<p class=\"muted\">{} of {}.</p><table class=\"data\" id=\"topics\"><thead><tr><th>name</th><th>partitions</th><th>replication factor</th><th>under-replicated</th><th>offline</th><th>size on disk</th><th>messages in /s</th><th>config overrides</th></tr></thead><tbody>",
         shown.len(),
-        md.topics.len()
+        html::count(md.topics.len() as i64, "topic")
     );
     for t in shown {
         let size: i64 = dirs
@@ -314,7 +314,8 @@ pub(crate) async fn topic(
     let _ = write!(
         live,
         "<dl class=\"facts\"><dt>Topic id</dt><dd>{}</dd><dt>Partitions</dt><dd>{}</dd><dt>Replication factor</dt><dd>{}</dd><dt>Under-replicated</dt><dd>{}</dd><dt>Offline</dt><dd>{}</dd>{}</dl>",
-        t.id,
+        // Kafka's form (Uuid.toString: URL-safe base64), as the CLI and every tool print it.
+        model::TopicId::from_bytes(*t.id.as_bytes()),
         t.partitions.len(),
         t.replication_factor(),
         t.partitions.iter().filter(|p| p.under_replicated()).count(),
@@ -473,8 +474,8 @@ pub(crate) async fn groups(cluster: &Cluster, caller: &Caller) -> Parts {
         Err(err) => return metadata_error(&err.into()),
     };
     let mut live = format!(
-        "<p class=\"muted\">{} groups.</p><table class=\"data\" id=\"groups\"><thead><tr><th>group</th><th>state</th><th>protocol type</th><th>protocol</th><th>members</th><th>total lag</th></tr></thead><tbody>",
-        listed.len()
+        "<p class=\"muted\">{}.</p><table class=\"data\" id=\"groups\"><thead><tr><th>group</th><th>state</th><th>protocol type</th><th>protocol</th><th>members</th><th>total lag</th></tr></thead><tbody>",
+        html::count(listed.len() as i64, "group")
     );
     for g in &listed {
         let described = views::describe_group(cluster, caller, &snapshot, &g.group_id).await;
