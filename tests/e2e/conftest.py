@@ -140,9 +140,6 @@ def make_server(tmp_path):
             "--data-dir", str(data_dir),
             "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
             "--override", f"admin.listener=127.0.0.1:{admin}",
-            # One broker: the offsets topic cannot have Kafka's default 3 replicas (the
-            # shipped config/server.properties sets 1 as well). A test's own override wins.
-            "--override", "offsets.topic.replication.factor=1",
         ]
         for o in overrides:
             args += ["--override", o]

@@ -14,7 +14,8 @@ use clap::Args;
 /// `gregor server`.
 #[derive(Debug, Args)]
 pub struct ServerArgs {
-    /// A Kafka-style server.properties file.
+    /// A Kafka-style server.properties file (default: the settings of the shipped
+    /// config/server.properties, built in).
     #[arg(long)]
     config: Option<PathBuf>,
     /// Set a config key on top of the file (repeatable), e.g. --override broker.id=1.
@@ -52,10 +53,30 @@ pub struct DevClusterArgs {
     overrides: Vec<String>,
 }
 
+/// The shipped `config/server.properties`: what `gregor server` runs with when it is given no
+/// `--config`, so that the one-command start behaves as the shipped file says (as Kafka's
+/// quick start does with its own file): today one key, `offsets.topic.replication.factor=1`,
+/// without which a lone broker could never create `__consumer_offsets` (Kafka's default is 3).
+const SHIPPED_SERVER_PROPERTIES: &str = include_str!("../../../config/server.properties");
+
+/// The settings of the shipped file, as overrides that the user's own come after (and so win).
+fn shipped_settings() -> Vec<String> {
+    broker::config::parse_properties(SHIPPED_SERVER_PROPERTIES)
+        // The file is ours and its unit test reads it (shipped_server_properties_is_valid).
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(key, value)| format!("{key}={value}"))
+        .collect()
+}
+
 /// Runs one broker until SIGINT/SIGTERM.
 pub fn run_server(args: ServerArgs) -> anyhow::Result<ExitCode> {
     init_tracing();
-    let config = BrokerConfig::load(args.config.as_deref(), &args.overrides, &args.data_dir)
+    let overrides = match args.config {
+        Some(_) => args.overrides,
+        None => shipped_settings().into_iter().chain(args.overrides).collect(),
+    };
+    let config = BrokerConfig::load(args.config.as_deref(), &overrides, &args.data_dir)
         .map_err(one_line)?;
     runtime(config.num_io_threads)?
         .block_on(async move {
@@ -171,5 +192,26 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = ctrl_c => tracing::info!("SIGINT received"),
         _ = terminate => tracing::info!("SIGTERM received"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_a_config_file_the_server_runs_the_shipped_settings() {
+        let settings = shipped_settings();
+        assert_eq!(settings, ["offsets.topic.replication.factor=1"]);
+        let dir = tempfile::tempdir().unwrap();
+        let config = BrokerConfig::load(None, &settings, dir.path()).unwrap();
+        assert_eq!(config.offsets_topic_replication_factor, 1);
+        // A user's override comes after, and wins.
+        let mine: Vec<String> = settings
+            .into_iter()
+            .chain(["offsets.topic.replication.factor=3".to_owned()])
+            .collect();
+        let config = BrokerConfig::load(None, &mine, dir.path()).unwrap();
+        assert_eq!(config.offsets_topic_replication_factor, 3);
     }
 }
