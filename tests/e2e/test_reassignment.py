@@ -298,3 +298,91 @@ def test_generate_is_rack_aware_on_a_racked_cluster(make_cluster, tmp_path):
         assert {rack[b] for b in replicas} == {"a", "b"}, (p, replicas)
     assert sum(len(set(new[p]) - set(current[p])) for p in range(4)) == 4, new
     assert "Replicas to move: 4 of 8" in run.stdout, run.stdout
+
+
+def generated(c, tmp_path, topics, broker_list):
+    path = tmp_path / "generate-topics.json"
+    path.write_text(json.dumps({"version": 1, "topics": [{"topic": t} for t in topics]}))
+    run = gregor_cli("reassign-partitions", "--bootstrap-server", c.bootstrap, "--generate",
+                     "--topics-to-move-json-file", str(path), "--broker-list", broker_list)
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    proposed = json.loads(lines[lines.index("Proposed partition reassignment configuration") + 1])
+    out = {}
+    for e in proposed["partitions"]:
+        out.setdefault(e["topic"], {})[e["partition"]] = e["replicas"]
+    return out, run.stdout
+
+
+def create_assigned(c, topic, assignment):
+    from confluent_kafka.admin import AdminClient
+
+    made = gregor_cli("topics", "--bootstrap-server", c.bootstrap, "--create", "--topic", topic,
+                      "--replica-assignment", ",".join(":".join(map(str, r)) for r in assignment))
+    assert made.returncode == 0, made.stdout + made.stderr
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    wait_until(lambda: all(p.leader >= 0 for p in
+                           admin.list_topics(topic, timeout=10).topics[topic].partitions.values())
+               and len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == len(assignment),
+               what=f"{topic} created")
+
+
+def metadata_replicas(c, topic, partition):
+    """The replicas a Metadata response (librdkafka's) lists."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    return admin.list_topics(topic, timeout=10).topics[topic].partitions[partition].replicas
+
+
+def test_generate_balances_each_topic_and_a_move_shows_and_cancels_like_kafka(make_cluster, tmp_path):
+    """Issue 24. --generate for a 6-partition RF-3 topic and an 8-partition RF-1 topic on
+    brokers 0-2 with --broker-list 0,1,2,3 balances each topic (it balanced their union: the
+    first got replicas 3/4/5/6 and leaders 0/1/2/3, the second nothing on broker 3). Right
+    after --execute of [0,1,2] to [1,2,3], `topics --describe` shows the full replica set
+    (target first, then the removing replicas: 1,2,3,0) as Kafka 2.8 and Metadata do (it
+    showed the old 0,1,2 next to Adding/Removing: --execute answered before the brokers had
+    the new set). Cancelling restores [0,1,2] in its order (it read [1,2,0], which makes 1 the
+    preferred leader)."""
+    c = make_cluster(4, overrides=("auto.leader.rebalance.enable=false",))
+    wide = [[0, 1, 2], [1, 2, 0], [2, 0, 1], [0, 2, 1], [1, 0, 2], [2, 1, 0]]
+    narrow = [[0], [1], [2], [0], [1], [2], [0], [1]]
+    create_assigned(c, "wide", wide)
+    create_assigned(c, "narrow", narrow)
+    proposal, stdout = generated(c, tmp_path, ["wide", "narrow"], "0,1,2,3")
+    for topic, current, moves in (("wide", wide, 4), ("narrow", narrow, 2)):
+        new = proposal[topic]
+        replicas = [sum(b in r for r in new.values()) for b in range(4)]
+        leaders = [sum(r[0] == b for r in new.values()) for b in range(4)]
+        assert max(replicas) - min(replicas) <= 1, (topic, replicas, new)
+        assert max(leaders) - min(leaders) <= 1, (topic, leaders, new)
+        moved = sum(len(set(new[p]) - set(current[p])) for p in range(len(current)))
+        assert moved == moves, (topic, moved, new)
+    assert "Replicas to move: 6 of 26" in stdout, stdout
+
+    # ---- A throttled move: describe shows every replica; a cancel restores the order ----
+    slow = "slow"
+    create_assigned(c, slow, [[0, 1, 2]])
+    fill(c, slow, 20)
+    plan = write_plan(tmp_path, "slow", {(slow, 0): [1, 2, 3]})
+    run = gregor_cli("reassign-partitions", "--bootstrap-server", c.bootstrap, "--execute",
+                     "--reassignment-json-file", plan, "--throttle", "200000")
+    assert run.returncode == 0, run.stdout + run.stderr
+    # Right after --execute (no waiting: its answer comes once every broker has the new set).
+    described = gregor_cli("topics", "--bootstrap-server", c.bootstrap, "--describe", "--topic", slow)
+    assert described.returncode == 0, described.stdout + described.stderr
+    header, line = described.stdout.splitlines()[:2]
+    assert "\tReplicas: 1,2,3,0\t" in line, line
+    assert line.endswith("\tAdding Replicas: 3\tRemoving Replicas: 0"), line
+    assert "\tReplicationFactor: 3\t" in header, header
+    assert metadata_replicas(c, slow, 0) == [1, 2, 3, 0]
+    cancel = gregor_cli("reassign-partitions", "--bootstrap-server", c.bootstrap, "--cancel",
+                        "--reassignment-json-file", plan)
+    assert cancel.returncode == 0, cancel.stdout + cancel.stderr
+    assert "Successfully cancelled partition reassignment for: slow-0" in cancel.stdout, cancel.stdout
+    znode = c.meta(f"/brokers/topics/{slow}")
+    assert znode["data"]["partitions"]["0"] == [0, 1, 2], znode
+    assert metadata_replicas(c, slow, 0) == [0, 1, 2]
+    described = gregor_cli("topics", "--bootstrap-server", c.bootstrap, "--describe", "--topic", slow)
+    assert "\tReplicas: 0,1,2\t" in described.stdout, described.stdout
+    assert "Adding Replicas" not in described.stdout, described.stdout

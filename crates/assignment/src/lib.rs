@@ -9,11 +9,16 @@
 //!   Kafka's invariants, but orders brokers by id and chooses the start index and shift from
 //!   the cluster's current leader and replica counts ([`ClusterLoad`]) instead of at random.
 //!
+//! Reassignment proposals (`reassign-partitions --generate`) are [`propose_reassignment`]:
+//! each topic balanced over the listed brokers with the fewest replica moves.
+//!
 //! Owns no I/O and no cluster state: callers pass the live brokers and the current load in,
 //! and write the result wherever it goes (`znodes` for the store, `cli` for `gregor assign`).
 
 mod balanced;
+mod flow;
 mod kafka;
+mod reassign;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -23,6 +28,7 @@ use model::BrokerId;
 
 pub use balanced::assign_balanced;
 pub use kafka::{assign_replicas_to_brokers, rack_alternated_broker_list};
+pub use reassign::{propose_reassignment, ReassignmentProposal, TopicAssignments};
 
 /// A partition id -> replica list map; the first replica of each list is the preferred leader.
 pub type Assignment = BTreeMap<i32, Vec<BrokerId>>;

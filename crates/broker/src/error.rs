@@ -33,6 +33,12 @@ pub enum BrokerError {
     /// The log directories could not be opened.
     #[error("log directories: {0}")]
     Storage(#[from] storage::StorageError),
+    /// The broker's log directories are new (no `meta.properties`, no partitions) but the
+    /// store places replicas on it: its logs are somewhere else (another data directory, a
+    /// wrong `log.dirs`), and starting would serve those partitions as empty. The message
+    /// names the directories, the store and where logs were found.
+    #[error("{0}")]
+    LogsElsewhere(String),
     /// A listener could not be bound.
     #[error("cannot bind {what} listener on {addr}: {source}")]
     Bind {

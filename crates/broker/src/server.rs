@@ -136,6 +136,7 @@ impl Broker {
         zk.ensure_persistent_paths().await?;
         let cluster_id = zk.get_or_create_cluster_id(&new_cluster_id()).await?;
         let control_plane_key = control_plane_key(&zk).await?;
+        check_log_dirs(&config, &zk, &cluster_id).await?;
         let log_manager = LogManager::open(LogManagerConfig {
             log_dirs: config.log_dirs.clone(),
             file_delete_delay: config.file_delete_delay,
@@ -536,6 +537,99 @@ async fn control_plane_key(zk: &KafkaZkClient) -> Result<ControlPlaneKey, Broker
             })
         })?;
     Ok(ControlPlaneKey::new(secret))
+}
+
+/// Kafka's `meta.properties` checks before any log is opened: every log directory's file
+/// must name this cluster and this broker. Directories without one get one, except when none
+/// of them has one and none holds a partition while the store already places replicas on
+/// this broker: those logs are elsewhere (a `gregor server` and a `gregor dev-cluster` in the
+/// same data directory share the store but not the log directories), and starting would
+/// serve every such partition as empty. Kafka's KRaft brokers refuse an unformatted log
+/// directory always; a ZooKeeper-mode broker formats it, as this one does when the store
+/// knows nothing of it.
+async fn check_log_dirs(
+    config: &BrokerConfig,
+    zk: &KafkaZkClient,
+    cluster_id: &str,
+) -> Result<(), BrokerError> {
+    let broker_id = config.broker_id;
+    let state = storage::check_log_dirs(&config.log_dirs, broker_id, cluster_id)?;
+    if state.fresh {
+        if let Some(example) = partition_on_broker(zk, broker_id).await? {
+            let shown = |p: &std::path::Path| p.display().to_string();
+            let mut elsewhere = Vec::new();
+            if let Some(data_dir) = config.metadata_log_dir.parent() {
+                for candidate in [
+                    data_dir.join("logs"),
+                    data_dir.join(format!("broker-{broker_id}")).join("logs"),
+                ] {
+                    let holds_logs = std::fs::read_dir(&candidate).is_ok_and(|mut entries| {
+                        entries.any(|e| e.is_ok_and(|e| e.path().is_dir()))
+                    });
+                    if holds_logs && !config.log_dirs.contains(&candidate) {
+                        elsewhere.push(shown(&candidate));
+                    }
+                }
+            }
+            let hint = if elsewhere.is_empty() {
+                "Check log.dirs, or use another data directory for a new cluster. ".to_owned()
+            } else {
+                format!(
+                    "Partition logs are in {} (another command's layout: `gregor server` \
+                     keeps them in <data-dir>/logs, `gregor dev-cluster` in \
+                     <data-dir>/broker-<id>/logs): run the command that wrote them, or use \
+                     another --data-dir for a new cluster. ",
+                    elsewhere.join(", ")
+                )
+            };
+            let store = match &config.zookeeper_connect {
+                Some(connect) => format!("ZooKeeper at {connect}"),
+                None => format!("embedded, in {}", shown(&config.metadata_log_dir)),
+            };
+            let log_dirs = config
+                .log_dirs
+                .iter()
+                .map(|d| shown(d))
+                .collect::<Vec<_>>()
+                .join(",");
+            let first_dir = config
+                .log_dirs
+                .first()
+                .map(|d| shown(d))
+                .unwrap_or_default();
+            return Err(BrokerError::LogsElsewhere(format!(
+                "broker {broker_id}'s log directories ({log_dirs}) are new (no meta.properties, \
+                 no partitions), but the metadata store ({store}, cluster id {cluster_id}) \
+                 already places replicas on broker {broker_id} (for example {example}); starting \
+                 here would serve them as empty. {hint}To start with empty logs on purpose (a \
+                 replaced disk: each partition is copied back from its other replicas, one \
+                 without another replica stays empty), create {first_dir}/meta.properties with \
+                 the lines version=0, broker.id={broker_id} and cluster.id={cluster_id}."
+            )));
+        }
+    }
+    storage::write_meta_properties(&state.unformatted, broker_id, cluster_id)?;
+    Ok(())
+}
+
+/// A partition (`topic-partition`) the store assigns a replica of to `broker_id`, if any.
+async fn partition_on_broker(
+    zk: &KafkaZkClient,
+    broker_id: BrokerId,
+) -> Result<Option<String>, BrokerError> {
+    for topic in zk.get_all_topics(false).await? {
+        if let Some(found) = zk.get_topic_assignment(&topic, false).await? {
+            let on_broker = found
+                .assignment
+                .partitions
+                .iter()
+                .find(|(_, replicas)| replicas.contains(&broker_id));
+            if let Some((partition, _)) = on_broker {
+                return Ok(Some(format!("{}-{partition}", topic.as_str())));
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// A new cluster id in Kafka's format: a random UUID as 22 characters of URL-safe base64.

@@ -3,11 +3,12 @@
 //! lines: `--generate`, `--execute [--throttle B/s]`, `--verify` (which clears the throttles
 //! once nothing is moving), `--cancel` and `--list`.
 //!
-//! Better than Kafka, `--generate` moves as few replicas as it can: replicas already on a
-//! listed broker stay unless their broker holds more than its share, replicas on brokers
-//! outside the list go to the least loaded brokers, and leaders are spread by reordering
-//! replicas (which moves no data). It prints how many replicas move and the leader and replica
-//! count per broker before and after. It is rack-aware as Kafka's is when every listed broker
+//! Better than Kafka, `--generate` balances each topic on its own (every listed broker holds
+//! its share of the topic's replicas and leads its share of its partitions, within one) with
+//! the fewest replica moves that reach it (an exact min-cost flow in `assignment`): replicas
+//! on brokers outside the list move, the rest stay unless their broker holds more than its
+//! share, and leaders are spread by reordering replicas (which moves no data). It prints how
+//! many replicas move and the leader and replica count per broker before and after. It is rack-aware as Kafka's is when every listed broker
 //! has a `broker.rack`: each partition's replicas go to as many different racks as there are
 //! (a replica that shares a rack with another of its partition moves when a free rack exists);
 //! `--disable-rack-aware` turns that off, and brokers with and without racks mixed are refused
@@ -383,8 +384,9 @@ pub fn generate_racks(
     Ok(known)
 }
 
-/// Moves as few replicas as it can so that each listed broker holds its share (within one)
-/// of the replicas of these partitions, replicas on unlisted brokers go to listed ones, and
+/// The `--generate` proposal (`assignment::propose_reassignment`): each topic balanced on
+/// its own over the listed brokers (replicas and leaders within one per broker), with the
+/// fewest replica moves that reach it; replicas on unlisted brokers go to listed ones, and
 /// leaders (first replicas) are spread by reordering within each partition. With `racks`
 /// (every listed broker's rack; empty = not rack-aware) each partition's replicas also take
 /// as many different racks as there are. Deterministic.
@@ -393,155 +395,27 @@ pub fn propose(
     brokers: &[i32],
     racks: &BTreeMap<i32, String>,
 ) -> Result<Proposal, String> {
-    let listed: BTreeSet<i32> = brokers.iter().copied().collect();
-    let rack = |b: i32| racks.get(&b).map(String::as_str);
-    let rack_count = racks.values().collect::<BTreeSet<_>>().len();
-    // Whether `b` may take a slot of a partition whose other replicas are `others`: its rack
-    // is not theirs, or there is no free rack left to prefer.
-    let rack_ok = |b: i32, others: &[i32]| {
-        if racks.is_empty() {
-            return true;
-        }
-        let used: BTreeSet<&str> = others.iter().filter_map(|&o| rack(o)).collect();
-        !used.contains(rack(b).unwrap_or("")) || used.len() >= rack_count
-    };
-    if listed.is_empty() {
-        return Err("The broker list is empty".to_owned());
+    let mut topics = assignment::TopicAssignments::new();
+    for ((topic, partition), replicas) in current {
+        topics
+            .entry(topic.clone())
+            .or_default()
+            .insert(*partition, replicas.clone());
     }
-    if let Some(rf) = current.values().map(Vec::len).max() {
-        if rf > listed.len() {
-            return Err(format!(
-                "Replication factor: {rf} larger than available brokers: {}.",
-                listed.len()
-            ));
-        }
-    }
-    // Slots: keep what is on listed brokers (and, rack-aware, not on a rack an earlier replica
-    // of the partition has while a free rack exists); mark the rest to place.
-    let mut proposed: BTreeMap<(String, i32), Vec<Option<i32>>> = current
-        .iter()
-        .map(|(tp, r)| {
-            let mut kept: Vec<i32> = Vec::new();
-            let slots = r
-                .iter()
-                .map(|b| {
-                    let keep = listed.contains(b) && rack_ok(*b, &kept);
-                    if keep {
-                        kept.push(*b);
-                    }
-                    keep.then_some(*b)
-                })
-                .collect();
-            (tp.clone(), slots)
-        })
-        .collect();
-    let mut count: BTreeMap<i32, usize> = listed.iter().map(|&b| (b, 0)).collect();
-    for slots in proposed.values() {
-        for b in slots.iter().flatten() {
-            *count.entry(*b).or_default() += 1;
-        }
-    }
-    // The least loaded broker not in the partition, on a rack it does not use if one is free.
-    let least_loaded = |count: &BTreeMap<i32, usize>, exclude: &[Option<i32>]| {
-        let others: Vec<i32> = exclude.iter().flatten().copied().collect();
-        count
-            .iter()
-            .filter(|(b, _)| !exclude.contains(&Some(**b)))
-            .min_by_key(|(b, c)| (!rack_ok(**b, &others), **c, **b))
-            .map(|(b, _)| *b)
-    };
-    for slots in proposed.values_mut() {
-        for i in 0..slots.len() {
-            if slots[i].is_none() {
-                let b = least_loaded(&count, slots).ok_or("no broker left for a replica")?;
-                slots[i] = Some(b);
-                *count.entry(b).or_default() += 1;
-            }
-        }
-    }
-    let mut assignment: Assignment = proposed
+    let proposal = assignment::propose_reassignment(&topics, brokers, racks)?;
+    let assignment = proposal
+        .assignment
         .into_iter()
-        .map(|(tp, slots)| (tp, slots.into_iter().flatten().collect()))
-        .collect();
-    // Even out replica counts: move one replica from the most to the least loaded broker
-    // (a follower slot first, so the preferred leader stays) until within one.
-    let total: usize = count.values().sum();
-    let ceil = total.div_ceil(listed.len());
-    for _ in 0..total * listed.len() + 1 {
-        let (&hi, &hi_count) = count.iter().max_by_key(|(b, c)| (**c, -**b)).unwrap();
-        let (&lo, &lo_count) = count.iter().min_by_key(|(b, c)| (**c, **b)).unwrap();
-        if hi_count <= lo_count + 1 && hi_count <= ceil {
-            break;
-        }
-        let mut candidate = None;
-        for (tp, replicas) in &assignment {
-            if replicas.contains(&lo) {
-                continue;
-            }
-            if let Some(pos) = replicas.iter().position(|&b| b == hi) {
-                // Rack-aware: the replica may only go where its partition's racks stay spread.
-                if rack(lo) != rack(hi) {
-                    let others: Vec<i32> = replicas.iter().copied().filter(|&b| b != hi).collect();
-                    if !rack_ok(lo, &others) {
-                        continue;
-                    }
-                }
-                let better = candidate
-                    .as_ref()
-                    .is_none_or(|(_, p): &(_, usize)| *p == 0 && pos > 0);
-                if better {
-                    candidate = Some((tp.clone(), pos));
-                }
-                if pos > 0 {
-                    break;
-                }
-            }
-        }
-        let Some((tp, pos)) = candidate else { break };
-        assignment.get_mut(&tp).unwrap()[pos] = lo;
-        *count.get_mut(&hi).unwrap() -= 1;
-        *count.get_mut(&lo).unwrap() += 1;
-    }
-    // Even out leaders by reordering (no data moves).
-    let partitions = assignment.len();
-    let leader_ceil = partitions.div_ceil(listed.len());
-    for _ in 0..partitions * listed.len() + 1 {
-        let mut leaders: BTreeMap<i32, usize> = listed.iter().map(|&b| (b, 0)).collect();
-        for r in assignment.values() {
-            *leaders.entry(r[0]).or_default() += 1;
-        }
-        let (&hi, &hi_count) = leaders.iter().max_by_key(|(b, c)| (**c, -**b)).unwrap();
-        if hi_count <= leader_ceil && leaders.values().min().copied().unwrap_or(0) + 1 >= hi_count {
-            break;
-        }
-        // A partition led by `hi` with a replica on a broker that leads at most
-        // hi_count - 2 partitions: swap them.
-        let mut swapped = false;
-        for replicas in assignment.values_mut() {
-            if replicas[0] != hi {
-                continue;
-            }
-            if let Some(pos) = (1..replicas.len())
-                .filter(|&i| leaders[&replicas[i]] + 1 < hi_count)
-                .min_by_key(|&i| (leaders[&replicas[i]], replicas[i]))
-            {
-                replicas.swap(0, pos);
-                swapped = true;
-                break;
-            }
-        }
-        if !swapped {
-            break;
-        }
-    }
-    let moves = assignment
-        .iter()
-        .map(|(tp, r)| {
-            let old = &current[tp];
-            r.iter().filter(|b| !old.contains(b)).count()
+        .flat_map(|(topic, partitions)| {
+            partitions
+                .into_iter()
+                .map(move |(partition, replicas)| ((topic.clone(), partition), replicas))
         })
-        .sum();
-    Ok(Proposal { assignment, moves })
+        .collect();
+    Ok(Proposal {
+        assignment,
+        moves: proposal.moves,
+    })
 }
 
 /// Leaders and replicas per broker.

@@ -562,7 +562,20 @@ pub fn describe_lines(
     let mut lines = Vec::new();
     let overrides: Vec<&ConfigEntry> = configs.iter().filter(|c| !c.is_default).collect();
     if filters.describe_configs() && (!filters.with_overrides || !overrides.is_empty()) {
-        let replication_factor = topic.partitions.first().map_or(0, |p| p.replicas.len());
+        // Kafka's getReplicationFactor: while the first partition moves (a replica it adds
+        // or removes is in its replicas), its replicas without the ones being added.
+        let replication_factor = topic.partitions.first().map_or(0, |p| {
+            match moving.get(&(topic.name.clone(), p.partition)) {
+                Some((adding, removing))
+                    if p.replicas
+                        .iter()
+                        .any(|b| adding.contains(b) || removing.contains(b)) =>
+                {
+                    p.replicas.iter().filter(|b| !adding.contains(b)).count()
+                }
+                _ => p.replicas.len(),
+            }
+        });
         let rendered: Vec<String> = overrides
             .iter()
             .map(|c| format!("{}={}", c.name, c.value.as_deref().unwrap_or("null")))
@@ -1323,6 +1336,40 @@ mod tests {
             "\tTopic: orders\tPartition: 1\tLeader: 2\tReplicas: 2,0,1\tIsr: 2,0\tAdding Replicas: 1\tRemoving Replicas: 0"
         );
         assert!(!lines[1].contains("Adding"), "{}", lines[1]);
+        assert!(
+            lines[0].contains("\tReplicationFactor: 3\t"),
+            "{}",
+            lines[0]
+        );
+        // The first partition moving: the replication factor leaves out the added replicas
+        // (Kafka's getReplicationFactor), not the full set Metadata lists meanwhile.
+        let moving = Moving::from([(("orders".to_owned(), 0), (vec![0], vec![2]))]);
+        let lines = describe_lines(
+            &sample(),
+            &[],
+            &[0, 1, 2],
+            DescribeFilters::default(),
+            &moving,
+        );
+        assert!(
+            lines[0].contains("\tReplicationFactor: 2\t"),
+            "{}",
+            lines[0]
+        );
+        // A move that finished after Metadata was read: the replicas say so.
+        let done = Moving::from([(("orders".to_owned(), 0), (vec![5], vec![6]))]);
+        let lines = describe_lines(
+            &sample(),
+            &[],
+            &[0, 1, 2],
+            DescribeFilters::default(),
+            &done,
+        );
+        assert!(
+            lines[0].contains("\tReplicationFactor: 3\t"),
+            "{}",
+            lines[0]
+        );
     }
 
     #[test]

@@ -73,6 +73,10 @@ pub struct Reassigning {
     pub adding: Vec<BrokerId>,
     /// Original replicas that are not in the target.
     pub removing: Vec<BrokerId>,
+    /// The original replicas in their order (empty when not known: a reassignment started
+    /// by Kafka's controller or a hand-written znode; then they are the replicas minus
+    /// `adding`, in the target's order, as Kafka has them).
+    pub origin: Vec<BrokerId>,
 }
 
 /// One replica: a partition on a broker.

@@ -654,11 +654,24 @@ impl EventLoop {
         request: kafka_protocol::messages::AlterPartitionReassignmentsRequest,
         reply: oneshot::Sender<kafka_protocol::messages::AlterPartitionReassignmentsResponse>,
     ) -> Result<(), ZkClientError> {
+        let received = Instant::now();
         let mut plan = reassignment::alter(&mut self.ctx, &request);
         let effects = std::mem::take(&mut plan.effects);
         match self.execute_electing(effects).await {
             Ok(executed) => {
-                let _ = reply.send(reassignment::alter_response(plan, &executed.failed_topics));
+                // The answer waits until every broker has the new replica sets (as
+                // CreateTopics waits), so a Metadata request (`topics --describe`) right after
+                // it shows the moving replicas that ListPartitionReassignments lists.
+                let response = reassignment::alter_response(plan, &executed.failed_topics);
+                self.reply_or_wait(
+                    received,
+                    request.timeout_ms,
+                    vec![Await {
+                        index: 0,
+                        condition: AwaitCondition::Sent,
+                    }],
+                    Responder::AlterPartitionReassignments(reply, response),
+                );
                 Ok(())
             }
             Err(err) => {
@@ -1403,6 +1416,11 @@ impl EventLoop {
                     .get(&p)
                     .cloned()
                     .unwrap_or_default(),
+                origin: assignment
+                    .original_replicas
+                    .get(&p)
+                    .cloned()
+                    .unwrap_or_default(),
             };
             self.ctx
                 .set_reassigning(&TopicPartition::new(topic.clone(), p), Some(reassigning));
@@ -1812,6 +1830,7 @@ fn condition_met(ctx: &ControllerContext, condition: &AwaitCondition) -> bool {
                 .contains_key(&TopicPartition::new(topic.clone(), p))
         }),
         AwaitCondition::Deleted(topic) => !ctx.all_topics.contains(topic),
+        AwaitCondition::Sent => true,
     }
 }
 
@@ -1845,6 +1864,11 @@ enum Responder {
         CreatePartitionsResponse,
     ),
     DeleteTopics(oneshot::Sender<DeleteTopicsResponse>, DeleteTopicsResponse),
+    /// Waits only for the brokers' metadata; the reassignments have started either way.
+    AlterPartitionReassignments(
+        oneshot::Sender<kafka_protocol::messages::AlterPartitionReassignmentsResponse>,
+        kafka_protocol::messages::AlterPartitionReassignmentsResponse,
+    ),
 }
 
 impl Responder {
@@ -1869,6 +1893,8 @@ impl Responder {
                     t.error_message = message;
                 }
             }
+            // Started already: a broker slow to take the metadata is no error of the request.
+            Responder::AlterPartitionReassignments(..) => {}
         }
     }
 
@@ -1879,6 +1905,7 @@ impl Responder {
             Responder::CreateTopics(_, r) => r.topics.len(),
             Responder::CreatePartitions(_, r) => r.results.len(),
             Responder::DeleteTopics(_, r) => r.responses.len(),
+            Responder::AlterPartitionReassignments(..) => 0,
         };
         for index in 0..items {
             self.set_error(
@@ -1896,6 +1923,7 @@ impl Responder {
             Responder::CreateTopics(tx, r) => drop(tx.send(r)),
             Responder::CreatePartitions(tx, r) => drop(tx.send(r)),
             Responder::DeleteTopics(tx, r) => drop(tx.send(r)),
+            Responder::AlterPartitionReassignments(tx, r) => drop(tx.send(r)),
         }
     }
 }

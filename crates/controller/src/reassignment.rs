@@ -60,6 +60,8 @@ pub struct ReplicaAssignment {
     pub adding: Vec<BrokerId>,
     /// Replicas the reassignment removes.
     pub removing: Vec<BrokerId>,
+    /// ORS in its order, when known (see [`ReplicaAssignment::origin`]).
+    pub original: Vec<BrokerId>,
 }
 
 impl ReplicaAssignment {
@@ -70,6 +72,7 @@ impl ReplicaAssignment {
             replicas: ctx.replicas(tp).to_vec(),
             adding: reassigning.adding,
             removing: reassigning.removing,
+            original: reassigning.origin,
         }
     }
 
@@ -87,13 +90,26 @@ impl ReplicaAssignment {
             .collect()
     }
 
-    /// ORS: the replicas before the reassignment.
+    /// ORS: the replicas before the reassignment, in their order. Kafka derives them as RS
+    /// minus the added replicas, which keeps the set but takes the target's order (a move of
+    /// [0, 1, 2] to [1, 2, 3] has RS [1, 2, 3, 0] and ORS [1, 2, 0]: a cancel would make 1
+    /// the preferred leader). Gregor keeps the list as it was (`original_replicas` in the
+    /// assignment znode) and falls back to Kafka's derivation only when that list is
+    /// missing or does not match the set.
     pub fn origin(&self) -> Vec<BrokerId> {
-        self.replicas
+        let derived: Vec<BrokerId> = self
+            .replicas
             .iter()
             .copied()
             .filter(|b| !self.adding.contains(b))
-            .collect()
+            .collect();
+        let same_set = self.original.len() == derived.len()
+            && self.original.iter().all(|b| derived.contains(b));
+        if same_set {
+            self.original.clone()
+        } else {
+            derived
+        }
     }
 
     /// The assignment while moving from this one's original replicas to `target`.
@@ -105,20 +121,22 @@ impl ReplicaAssignment {
                 replicas.push(b);
             }
         }
-        let adding = replicas
+        let adding: Vec<BrokerId> = replicas
             .iter()
             .copied()
             .filter(|b| !origin.contains(b))
             .collect();
-        let removing = replicas
+        let removing: Vec<BrokerId> = replicas
             .iter()
             .copied()
             .filter(|b| !target.contains(b))
             .collect();
+        let moving = !adding.is_empty() || !removing.is_empty();
         ReplicaAssignment {
             replicas,
             adding,
             removing,
+            original: if moving { origin } else { Vec::new() },
         }
     }
 
@@ -289,6 +307,11 @@ fn set_assignment(ctx: &mut ControllerContext, tp: &TopicPartition, a: &ReplicaA
         Some(Reassigning {
             adding: a.adding.clone(),
             removing: a.removing.clone(),
+            origin: if a.is_being_reassigned() {
+                a.origin()
+            } else {
+                Vec::new()
+            },
         }),
     );
 }
@@ -780,6 +803,7 @@ pub fn topic_znode(
     let topic_id = ctx.topic_ids.get(topic).copied();
     let mut adding = BTreeMap::new();
     let mut removing = BTreeMap::new();
+    let mut original = BTreeMap::new();
     for (tp, r) in ctx.reassignments.range(
         TopicPartition::new(topic.clone(), i32::MIN)..=TopicPartition::new(topic.clone(), i32::MAX),
     ) {
@@ -789,6 +813,9 @@ pub fn topic_znode(
         if !r.removing.is_empty() {
             removing.insert(tp.partition, r.removing.clone());
         }
+        if !r.origin.is_empty() {
+            original.insert(tp.partition, r.origin.clone());
+        }
     }
     Some(znodes::json::TopicAssignment {
         version: if topic_id.is_some() { 3 } else { 2 },
@@ -796,6 +823,7 @@ pub fn topic_znode(
         partitions,
         adding_replicas: adding,
         removing_replicas: removing,
+        original_replicas: original,
     })
 }
 
@@ -829,7 +857,13 @@ mod tests {
         assert_eq!(a.adding, vec![3]);
         assert_eq!(a.removing, vec![0]);
         assert_eq!(a.target(), vec![1, 2, 3]);
-        assert_eq!(a.origin(), vec![1, 2, 0]);
+        assert_eq!(a.origin(), vec![0, 1, 2], "in their order");
+        // Without the list (a znode Kafka wrote), the set as Kafka derives it.
+        let kafkas = ReplicaAssignment {
+            original: Vec::new(),
+            ..a.clone()
+        };
+        assert_eq!(kafkas.origin(), vec![1, 2, 0]);
         // Replacing it: the original replicas stay the original ones.
         let b = a.reassign_to(&[2, 1, 0]);
         assert_eq!(b.replicas, vec![2, 1, 0]);
@@ -859,6 +893,7 @@ mod tests {
         let znode = topic_znode(&ctx, &name("t")).unwrap();
         assert_eq!(znode.adding_replicas[&0], vec![3]);
         assert_eq!(znode.removing_replicas[&0], vec![0]);
+        assert_eq!(znode.original_replicas[&0], vec![0, 1, 2]);
 
         // Not caught up yet: nothing happens.
         assert!(maybe_complete(&mut ctx, std::slice::from_ref(&p)).is_empty());
@@ -909,9 +944,12 @@ mod tests {
         let effects = request(&mut ctx, &p, None).unwrap();
         assert_eq!(
             ctx.replicas(&p),
-            &[1, 2, 0],
-            "Kafka cannot restore the order"
+            &[0, 1, 2],
+            "the original list, in its order (Kafka's would be [1, 2, 0])"
         );
+        let znode = topic_znode(&ctx, &name("t")).unwrap();
+        assert_eq!(znode.partitions[&0], vec![0, 1, 2]);
+        assert!(znode.original_replicas.is_empty(), "{znode:?}");
         assert!(ctx.reassignments.is_empty());
         assert!(stops(&effects).contains(&(3, true)), "{effects:?}");
         assert_eq!(ctx.leadership[&p].leader, 0);

@@ -26,6 +26,14 @@ pub enum StorageError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A log directory's `meta.properties` is unreadable or names another cluster or broker.
+    #[error("{path}: {reason}")]
+    BadMetaProperties {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A checkpoint file is not in Kafka's format.
     #[error("malformed checkpoint file {path}: {reason}")]
     MalformedCheckpoint {

@@ -16,6 +16,7 @@ mod file;
 pub mod fuzzing;
 pub mod log;
 mod log_manager;
+mod meta_properties;
 pub mod open_files;
 mod partition_metadata;
 mod sync_group;
@@ -24,5 +25,9 @@ pub use error::StorageError;
 #[cfg(any(test, feature = "fault-injection"))]
 pub use file::faults;
 pub use log_manager::{LogManager, LogManagerConfig, PartitionDir, DELETE_DIR_SUFFIX};
+pub use meta_properties::{
+    check_log_dirs, read_meta_properties, write_meta_properties, LogDirsState, MetaProperties,
+    META_PROPERTIES_FILE,
+};
 pub use partition_metadata::{read_partition_metadata, PARTITION_METADATA_FILE};
 pub use sync_group::{sync_dirs, EnteredGroup, SyncGroup};

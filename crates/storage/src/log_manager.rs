@@ -384,6 +384,11 @@ fn delete_dir_name(tp: &TopicPartition) -> String {
 }
 
 /// Parses `<topic>-<partition>`; `None` for anything else.
+/// Whether `name` is a partition directory's name (`<topic>-<partition>`).
+pub(crate) fn is_partition_dir_name(name: &str) -> bool {
+    parse_partition_dir_name(name).is_some()
+}
+
 fn parse_partition_dir_name(name: &str) -> Option<TopicPartition> {
     let (topic, partition) = name.rsplit_once('-')?;
     let partition: i32 = partition.parse().ok().filter(|p| *p >= 0)?;

@@ -172,6 +172,13 @@ pub struct TopicAssignment {
     /// Replicas being removed by an ongoing reassignment, per partition (version 2+).
     #[serde(default)]
     pub removing_replicas: BTreeMap<i32, Vec<BrokerId>>,
+    /// Gregor's own field: the replicas a partition had before its ongoing reassignment, in
+    /// their order. Kafka keeps only their set (`partitions` minus `adding_replicas`, in the
+    /// target's order), so its cancel can change the first replica, the preferred leader; a
+    /// cancel here restores this list exactly. Written only while a partition moves; Kafka's
+    /// readers ignore it, and without it the set is read as Kafka reads it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub original_replicas: BTreeMap<i32, Vec<BrokerId>>,
 }
 
 impl ZnodeJson for TopicAssignment {
@@ -187,6 +194,7 @@ impl TopicAssignment {
             partitions,
             adding_replicas: BTreeMap::new(),
             removing_replicas: BTreeMap::new(),
+            original_replicas: BTreeMap::new(),
         }
     }
 }

@@ -223,6 +223,9 @@ pub enum AwaitCondition {
     },
     /// The topic is gone.
     Deleted(model::TopicName),
+    /// Nothing more in the context: the control requests the event queued (met at once, so
+    /// the answer waits only for every broker to have them).
+    Sent,
 }
 
 /// One result of a response that waits for `condition` (REQUEST_TIMED_OUT if it is not met
