@@ -74,10 +74,13 @@ pub fn run_server(args: ServerArgs) -> anyhow::Result<ExitCode> {
     init_tracing();
     let overrides = match args.config {
         Some(_) => args.overrides,
-        None => shipped_settings().into_iter().chain(args.overrides).collect(),
+        None => shipped_settings()
+            .into_iter()
+            .chain(args.overrides)
+            .collect(),
     };
-    let config = BrokerConfig::load(args.config.as_deref(), &overrides, &args.data_dir)
-        .map_err(one_line)?;
+    let config =
+        BrokerConfig::load(args.config.as_deref(), &overrides, &args.data_dir).map_err(one_line)?;
     runtime(config.num_io_threads)?
         .block_on(async move {
             broker::run(config, shutdown_signal(), |kafka, admin| {
