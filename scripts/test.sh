@@ -31,11 +31,13 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
 if [ "${SKIP_INSTALL:-0}" != 1 ]; then
-  step "system packages (zookeeper, kcat, java, chromium)"
+  step "system packages (zookeeper, kcat, java, maven, chromium)"
   missing=()
   [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
   command -v kcat >/dev/null || missing+=(kcat)
-  command -v java >/dev/null || missing+=(default-jre-headless)
+  # tests/e2e/test_java_clients.py compiles and runs JUnit tests of the Java clients (tests/java).
+  command -v javac >/dev/null || missing+=(default-jdk-headless)
+  command -v mvn >/dev/null || missing+=(maven)
   command -v python3 >/dev/null || missing+=(python3 python3-venv)
   # test_security.py makes its own CA and certificates with openssl.
   command -v openssl >/dev/null || missing+=(openssl)
@@ -66,6 +68,14 @@ if [ "${SKIP_INSTALL:-0}" != 1 ]; then
 
   step "JavaScript clients (kafkajs, @platformatic/kafka) in tests/e2e/clients/js"
   (cd tests/e2e/clients/js && npm ci --silent --no-audit --no-fund)
+
+  # Into Maven's own per-machine cache (~/.m2): the first run downloads, later ones find
+  # everything there. test_java_clients.py then runs Maven offline (-o).
+  step "Java clients (kafka-clients, JUnit) for tests/java, into ~/.m2"
+  # go-offline misses Surefire's JUnit provider, which only a Surefire run resolves: run it
+  # on no test.
+  mvn -B -q -f tests/java/pom.xml dependency:go-offline test \
+    -Dtest=NoSuchTest -Dsurefire.failIfNoSpecifiedTests=false
 fi
 
 step "librdkafka's regression-test runner (built once per machine, then cached)"

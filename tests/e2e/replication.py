@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
@@ -315,6 +315,20 @@ class NumberedProducer:
         return max(seen.values()) - since
 
 
+def watermarks(consumer, topic, partition, timeout=30):
+    """(low, high) of a partition. A leader elected just now answers OFFSET_NOT_AVAILABLE
+    until its high watermark reaches the start of its epoch (as Kafka); librdkafka hands that
+    to the caller instead of retrying, so retry here."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+        except KafkaException as e:
+            if e.args[0].code() != KafkaError.OFFSET_NOT_AVAILABLE or time.time() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def read_back(bootstrap, topic, partitions, timeout=60):
     """Every record of every partition, from the log start to the high watermark:
     {partition: [(offset, number)]}."""
@@ -326,10 +340,7 @@ def read_back(bootstrap, topic, partitions, timeout=60):
         "isolation.level": "read_uncommitted",
     })
     try:
-        ends = {}
-        for p in range(partitions):
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
-            ends[p] = high
+        ends = {p: watermarks(consumer, topic, p)[1] for p in range(partitions)}
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         records = {p: [] for p in range(partitions)}
         done = {p for p in range(partitions) if ends[p] == 0}

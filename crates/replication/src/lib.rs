@@ -71,8 +71,8 @@ use alter_partition::{AlterIsrItem, AlterIsrResult, AlterPartitionManager};
 use fetch_session::FetchSessionCache;
 use fetcher::{FetcherManager, LeaderEndpoint};
 pub use partition::{
-    AppendResult, FollowerRead, FollowerStart, Partition, PartitionConfig, PartitionLeadership,
-    ReadResult, RegionRead, Role,
+    AppendResult, FollowerRead, FollowerStart, OffsetsReader, Partition, PartitionConfig,
+    PartitionLeadership, ReadResult, RegionRead, Role,
 };
 pub use producer_state::SequenceError;
 
@@ -130,6 +130,17 @@ pub enum ReplicationError {
         isr: usize,
         min: i32,
     },
+    /// ListOffsets from a client while a new leader's high watermark is still below the
+    /// offset its epoch started at; the client retries.
+    #[error(
+        "{tp}: the high watermark {high_watermark} has not caught up with the start offset {epoch_start} \
+         of this leader epoch yet (a leader elected just now); retry"
+    )]
+    OffsetNotAvailable {
+        tp: TopicPartition,
+        high_watermark: i64,
+        epoch_start: i64,
+    },
     /// acks=-1: the in-sync replicas did not catch up within the request's timeout.
     #[error("the in-sync replicas of {0} did not catch up within the request timeout")]
     Timeout(TopicPartition),
@@ -174,6 +185,7 @@ impl ReplicationError {
                 ResponseError::NotEnoughReplicasAfterAppend
             }
             ReplicationError::Timeout(_) => ResponseError::RequestTimedOut,
+            ReplicationError::OffsetNotAvailable { .. } => ResponseError::OffsetNotAvailable,
             ReplicationError::Records(R::UnsupportedMagic { .. }) => {
                 ResponseError::UnsupportedForMessageFormat
             }

@@ -282,6 +282,19 @@ impl PartitionState {
     }
 }
 
+/// Who asks ListOffsets, which decides how far it may see (`Partition::offset_for`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OffsetsReader {
+    /// A follower (replica id 0 or more): the latest offset is the log end.
+    Replica,
+    /// A client on ListOffsets v1 or later: up to the high watermark, and
+    /// OFFSET_NOT_AVAILABLE while a new leader's high watermark lags its epoch's start.
+    Client,
+    /// A client on ListOffsets v0 (Kafka's legacy path): up to the high watermark, without
+    /// that check (such clients predate the error code).
+    LegacyClient,
+}
+
 /// One hosted partition.
 #[derive(Debug)]
 pub struct Partition {
@@ -1145,28 +1158,52 @@ impl Partition {
     }
 
     /// ListOffsets: -2 earliest, -1 latest (the high watermark; the log end for a replica,
-    /// `for_replica`, a follower resetting its fetch offset), else the first record whose
-    /// timestamp is at or after `timestamp` (the exact record, on every codec: Kafka's
+    /// a follower resetting its fetch offset), else the first record whose timestamp is at
+    /// or after `timestamp` (the exact record, on every codec: Kafka's
     /// `fetchOffsetByTimestamp`), answered only when it lies below the high watermark.
     /// Returns (timestamp, offset, leader epoch); (-1, -1, None) when no record is that late.
     /// `max_timestamp` asks for the record with the largest timestamp instead (ListOffsets
     /// v7's MAX_TIMESTAMP, -3). `current_leader_epoch` (-1: none) is checked.
+    ///
+    /// A leader elected just now may hold records below the start of its epoch that its
+    /// high watermark has not reached yet (a follower learns the high watermark one fetch
+    /// late). Until it does, a client's (`OffsetsReader::Client`) latest offset, and a
+    /// lookup that finds nothing below the high watermark, are OFFSET_NOT_AVAILABLE, which
+    /// clients retry, as Kafka's `Partition.fetchOffsetForTimestamp`: otherwise a consumer
+    /// would see the end of the log go backwards.
     pub fn offset_for(
         &self,
         timestamp: i64,
         max_timestamp: bool,
         current_leader_epoch: i32,
-        for_replica: bool,
+        reader: OffsetsReader,
     ) -> Result<(i64, i64, Option<i32>), ReplicationError> {
         let state = self.lock();
         let epoch = state.leader_epoch_checked(&self.tp, current_leader_epoch)?;
+        let lagging = || match state.leader_epoch_start_offset {
+            Some(epoch_start)
+                if reader == OffsetsReader::Client && epoch_start > state.high_watermark =>
+            {
+                Err(ReplicationError::OffsetNotAvailable {
+                    tp: self.tp.clone(),
+                    high_watermark: state.high_watermark,
+                    epoch_start,
+                })
+            }
+            _ => Ok(()),
+        };
         let found = if max_timestamp {
             state.log.max_timestamp_record()?
         } else {
             match timestamp {
                 -2 => return Ok((-1, state.log.log_start_offset(), Some(epoch))),
-                -1 if for_replica => return Ok((-1, state.log.log_end_offset(), Some(epoch))),
-                -1 => return Ok((-1, state.high_watermark, Some(epoch))),
+                -1 if reader == OffsetsReader::Replica => {
+                    return Ok((-1, state.log.log_end_offset(), Some(epoch)))
+                }
+                -1 => {
+                    lagging()?;
+                    return Ok((-1, state.high_watermark, Some(epoch)));
+                }
                 t => state.log.offset_for_timestamp(t)?,
             }
         };
@@ -1174,7 +1211,10 @@ impl Partition {
             Some((ts, offset, batch_epoch)) if offset < state.high_watermark => {
                 (ts, offset, (batch_epoch >= 0).then_some(batch_epoch))
             }
-            _ => (-1, -1, None),
+            _ => {
+                lagging()?;
+                (-1, -1, None)
+            }
         })
     }
 

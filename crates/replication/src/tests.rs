@@ -111,27 +111,44 @@ fn append_then_read_moves_the_high_watermark() {
     let err = p.read(6, 100, -1).unwrap_err();
     assert_eq!(err.response_error(), ResponseError::OffsetOutOfRange);
     let epoch = Some(p.leader_epoch());
-    assert_eq!(p.offset_for(-2, false, -1, false).unwrap(), (-1, 0, epoch));
-    assert_eq!(p.offset_for(-1, false, -1, false).unwrap(), (-1, 5, epoch));
-    assert_eq!(p.offset_for(-1, false, -1, true).unwrap(), (-1, 5, epoch));
+    assert_eq!(
+        p.offset_for(-2, false, -1, OffsetsReader::Client).unwrap(),
+        (-1, 0, epoch)
+    );
+    assert_eq!(
+        p.offset_for(-1, false, -1, OffsetsReader::Client).unwrap(),
+        (-1, 5, epoch)
+    );
+    assert_eq!(
+        p.offset_for(-1, false, -1, OffsetsReader::Replica).unwrap(),
+        (-1, 5, epoch)
+    );
     // The exact record: batch "b" starts at offset 3 with timestamps 1000, 1001.
     assert_eq!(
-        p.offset_for(1_001, false, -1, false).unwrap(),
+        p.offset_for(1_001, false, -1, OffsetsReader::Client)
+            .unwrap(),
         (1_001, 1, epoch)
     );
     assert_eq!(
-        p.offset_for(99_999, false, -1, false).unwrap(),
+        p.offset_for(99_999, false, -1, OffsetsReader::Client)
+            .unwrap(),
         (-1, -1, None)
     );
-    assert_eq!(p.offset_for(0, true, -1, false).unwrap(), (1_002, 2, epoch));
     assert_eq!(
-        p.offset_for(-1, false, 0, false)
+        p.offset_for(0, true, -1, OffsetsReader::Client).unwrap(),
+        (1_002, 2, epoch)
+    );
+    assert_eq!(
+        p.offset_for(-1, false, 0, OffsetsReader::Client)
             .unwrap_err()
             .response_error(),
         ResponseError::FencedLeaderEpoch
     );
     assert_eq!(p.delete_records_before(2).unwrap(), 2);
-    assert_eq!(p.offset_for(-2, false, -1, false).unwrap(), (-1, 2, epoch));
+    assert_eq!(
+        p.offset_for(-2, false, -1, OffsetsReader::Client).unwrap(),
+        (-1, 2, epoch)
+    );
     assert_eq!(
         p.read(1, 100, -1).unwrap_err().response_error(),
         ResponseError::OffsetOutOfRange
@@ -369,7 +386,12 @@ fn the_high_watermark_waits_for_every_in_sync_follower() {
     // Nothing is visible to consumers until the followers have it.
     assert_eq!(p.high_watermark(), 0);
     assert!(read(&p, 0).records.is_empty());
-    assert_eq!(p.offset_for(-1, false, -1, false).unwrap().1, 0);
+    assert_eq!(
+        p.offset_for(-1, false, -1, OffsetsReader::Client)
+            .unwrap()
+            .1,
+        0
+    );
     let r = rm.read_for_follower(&tp(), 2, 0, 1 << 20, 1, 1).unwrap();
     assert_eq!(
         values(&r.records).len(),
@@ -557,6 +579,92 @@ fn leader_and_isr_epochs_decide_what_changes() {
     );
     // A follower's epoch cache only holds epochs of data it has.
     assert_eq!(p.leader_epoch_entries(), vec![(1, 0)]);
+}
+
+/// A follower learns the high watermark one fetch late, so a leader elected just then holds
+/// records its high watermark has not reached. Until it does, a client's latest offset (and
+/// a time lookup that finds nothing below it) is OFFSET_NOT_AVAILABLE, as Kafka's: the Java
+/// Admin client retries it; answering the stale high watermark made the end of the log go
+/// backwards (20 acked records, then "latest" 0 right after a preferred election).
+#[test]
+fn a_new_leader_whose_high_watermark_lags_its_epoch_start_refuses_client_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    let old_rm = manager(1, &a);
+    let new_rm = manager(2, &b);
+    apply(&old_rm, &a, &leadership(1, 1, &[1, 2], 0), 0).unwrap();
+    old_rm
+        .append(&tp(), &mut batch(5, "a", None), 1, 0)
+        .unwrap();
+    apply(&new_rm, &b, &leadership(1, 1, &[1, 2], 0), 0).unwrap();
+    let f = new_rm.get(&tp()).unwrap();
+    let read = old_rm
+        .read_for_follower(&tp(), 2, 0, 1 << 20, 1, 0)
+        .unwrap();
+    f.append_as_follower(&read.records, read.high_watermark, 1, 0)
+        .unwrap();
+    assert_eq!((f.log_end_offset(), f.high_watermark()), (5, 0));
+
+    // Broker 2 leads at epoch 2 from offset 5 with its high watermark still 0.
+    apply(&new_rm, &b, &leadership(2, 2, &[1, 2], 1), 0).unwrap();
+    let not_available = |r: Result<(i64, i64, Option<i32>), ReplicationError>| {
+        r.unwrap_err().response_error() == ResponseError::OffsetNotAvailable
+    };
+    assert!(not_available(f.offset_for(
+        -1,
+        false,
+        -1,
+        OffsetsReader::Client
+    )));
+    assert!(not_available(f.offset_for(
+        1_000,
+        false,
+        -1,
+        OffsetsReader::Client
+    )));
+    assert!(not_available(f.offset_for(
+        -3,
+        true,
+        -1,
+        OffsetsReader::Client
+    )));
+    // The earliest offset, a follower's and a v0 client's latest are answered.
+    assert_eq!(
+        f.offset_for(-2, false, -1, OffsetsReader::Client)
+            .unwrap()
+            .1,
+        0
+    );
+    assert_eq!(
+        f.offset_for(-1, false, -1, OffsetsReader::Replica)
+            .unwrap()
+            .1,
+        5
+    );
+    assert_eq!(
+        f.offset_for(-1, false, -1, OffsetsReader::LegacyClient)
+            .unwrap()
+            .1,
+        0
+    );
+
+    // Once broker 1 fetched from the new leader up to the end, the high watermark is there.
+    new_rm
+        .read_for_follower(&tp(), 1, 5, 1 << 20, 2, 0)
+        .unwrap();
+    assert_eq!(f.high_watermark(), 5);
+    assert_eq!(
+        f.offset_for(-1, false, -1, OffsetsReader::Client)
+            .unwrap()
+            .1,
+        5
+    );
+    assert_eq!(
+        f.offset_for(1_000, false, -1, OffsetsReader::Client)
+            .unwrap()
+            .1,
+        0
+    );
 }
 
 #[test]

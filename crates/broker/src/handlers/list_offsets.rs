@@ -63,7 +63,13 @@ fn list_offsets(
     version: i16,
     denied: &std::collections::HashSet<String>,
 ) -> ListOffsetsResponse {
-    let for_replica = request.replica_id.0 >= 0;
+    let reader = if request.replica_id.0 >= 0 {
+        replication::OffsetsReader::Replica
+    } else if version == 0 {
+        replication::OffsetsReader::LegacyClient
+    } else {
+        replication::OffsetsReader::Client
+    };
     let topics = request
         .topics
         .into_iter()
@@ -93,17 +99,17 @@ fn list_offsets(
                             let epoch = p.current_leader_epoch;
                             let found = match p.timestamp {
                                 MAX_TIMESTAMP => {
-                                    partition.offset_for(p.timestamp, true, epoch, for_replica)
+                                    partition.offset_for(p.timestamp, true, epoch, reader)
                                 }
                                 // No tiered storage: the local log start is the log start.
                                 EARLIEST_LOCAL_TIMESTAMP => {
-                                    partition.offset_for(-2, false, epoch, for_replica)
+                                    partition.offset_for(-2, false, epoch, reader)
                                 }
                                 // No tiered storage: nothing is tiered (after the leader check).
                                 LATEST_TIERED_TIMESTAMP => partition
-                                    .offset_for(-1, false, epoch, for_replica)
+                                    .offset_for(-1, false, epoch, reader)
                                     .map(|_| (-1, -1, Some(-1))),
-                                t => partition.offset_for(t, false, epoch, for_replica),
+                                t => partition.offset_for(t, false, epoch, reader),
                             };
                             found.map_err(|e| e.response_error())
                         });
