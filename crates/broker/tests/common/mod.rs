@@ -42,6 +42,9 @@ pub fn config(data_dir: &Path, overrides: &[&str]) -> BrokerConfig {
     let mut all = vec![
         "listeners=PLAINTEXT://127.0.0.1:0".to_string(),
         "admin.listener=none".to_string(),
+        // As `gregor server` without --config (the shipped file's setting): a test's brokers
+        // are fewer than Kafka's default of 3 offsets-topic replicas. A test's own wins.
+        "offsets.topic.replication.factor=1".to_string(),
     ];
     all.extend(overrides.iter().map(|s| s.to_string()));
     BrokerConfig::load(None, &all, data_dir).unwrap()
