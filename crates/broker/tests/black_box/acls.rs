@@ -509,11 +509,21 @@ async fn handlers_check_kafkas_operations() {
             .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
             .collect()
     };
-    let fc = alice
-        .send_version(FindCoordinatorRequest::default().with_key(s("g")), 3)
-        .await
-        .unwrap();
-    assert_eq!(fc.error_code, NONE);
+    // The first FindCoordinator creates the offsets topic: COORDINATOR_NOT_AVAILABLE until it
+    // has a leader (clients retry it), as Kafka.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let fc = alice
+            .send_version(FindCoordinatorRequest::default().with_key(s("g")), 3)
+            .await
+            .unwrap();
+        if fc.error_code == NONE {
+            break;
+        }
+        assert_eq!(fc.error_code, 15, "{fc:?}");
+        assert!(Instant::now() < deadline, "no coordinator for g: {fc:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let fc = alice
         .send_version(FindCoordinatorRequest::default().with_key(s("h")), 3)
         .await

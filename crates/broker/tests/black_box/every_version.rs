@@ -1339,6 +1339,23 @@ async fn every_advertised_version_of_every_api() {
         records: 7,
         producer,
     };
+    // The offsets topic: created by the first FindCoordinator (COORDINATOR_NOT_AVAILABLE
+    // until it has a leader, as Kafka), then loaded here (ListGroups answers
+    // COORDINATOR_LOAD_IN_PROGRESS until every offsets partition this broker leads is).
+    let mut coordinated = false;
+    for _ in 0..1500 {
+        let found = admin
+            .send(FindCoordinatorRequest::default().with_key(str("fetched")))
+            .await
+            .unwrap();
+        let listed = admin.send(ListGroupsRequest::default()).await.unwrap();
+        if found.error_code == NONE && listed.error_code == NONE {
+            coordinated = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(coordinated, "the offsets topic never got loaded");
     let mut wire = Wire::connect(addr).await;
     commit(&mut wire, "fetched", 1, 8).await;
     wire.sent.clear();

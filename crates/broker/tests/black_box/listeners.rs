@@ -156,16 +156,27 @@ async fn each_listener_sees_its_own_endpoints_and_only_the_control_listener_take
 
     // FindCoordinator answers the coordinator's endpoint on the client's listener.
     let controller = brokers.iter().find(|b| b.is_controller()).unwrap();
-    let found = client
-        .send_version(
-            FindCoordinatorRequest::default()
-                .with_key(StrBytes::from_static_str("g"))
-                .with_key_type(0),
-            3,
-        )
-        .await
-        .unwrap();
-    assert_eq!(found.error_code, 0, "{found:?}");
+    // The first one creates the offsets topic: COORDINATOR_NOT_AVAILABLE until it has a
+    // leader (clients retry it), as Kafka.
+    let mut found = None;
+    for _ in 0..600 {
+        let answer = client
+            .send_version(
+                FindCoordinatorRequest::default()
+                    .with_key(StrBytes::from_static_str("g"))
+                    .with_key_type(0),
+                3,
+            )
+            .await
+            .unwrap();
+        if answer.error_code == 0 {
+            found = Some(answer);
+            break;
+        }
+        assert_eq!(answer.error_code, 15, "{answer:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let found = found.expect("a coordinator for g within 30 s");
     assert_eq!(found.node_id.0, controller.broker_id());
     assert_eq!(found.port, i32::from(addr(controller, "CLIENT").port()));
 
