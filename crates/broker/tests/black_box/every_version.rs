@@ -1345,7 +1345,10 @@ async fn every_advertised_version_of_every_api() {
     let mut coordinated = false;
     for _ in 0..1500 {
         let found = admin
-            .send(FindCoordinatorRequest::default().with_key(str("fetched")))
+            .send_version(
+                FindCoordinatorRequest::default().with_key(str("fetched")),
+                3,
+            )
             .await
             .unwrap();
         let listed = admin.send(ListGroupsRequest::default()).await.unwrap();
