@@ -406,7 +406,8 @@ ZK = os.environ.get("GREGOR_TEST_ZOOKEEPER")
 def test_kill_9_of_the_coordinator_loses_no_acknowledged_commit_and_the_group_resumes(tmp_path):
     from replication import SESSION_TIMEOUT_MS, Cluster
 
-    cluster = Cluster(tmp_path, overrides=["offsets.topic.num.partitions=6", "group.initial.rebalance.delay.ms=0"]).start()
+    cluster = Cluster(tmp_path, overrides=["offsets.topic.num.partitions=6", "offsets.topic.replication.factor=3",
+                                           "group.initial.rebalance.delay.ms=0"]).start()
     try:
         cluster.create_topic("work", partitions=2, rf=3)
         group = "survivor"
