@@ -235,6 +235,8 @@ def start_with_properties(tmp_path, name, ssl_lines):
         "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SSL:SSL\n"
         "inter.broker.listener.name=PLAINTEXT\n"
         f"admin.listener=127.0.0.1:{admin}\n"
+        # One broker: the offsets topic's replicas as the shipped file sets them.
+        "offsets.topic.replication.factor=1\n"
         "ssl.keystore.type=PEM\n" + ssl_lines + "\n")
     args = ["server", "--data-dir", str(tmp_path / name), "--config", str(props)]
     return Gregor(args, tmp_path / name, [plain, ssl], admin, tmp_path / f"{name}.log"), ssl
