@@ -531,7 +531,7 @@ impl BrokerConfig {
             )?,
             offsets_topic_compression_codec: {
                 let codec = parse_num(&props, "offsets.topic.compression.codec", 0, 0)?;
-                if codec > 4 {
+                if offsets_compression(codec).is_none() {
                     return Err(ConfigError::InvalidValue {
                         key: "offsets.topic.compression.codec".into(),
                         value: codec.to_string(),
@@ -889,6 +889,14 @@ fn replication_config(
         ));
     }
     Ok(config)
+}
+
+/// The codec of `offsets.topic.compression.codec` (Kafka's ids: 0 none, 1 gzip, 2 snappy,
+/// 3 lz4, 4 zstd).
+pub(crate) fn offsets_compression(codec: i32) -> Option<records::Compression> {
+    i16::try_from(codec)
+        .ok()
+        .and_then(records::Compression::from_id)
 }
 
 /// Reads `server.properties` text as Java's `Properties.load` does (the one reader,

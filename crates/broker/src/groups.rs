@@ -50,6 +50,7 @@ use znodes::json::ConsumerMemberZNode;
 
 use crate::config::BrokerConfig;
 use crate::context::BrokerContext;
+use crate::data_plane::now_ms;
 
 /// The coordinator type this broker runs.
 pub(crate) type Coordinator = GroupCoordinator<TopicOffsetStore, ZkMembershipSink>;
@@ -221,17 +222,17 @@ impl Groups {
         let (Some(ctx), Some(coordinator)) = (self.ctx(), self.coordinator()) else {
             return;
         };
-        let led: BTreeMap<i32, i32> = ctx
-            .replica_manager
-            .partitions()
-            .iter()
-            .filter(|p| p.topic_partition().topic.as_str() == OFFSETS_TOPIC)
-            .filter_map(|p| match p.role() {
-                Some(replication::Role::Leader { leader_epoch }) => {
-                    Some((p.topic_partition().partition, leader_epoch))
-                }
-                _ => None,
-            })
+        // Only the offsets topic's partitions are looked up (a broker may host 100,000 others,
+        // and this runs every half second and after every metadata change).
+        let led: BTreeMap<i32, i32> = (0..offsets_partitions(&ctx))
+            .filter_map(
+                |partition| match ctx.replica_manager.get(&offsets_tp(partition))?.role() {
+                    Some(replication::Role::Leader { leader_epoch }) => {
+                        Some((partition, leader_epoch))
+                    }
+                    _ => None,
+                },
+            )
             .collect();
         let mut to_load = Vec::new();
         let mut to_unload = BTreeSet::new();
@@ -480,10 +481,6 @@ fn offsets_tp(partition: i32) -> TopicPartition {
     )
 }
 
-fn now_ms() -> i64 {
-    crate::data_plane::now_ms()
-}
-
 /// One offset commit record: Kafka's key v1 and value v3.
 fn offset_record(
     group: &str,
@@ -516,13 +513,9 @@ async fn append(
         return Ok(());
     }
     let tp = offsets_tp(partition);
-    let compression = match ctx.config.offsets_topic_compression_codec {
-        1 => records::Compression::Gzip,
-        2 => records::Compression::Snappy,
-        3 => records::Compression::Lz4,
-        4 => records::Compression::Zstd,
-        _ => records::Compression::None,
-    };
+    let compression =
+        crate::config::offsets_compression(ctx.config.offsets_topic_compression_codec)
+            .unwrap_or(records::Compression::None);
     let mut spec = records::builder::BatchSpec::new(0);
     spec.compression = compression;
     let mut builder = records::builder::BatchBuilder::new(spec);

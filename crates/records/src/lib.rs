@@ -114,7 +114,12 @@ impl Compression {
     }
 
     pub(crate) fn from_attributes(attributes: i16) -> Option<Compression> {
-        match attributes & COMPRESSION_MASK {
+        Compression::from_id(attributes & COMPRESSION_MASK)
+    }
+
+    /// The codec of Kafka's id: a batch's attribute bits, and `offsets.topic.compression.codec`.
+    pub fn from_id(id: i16) -> Option<Compression> {
+        match id {
             0 => Some(Compression::None),
             1 => Some(Compression::Gzip),
             2 => Some(Compression::Snappy),
