@@ -13,35 +13,18 @@ use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context as _};
 use clap::Args;
-use client::{Connection, ConnectionOptions};
 use group_coordinator::reset::{self, ResetTo};
-use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{
-    BrokerId, DeleteGroupsRequest, DescribeGroupsRequest, DescribeGroupsResponse,
-    FindCoordinatorRequest, GroupId, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
-    OffsetFetchRequest, TopicName,
+    DeleteGroupsRequest, DescribeGroupsRequest, DescribeGroupsResponse, GroupId, ListGroupsRequest,
+    OffsetFetchRequest,
 };
 use kafka_protocol::protocol::StrBytes;
+
+use crate::cluster::{error_message, Cluster};
 
 const CLIENT_ID: &str = "gregor-consumer-groups";
 /// What kafka-consumer-groups.sh prints for a missing value.
 const MISSING: &str = "-";
-
-/// Kafka's message for an error code, including the group errors the client crate does not
-/// name.
-fn error_message(code: i16) -> &'static str {
-    match code {
-        14 => "The coordinator is loading and hence can't process requests.",
-        15 => "The coordinator is not available.",
-        16 => "This is not the correct coordinator.",
-        24 => "The configured groupId is invalid.",
-        25 => "The coordinator is not aware of this member.",
-        27 => "The group is rebalancing, so a rejoin is needed.",
-        68 => "The group is not empty.",
-        69 => "The group id does not exist.",
-        other => client::error_message(other),
-    }
-}
 
 /// The flags of `kafka-consumer-groups.sh` that Gregor implements.
 #[derive(Debug, Default, Clone, Args)]
@@ -54,7 +37,11 @@ pub struct ConsumerGroupsArgs {
     pub bootstrap_server: Option<String>,
     /// Property file containing configs to be passed to Admin Client and Consumer
     /// (`security.protocol`, `sasl.*`, `ssl.*`).
-    #[arg(long, value_name = "command config property file")]
+    #[arg(
+        long,
+        alias = "admin.config",
+        value_name = "command config property file"
+    )]
     pub command_config: Option<std::path::PathBuf>,
     /// List all consumer groups.
     #[arg(long)]
@@ -228,190 +215,6 @@ pub fn run(args: ConsumerGroupsArgs) -> anyhow::Result<ExitCode> {
 struct Output {
     stdout: String,
     stderr: String,
-}
-
-/// Connections to the brokers of one cluster, opened on demand.
-struct Cluster {
-    bootstrap: Connection,
-    brokers: BTreeMap<i32, String>,
-    connections: BTreeMap<i32, Connection>,
-    /// topic -> partition -> leader.
-    leaders: BTreeMap<String, BTreeMap<i32, i32>>,
-    /// How each connection is opened (`client.id`, `--command-config`'s SASL and TLS).
-    options: ConnectionOptions,
-}
-
-impl Cluster {
-    async fn connect(
-        bootstrap_servers: &str,
-        options: ConnectionOptions,
-    ) -> anyhow::Result<Cluster> {
-        let mut last_err = None;
-        for addr in bootstrap_servers
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-        {
-            match Connection::connect_with(addr, options.clone()).await {
-                Ok(bootstrap) => {
-                    let mut cluster = Cluster {
-                        bootstrap,
-                        brokers: BTreeMap::new(),
-                        connections: BTreeMap::new(),
-                        leaders: BTreeMap::new(),
-                        options,
-                    };
-                    cluster.refresh().await?;
-                    return Ok(cluster);
-                }
-                Err(err) => last_err = Some(err),
-            }
-        }
-        Err(match last_err {
-            Some(err) => anyhow!(err),
-            None => anyhow!("no bootstrap server given"),
-        })
-    }
-
-    async fn refresh(&mut self) -> anyhow::Result<()> {
-        let response = self
-            .bootstrap
-            .send(MetadataRequest::default().with_topics(None))
-            .await?;
-        self.brokers = response
-            .brokers
-            .iter()
-            .map(|b| (b.node_id.0, format!("{}:{}", b.host, b.port)))
-            .collect();
-        self.leaders = response
-            .topics
-            .iter()
-            .filter_map(|t| {
-                let name = t.name.as_ref()?.to_string();
-                let partitions = t
-                    .partitions
-                    .iter()
-                    .map(|p| (p.partition_index, p.leader_id.0))
-                    .collect();
-                Some((name, partitions))
-            })
-            .collect();
-        Ok(())
-    }
-
-    async fn broker(&mut self, id: i32) -> anyhow::Result<&mut Connection> {
-        if !self.connections.contains_key(&id) {
-            let addr = self
-                .brokers
-                .get(&id)
-                .ok_or_else(|| anyhow!("broker {id} is not in the cluster metadata"))?
-                .clone();
-            let connection = Connection::connect_with(&addr, self.options.clone()).await?;
-            self.connections.insert(id, connection);
-        }
-        Ok(self.connections.get_mut(&id).expect("just inserted"))
-    }
-
-    async fn coordinator(&mut self, group: &str) -> anyhow::Result<&mut Connection> {
-        let mut last = 0;
-        for _ in 0..20 {
-            let key = StrBytes::from_string(group.to_owned());
-            // v4+ (KIP-699) asks for a batch of keys and answers one coordinator per key.
-            let version = self
-                .bootstrap
-                .negotiated_version::<FindCoordinatorRequest>()?;
-            let request = if version >= 4 {
-                FindCoordinatorRequest::default().with_coordinator_keys(vec![key])
-            } else {
-                FindCoordinatorRequest::default().with_key(key)
-            };
-            let response = self.bootstrap.send_version(request, version).await?;
-            let (error_code, id, host, port) = match response.coordinators.first() {
-                Some(c) if version >= 4 => (c.error_code, c.node_id.0, c.host.clone(), c.port),
-                _ => (
-                    response.error_code,
-                    response.node_id.0,
-                    response.host.clone(),
-                    response.port,
-                ),
-            };
-            if error_code == 0 {
-                self.brokers
-                    .entry(id)
-                    .or_insert_with(|| format!("{host}:{port}"));
-                return self.broker(id).await;
-            }
-            last = error_code;
-            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        }
-        bail!(
-            "cannot find the coordinator of group '{group}': {}",
-            error_message(last)
-        )
-    }
-
-    /// Latest (`timestamp` -1) or earliest (-2) offsets of `partitions`, from their leaders.
-    async fn list_offsets(
-        &mut self,
-        partitions: &BTreeSet<(String, i32)>,
-        timestamp: i64,
-    ) -> anyhow::Result<BTreeMap<(String, i32), i64>> {
-        let mut by_leader: BTreeMap<i32, BTreeMap<String, Vec<i32>>> = BTreeMap::new();
-        for (topic, partition) in partitions {
-            let leader = self
-                .leaders
-                .get(topic)
-                .and_then(|p| p.get(partition))
-                .copied()
-                .unwrap_or(-1);
-            if leader >= 0 {
-                by_leader
-                    .entry(leader)
-                    .or_default()
-                    .entry(topic.clone())
-                    .or_default()
-                    .push(*partition);
-            }
-        }
-        let mut offsets = BTreeMap::new();
-        for (leader, topics) in by_leader {
-            let request = ListOffsetsRequest::default()
-                .with_replica_id(BrokerId(-1))
-                .with_topics(
-                    topics
-                        .iter()
-                        .map(|(topic, partitions)| {
-                            ListOffsetsTopic::default()
-                                .with_name(TopicName(StrBytes::from_string(topic.clone())))
-                                .with_partitions(
-                                    partitions
-                                        .iter()
-                                        .map(|p| {
-                                            ListOffsetsPartition::default()
-                                                .with_partition_index(*p)
-                                                .with_timestamp(timestamp)
-                                        })
-                                        .collect(),
-                                )
-                        })
-                        .collect(),
-                );
-            let response = self.broker(leader).await?.send(request).await?;
-            for topic in response.topics {
-                for p in topic.partitions {
-                    if p.error_code == 0 {
-                        let offset = if p.offset >= 0 {
-                            p.offset
-                        } else {
-                            p.old_style_offsets.first().copied().unwrap_or(-1)
-                        };
-                        offsets.insert((topic.name.to_string(), p.partition_index), offset);
-                    }
-                }
-            }
-        }
-        Ok(offsets)
-    }
 }
 
 async fn execute_list(cluster: &mut Cluster) -> anyhow::Result<Output> {

@@ -7,8 +7,13 @@ mod admin_options;
 mod assign;
 #[cfg(feature = "bench")]
 mod bench;
+mod broker_api_versions;
+mod cluster;
 mod configs;
 mod consumer_groups;
+mod delete_records;
+mod dump_log;
+mod get_offsets;
 mod leader_election;
 mod log_dirs;
 mod meta;
@@ -51,6 +56,14 @@ enum Command {
     Configs(configs::ConfigsArgs),
     /// Add, remove or list ACLs (kafka-acls.sh).
     Acls(acls::AclsArgs),
+    /// Print topic partitions' offsets at a time: latest, earliest, by timestamp (kafka-get-offsets.sh).
+    GetOffsets(get_offsets::GetOffsetsArgs),
+    /// Delete partitions' records below given offsets (kafka-delete-records.sh).
+    DeleteRecords(delete_records::DeleteRecordsArgs),
+    /// Print each broker's supported API versions (kafka-broker-api-versions.sh).
+    BrokerApiVersions(broker_api_versions::BrokerApiVersionsArgs),
+    /// Print the batches, records and index entries of a broker's log files (kafka-dump-log.sh).
+    DumpLog(dump_log::DumpLogArgs),
     /// Run one broker (Kafka's kafka-server-start.sh).
     Server(server::ServerArgs),
     /// Run N brokers in one process sharing one embedded metadata store.
@@ -80,6 +93,10 @@ fn main() -> ExitCode {
         Command::ReassignPartitions(args) => reassign::run(args),
         Command::Configs(args) => configs::run(args),
         Command::Acls(args) => acls::run(args),
+        Command::GetOffsets(args) => get_offsets::run(args),
+        Command::DeleteRecords(args) => delete_records::run(args),
+        Command::BrokerApiVersions(args) => broker_api_versions::run(args),
+        Command::DumpLog(args) => dump_log::run(args),
         Command::Server(args) => server::run_server(args),
         Command::DevCluster(args) => server::run_dev_cluster(args),
         #[cfg(feature = "bench")]

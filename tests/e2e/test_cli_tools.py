@@ -1,0 +1,180 @@
+"""The kafka-*.sh tools an operator reaches for, as `gregor` subcommands against a running
+`gregor server`: get-offsets, delete-records, broker-api-versions, dump-log,
+console-producer / console-consumer, with Kafka's flags, output lines and errors."""
+
+import glob
+import json
+import os
+import re
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from conftest import gregor_cli, wait_until
+
+
+def unique(prefix):
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def create_topic(bootstrap, name, partitions=1):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[name].result(timeout=30)
+
+    def leaders_known():
+        md = admin.list_topics(name, timeout=10).topics.get(name)
+        return md is not None and md.error is None and len(md.partitions) == partitions and all(
+            p.leader >= 0 for p in md.partitions.values()
+        )
+
+    wait_until(leaders_known, what=f"{name} has leaders")
+
+
+def produce(bootstrap, topic, messages):
+    """messages: (partition, key, value, timestamp_ms, headers) tuples, one batch each."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for partition, key, value, ts, headers in messages:
+        p.produce(topic, key=key, value=value, partition=partition, timestamp=ts or 0, headers=headers)
+        p.flush(10)
+    assert p.flush(30) == 0
+
+
+def test_get_offsets_latest_earliest_by_time_and_bad_input(server):
+    b = server.bootstrap
+    t = unique("offsets")
+    create_topic(b, t, 2)
+    produce(b, t, [(0, None, b"a", 1000, None), (0, None, b"b", 2000, None), (0, None, b"c", 3000, None), (1, None, b"d", 1000, None)])
+
+    r = gregor_cli("get-offsets", "--bootstrap-server", b, "--topic", t)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == f"{t}:0:3\n{t}:1:1\n"
+    r = gregor_cli("get-offsets", "--bootstrap-server", b, "--topic", t, "--time", "-2")
+    assert r.stdout == f"{t}:0:0\n{t}:1:0\n"
+    r = gregor_cli("get-offsets", "--bootstrap-server", b, "--topic-partitions", f"{t}:0", "--time", "2000")
+    assert r.stdout == f"{t}:0:1\n", r.stderr
+    r = gregor_cli("get-offsets", "--bootstrap-server", b, "--topic", t, "--partitions", "1", "--time", "max-timestamp")
+    assert r.stdout == f"{t}:1:0\n", r.stderr
+    # A timestamp after the last record has no offset: the partition is left out, as Kafka.
+    r = gregor_cli("get-offsets", "--bootstrap-server", b, "--topic", t, "--time", "99999999")
+    assert r.returncode == 0 and r.stdout == ""
+
+    r = gregor_cli("get-offsets", "--bootstrap-server", b, "--topic", t, "--time", "yesterday")
+    assert r.returncode == 1
+    assert r.stderr.startswith("Error occurred: Malformed time argument yesterday.")
+    r = gregor_cli("get-offsets", "--bootstrap-server", b, "--topic", t, "--topic-partitions", t)
+    assert r.returncode == 1
+    assert "--topic-partitions cannot be used with --topic or --partitions" in r.stderr
+    r = gregor_cli("get-offsets", "--bootstrap-server", b, "--topic", "no-such-topic")
+    assert r.returncode == 1
+    assert "Could not match any topic-partitions with the specified filters" in r.stderr
+
+
+def test_delete_records_moves_the_log_start_and_reports_errors(server, tmp_path):
+    b = server.bootstrap
+    t = unique("delete")
+    create_topic(b, t, 2)
+    produce(b, t, [(0, None, f"m{i}".encode(), None, None) for i in range(5)])
+    spec = tmp_path / "offsets.json"
+    spec.write_text(json.dumps({"partitions": [{"topic": t, "partition": 0, "offset": 3},
+                                               {"topic": t, "partition": 1, "offset": 7}], "version": 1}))
+    r = gregor_cli("delete-records", "--bootstrap-server", b, "--offset-json-file", str(spec))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "Executing records delete operation"
+    assert lines[1] == "Records delete operation completed:"
+    assert f"partition: {t}-0\tlow_watermark: 3" in lines
+    # Partition 1 is empty: offset 7 is past its high watermark (OFFSET_OUT_OF_RANGE).
+    assert any(l.startswith(f"partition: {t}-1\terror: ") for l in lines), lines
+    r = gregor_cli("get-offsets", "--bootstrap-server", b, "--topic", t, "--partitions", "0", "--time", "earliest")
+    assert r.stdout == f"{t}:0:3\n"
+
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    r = gregor_cli("delete-records", "--bootstrap-server", b, "--offset-json-file", str(bad))
+    assert r.returncode == 1
+    assert r.stderr.startswith("The input string is not a valid JSON")
+    r = gregor_cli("delete-records", "--bootstrap-server", b)
+    assert r.returncode == 1 and 'Missing required argument "[offset-json-file]"' in r.stderr
+
+
+def test_broker_api_versions_prints_kafkas_shape(server):
+    r = gregor_cli("broker-api-versions", "--bootstrap-server", server.bootstrap)
+    assert r.returncode == 0, r.stderr
+    port = server.kafka_ports[0]
+    first = r.stdout.splitlines()[0]
+    assert re.fullmatch(rf"127\.0\.0\.1:{port} \(id: \d+ rack: null\) -> \(", first), first
+    assert re.search(r"^\tProduce\(0\): \d+ to \d+ \[usable: \d+\],$", r.stdout, re.M), r.stdout
+    assert re.search(r"^\tApiVersions\(18\): 0 to \d \[usable: \d\],$", r.stdout, re.M), r.stdout
+    assert r.stdout.rstrip("\n").endswith("\n)")
+    r = gregor_cli("broker-api-versions")
+    assert r.returncode == 1 and 'Missing required argument "[bootstrap-server]"' in r.stderr
+
+
+def segment_files(server, topic, partition, suffix):
+    found = sorted(glob.glob(os.path.join(server.data_dir, "**", f"{topic}-{partition}", f"*.{suffix}"), recursive=True))
+    assert found, f"no .{suffix} file for {topic}-{partition} under {server.data_dir}"
+    return found
+
+
+def test_dump_log_prints_segments_indexes_and_offsets_records(server):
+    b = server.bootstrap
+    t = unique("dump")
+    create_topic(b, t, 1)
+    big = b"x" * 1500
+    messages = [(0, b"k0", b"hello", 1_700_000_000_000, [("h1", b"v1")])]
+    messages += [(0, None, big, 1_700_000_000_000 + i, None) for i in range(1, 8)]
+    produce(b, t, messages)
+
+    log = segment_files(server, t, 0, "log")[0]
+    r = gregor_cli("dump-log", "--files", log, "--print-data-log")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == f"Dumping {log}"
+    assert lines[1] == "Log starting offset: 0"
+    assert re.fullmatch(
+        r"baseOffset: 0 lastOffset: 0 count: 1 baseSequence: -?\d+ lastSequence: -?\d+ producerId: -?\d+ producerEpoch: -?\d+ "
+        r"partitionLeaderEpoch: \d+ isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty "
+        r"position: 0 CreateTime: 1700000000000 size: \d+ magic: 2 compresscodec: none crc: \d+ isvalid: true",
+        lines[2],
+    ), lines[2]
+    assert re.fullmatch(
+        r"\| offset: 0 CreateTime: 1700000000000 keySize: 2 valueSize: 5 sequence: -?\d+ headerKeys: \[h1\] key: k0 payload: hello",
+        lines[3],
+    ), lines[3]
+    assert sum(1 for l in lines if l.startswith("baseOffset: ")) == 8
+    # Shallow: batches only.
+    r = gregor_cli("dump-log", "--files", log)
+    assert not any(l.startswith("|") for l in r.stdout.splitlines())
+
+    index = segment_files(server, t, 0, "index")[0]
+    timeindex = segment_files(server, t, 0, "timeindex")[0]
+    r = gregor_cli("dump-log", "--files", f"{index},{timeindex}")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^offset: \d+ position: \d+$", r.stdout, re.M), r.stdout
+    assert re.search(r"^timestamp: 17000000000\d\d offset: \d+$", r.stdout, re.M), r.stdout
+    assert "Mismatches" not in r.stderr, r.stderr
+    r = gregor_cli("dump-log", "--files", index, "--index-sanity-check")
+    assert r.stdout.splitlines()[1] == f"{index} passed sanity check."
+
+    # A group's commit, read back from __consumer_offsets with the offsets decoder.
+    group = unique("g")
+    c = Consumer({"bootstrap.servers": b, "group.id": group, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(t, 0, 5)], asynchronous=False)
+    c.close()
+    offsets_logs = [f for f in glob.glob(os.path.join(server.data_dir, "**", "__consumer_offsets-*", "*.log"), recursive=True)
+                    if os.path.getsize(f) > 0]
+    r = gregor_cli("dump-log", "--offsets-decoder", "--files", ",".join(offsets_logs))
+    assert r.returncode == 0, r.stderr
+    key = json.dumps({"type": "1", "data": {"group": group, "topic": t, "partition": 0}}, separators=(",", ":"))
+    line = next(l for l in r.stdout.splitlines() if f"key: {key}" in l)
+    payload = json.loads(line.split(" payload: ", 1)[1])
+    assert payload["version"] == "3"
+    assert list(payload["data"]) == ["offset", "leaderEpoch", "metadata", "commitTimestamp"]
+    assert payload["data"]["offset"] == 5
+
+    r = gregor_cli("dump-log", "--files", os.path.join(server.data_dir, "00000000000000000000.log"))
+    assert r.returncode == 1 and "cannot read" in r.stderr
+    r = gregor_cli("dump-log")
+    assert r.returncode == 1 and 'Missing required argument "[files]"' in r.stderr
