@@ -178,3 +178,82 @@ def test_dump_log_prints_segments_indexes_and_offsets_records(server):
     assert r.returncode == 1 and "cannot read" in r.stderr
     r = gregor_cli("dump-log")
     assert r.returncode == 1 and 'Missing required argument "[files]"' in r.stderr
+
+
+def console_produce(bootstrap, topic, text, *flags):
+    import subprocess
+
+    from conftest import GREGOR_BIN
+
+    return subprocess.run([GREGOR_BIN, "console-producer", "--bootstrap-server", bootstrap, "--topic", topic, *flags],
+                          input=text, capture_output=True, text=True, timeout=60)
+
+
+def test_console_producer_and_consumer_round_trip_keys_headers_and_positions(make_server):
+    # No initial rebalance delay: a group's join would otherwise outlast --timeout-ms.
+    server = make_server("group.initial.rebalance.delay.ms=0")
+    b = server.bootstrap
+    t = unique("console")
+    create_topic(b, t, 2)
+    r = console_produce(b, t, "h1:a,h2:b\tk1\tone\nNO\tk2\ttwo\n",
+                        "--property", "parse.key=true", "--property", "parse.headers=true",
+                        "--property", "null.marker=NO")
+    assert r.returncode == 0, r.stderr
+    r = console_produce(b, t, "k3=three\nk4=four\n", "--property", "parse.key=true", "--property", "key.separator==")
+    assert r.returncode == 0, r.stderr
+
+    # Every record, with Kafka's DefaultMessageFormatter columns.
+    r = gregor_cli("console-consumer", "--bootstrap-server", b, "--topic", t, "--from-beginning", "--max-messages", "4",
+                   "--property", "print.key=true", "--property", "print.headers=true",
+                   "--property", "print.partition=true", "--property", "print.offset=true",
+                   "--property", "print.timestamp=true")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.strip().endswith("Processed a total of 4 messages")
+    rows = [line.split("\t") for line in r.stdout.splitlines()]
+    assert len(rows) == 4
+    by_key = {row[4]: row for row in rows}
+    assert set(by_key) == {"k1", "k2", "k3", "k4"}
+    assert by_key["k1"][3] == "h1:a,h2:b" and by_key["k1"][5] == "one"
+    assert by_key["k2"][3] == "NO_HEADERS" and by_key["k2"][5] == "two"
+    assert all(re.fullmatch(r"CreateTime:\d{13}", row[0]) for row in rows)
+    assert all(re.fullmatch(r"Partition:[01]", row[1]) and re.fullmatch(r"Offset:\d", row[2]) for row in rows)
+    # Keys are spread with Kafka's murmur2 partitioner: read back the partition of k1.
+    k1_partition = int(by_key["k1"][1].split(":")[1])
+    k1_offset = int(by_key["k1"][2].split(":")[1])
+
+    # --partition/--offset start exactly there; --timeout-ms ends a quiet read with exit 0.
+    r = gregor_cli("console-consumer", "--bootstrap-server", b, "--topic", t, "--partition", str(k1_partition),
+                   "--offset", str(k1_offset), "--timeout-ms", "1500", "--property", "print.key=true")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == "k1\tone"
+
+    # A group: the first run reads 2 and commits them, the second reads the other 2.
+    group = unique("console-group")
+    first = gregor_cli("console-consumer", "--bootstrap-server", b, "--topic", t, "--group", group,
+                       "--from-beginning", "--max-messages", "2")
+    assert first.returncode == 0, first.stderr
+    second = gregor_cli("console-consumer", "--bootstrap-server", b, "--topic", t, "--group", group,
+                        "--from-beginning", "--timeout-ms", "2000")
+    assert second.returncode == 0, second.stderr
+    assert sorted(first.stdout.splitlines() + second.stdout.splitlines()) == ["four", "one", "three", "two"]
+    described = gregor_cli("consumer-groups", "--bootstrap-server", b, "--describe", "--group", group)
+    assert described.returncode == 0, described.stderr
+    lags = [line.split()[5] for line in described.stdout.splitlines()[2:] if line.strip()]
+    assert lags and all(lag == "0" for lag in lags), described.stdout
+
+
+def test_console_tools_refuse_bad_input_with_kafkas_messages(server):
+    b = server.bootstrap
+    t = unique("console-bad")
+    create_topic(b, t, 1)
+    r = console_produce(b, t, "no separator here\n", "--property", "parse.key=true")
+    assert r.returncode == 1
+    assert "No key separator found on line number 1: 'no separator here'" in r.stderr
+    r = gregor_cli("console-consumer", "--bootstrap-server", b, "--topic", t, "--offset", "3")
+    assert r.returncode == 1 and "The partition is required when offset is specified." in r.stderr
+    r = gregor_cli("console-consumer", "--bootstrap-server", b, "--topic", t, "--partition", "0", "--offset", "-5")
+    assert r.returncode == 1 and "The provided offset value '-5' is incorrect." in r.stderr
+    r = gregor_cli("console-consumer", "--bootstrap-server", b, "--topic", t, "--group", "g", "--partition", "0")
+    assert r.returncode == 1 and "Options group and partition cannot be specified together." in r.stderr
+    r = gregor_cli("console-consumer", "--bootstrap-server", b)
+    assert r.returncode == 1 and "Exactly one of --include/--topic is required." in r.stderr

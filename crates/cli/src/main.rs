@@ -10,6 +10,7 @@ mod bench;
 mod broker_api_versions;
 mod cluster;
 mod configs;
+mod console;
 mod consumer_groups;
 mod delete_records;
 mod dump_log;
@@ -56,6 +57,10 @@ enum Command {
     Configs(configs::ConfigsArgs),
     /// Add, remove or list ACLs (kafka-acls.sh).
     Acls(acls::AclsArgs),
+    /// Send lines of standard input as records, with keys and headers (kafka-console-producer.sh).
+    ConsoleProducer(console::ConsoleProducerArgs),
+    /// Print a topic's records: from an offset, in a group, with keys, headers, timestamps (kafka-console-consumer.sh).
+    ConsoleConsumer(console::ConsoleConsumerArgs),
     /// Print topic partitions' offsets at a time: latest, earliest, by timestamp (kafka-get-offsets.sh).
     GetOffsets(get_offsets::GetOffsetsArgs),
     /// Delete partitions' records below given offsets (kafka-delete-records.sh).
@@ -93,6 +98,8 @@ fn main() -> ExitCode {
         Command::ReassignPartitions(args) => reassign::run(args),
         Command::Configs(args) => configs::run(args),
         Command::Acls(args) => acls::run(args),
+        Command::ConsoleProducer(args) => console::run_producer(args),
+        Command::ConsoleConsumer(args) => console::run_consumer(args),
         Command::GetOffsets(args) => get_offsets::run(args),
         Command::DeleteRecords(args) => delete_records::run(args),
         Command::BrokerApiVersions(args) => broker_api_versions::run(args),
