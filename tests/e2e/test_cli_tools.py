@@ -257,3 +257,81 @@ def test_console_tools_refuse_bad_input_with_kafkas_messages(server):
     assert r.returncode == 1 and "Options group and partition cannot be specified together." in r.stderr
     r = gregor_cli("console-consumer", "--bootstrap-server", b)
     assert r.returncode == 1 and "Exactly one of --include/--topic is required." in r.stderr
+
+
+def test_consumer_groups_members_state_resets_export_and_delete_offsets(make_server, tmp_path):
+    server = make_server("group.initial.rebalance.delay.ms=0")
+    b = server.bootstrap
+    t = unique("cg")
+    create_topic(b, t, 2)
+    base = 1_700_000_000_000  # 2023-11-14T22:13:20Z
+    produce(b, t, [(0, None, f"a{i}".encode(), base + i * 1000, None) for i in range(5)]
+            + [(1, None, f"b{i}".encode(), None, None) for i in range(5)])
+    group = unique("cg-group")
+
+    def cg(*args):
+        return gregor_cli("consumer-groups", "--bootstrap-server", b, *args)
+
+    c = Consumer({"bootstrap.servers": b, "group.id": group, "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False, "partition.assignment.strategy": "range"})
+    c.subscribe([t])
+    got = 0
+    deadline = __import__("time").time() + 30
+    while got < 10 and __import__("time").time() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            got += 1
+    assert got == 10
+    c.commit(asynchronous=False)
+
+    r = cg("--describe", "--group", group, "--members", "--verbose")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert re.fullmatch(r"GROUP +CONSUMER-ID +HOST +CLIENT-ID +#PARTITIONS +ASSIGNMENT", lines[1]), lines
+    assert lines[2].split()[0] == group and lines[2].split()[4] == "2" and lines[2].endswith(f"{t}(0,1)"), lines
+    r = cg("--describe", "--group", group, "--state")
+    assert r.returncode == 0, r.stderr
+    header, row = r.stdout.strip("\n").splitlines()
+    assert header.split() == ["GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]
+    assert row.split()[0] == group and row.split()[-3:] == ["range", "Stable", "1"], row
+    r = cg("--describe", "--all-groups", "--state")
+    assert group in r.stdout
+    r = cg("--reset-offsets", "--group", group, "--topic", t, "--to-earliest", "--execute")
+    assert r.returncode == 1 and "can only be reset if the group" in r.stdout
+    c.close()
+
+    def new_offsets(out):
+        return {int(l.split()[2]): int(l.split()[3]) for l in out.splitlines() if l.startswith(group)}
+
+    r = cg("--reset-offsets", "--group", group, "--topic", t, "--shift-by", "-2", "--execute")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert new_offsets(r.stdout) == {0: 3, 1: 3}
+    r = cg("--reset-offsets", "--group", group, "--topic", f"{t}:0", "--to-datetime", "2023-11-14T22:13:22.000Z", "--dry-run")
+    assert new_offsets(r.stdout) == {0: 2}, r.stdout + r.stderr
+    r = cg("--reset-offsets", "--group", group, "--topic", t, "--by-duration", "PT1H", "--dry-run")
+    assert new_offsets(r.stdout) == {0: 5, 1: 0}, r.stdout + r.stderr
+    r = cg("--reset-offsets", "--group", group, "--topic", t, "--to-current", "--dry-run")
+    assert new_offsets(r.stdout) == {0: 3, 1: 3}
+    r = cg("--reset-offsets", "--group", group, "--topic", t, "--to-earliest", "--dry-run", "--export")
+    assert r.stdout.strip().splitlines() == [f"{t},0,0", f"{t},1,0"]
+    plan = tmp_path / "plan.csv"
+    plan.write_text(f"{t},0,4\n{t},1,1\n")
+    r = cg("--reset-offsets", "--group", group, "--from-file", str(plan), "--execute")
+    assert new_offsets(r.stdout) == {0: 4, 1: 1}, r.stdout + r.stderr
+    described = cg("--describe", "--group", group, "--offsets")
+    current = {int(l.split()[2]): int(l.split()[3]) for l in described.stdout.splitlines() if l.startswith(group)}
+    assert current == {0: 4, 1: 1}
+
+    r = cg("--delete-offsets", "--group", group, "--topic", t)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines()[0] == f"Request succeed for deleting offsets with topic {t} group {group}"
+    assert re.search(rf"^{re.escape(t)} +0 +Successful *$", r.stdout, re.M), r.stdout
+    r = cg("--describe", "--group", group)
+    assert t not in r.stdout
+
+    r = cg("--delete-offsets", "--group", group)
+    assert r.returncode == 1 and "Option [delete-offsets] takes the following options: [topic], [group]" in r.stderr
+    r = cg("--reset-offsets", "--group", group, "--topic", t, "--shift-by", "1", "--to-current")
+    assert r.returncode == 1 and "takes exactly one of these options" in r.stderr
+    r = cg("--reset-offsets", "--group", group, "--topic", t, "--by-duration", "ten minutes", "--dry-run")
+    assert r.returncode == 1 and "Error parsing duration 'ten minutes'" in r.stdout

@@ -59,6 +59,8 @@ pub(crate) struct Cluster {
     pub leaders: BTreeMap<String, BTreeMap<i32, i32>>,
     /// Topics Metadata marks internal.
     pub internal: BTreeSet<String>,
+    /// group -> the id of its coordinator, as FindCoordinator last answered.
+    pub coordinators: BTreeMap<String, i32>,
     /// How each connection is opened (`client.id`, `--command-config`'s SASL and TLS).
     options: ConnectionOptions,
 }
@@ -83,6 +85,7 @@ impl Cluster {
                         connections: BTreeMap::new(),
                         leaders: BTreeMap::new(),
                         internal: BTreeSet::new(),
+                        coordinators: BTreeMap::new(),
                         options,
                     };
                     cluster.refresh().await?;
@@ -190,6 +193,7 @@ impl Cluster {
                 self.brokers
                     .entry(id)
                     .or_insert_with(|| format!("{host}:{port}"));
+                self.coordinators.insert(group.to_owned(), id);
                 return self.broker(id).await;
             }
             last = error_code;
@@ -380,6 +384,13 @@ impl Cluster {
             records: data.records.unwrap_or_default(),
         })
     }
+}
+
+/// Now, in ms since the epoch.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// A one-thread runtime for a command.

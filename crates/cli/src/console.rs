@@ -305,18 +305,12 @@ impl LineReader {
     }
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 /// One batch of `records` for a partition.
 fn build_batch(records: &[LineRecord], compression: Compression) -> Bytes {
     let mut spec = BatchSpec::new(0);
     spec.compression = compression;
     let mut builder = BatchBuilder::new(spec);
-    let timestamp = now_ms();
+    let timestamp = cluster::now_ms();
     for (i, (key, value, headers)) in records.iter().enumerate() {
         let headers: Vec<(&[u8], Option<&[u8]>)> = headers
             .iter()
