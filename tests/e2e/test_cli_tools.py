@@ -335,3 +335,34 @@ def test_consumer_groups_members_state_resets_export_and_delete_offsets(make_ser
     assert r.returncode == 1 and "takes exactly one of these options" in r.stderr
     r = cg("--reset-offsets", "--group", group, "--topic", t, "--by-duration", "ten minutes", "--dry-run")
     assert r.returncode == 1 and "Error parsing duration 'ten minutes'" in r.stdout
+
+
+def test_producer_and_consumer_perf_tests_print_kafkas_lines(server):
+    b = server.bootstrap
+    t = unique("perf")
+    create_topic(b, t, 2)
+    r = gregor_cli("producer-perf-test", "--topic", t, "--num-records", "2000", "--record-size", "100",
+                   "--throughput", "-1", "--producer-props", f"bootstrap.servers={b}", "acks=all")
+    assert r.returncode == 0, r.stderr
+    final = r.stdout.splitlines()[-1]
+    assert re.fullmatch(
+        r"2000 records sent, [\d.]+ records/sec \([\d.]+ MB/sec\), [\d.]+ ms avg latency, [\d.]+ ms max latency, "
+        r"\d+ ms 50th, \d+ ms 95th, \d+ ms 99th, \d+ ms 99.9th\.", final), final
+    r = gregor_cli("get-offsets", "--bootstrap-server", b, "--topic", t)
+    assert sum(int(l.rsplit(":", 1)[1]) for l in r.stdout.splitlines()) == 2000
+
+    r = gregor_cli("consumer-perf-test", "--bootstrap-server", b, "--topic", t, "--messages", "2000")
+    assert r.returncode == 0, r.stderr
+    header, row = r.stdout.splitlines()
+    assert header == ("start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
+                      "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec")
+    cols = row.split(", ")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d:\d{3}", cols[0]) and cols[4] == "2000", row
+    assert cols[2] == "0.1907", row  # 2000 x 100 bytes in MiB
+
+    r = gregor_cli("consumer-perf-test", "--bootstrap-server", b, "--topic", t, "--messages", "5000",
+                   "--timeout", "500", "--hide-header")
+    assert r.returncode == 0
+    assert r.stdout.startswith("WARNING: Exiting before consuming the expected number of messages: timeout (500 ms) exceeded.")
+    r = gregor_cli("producer-perf-test", "--topic", t, "--num-records", "10", "--record-size", "10", "--throughput", "-1")
+    assert r.returncode == 1 and "Either --producer-props or --producer.config must be specified." in r.stderr

@@ -18,6 +18,7 @@ mod get_offsets;
 mod leader_election;
 mod log_dirs;
 mod meta;
+mod perf;
 mod reassign;
 mod server;
 mod topics;
@@ -61,6 +62,10 @@ enum Command {
     ConsoleProducer(console::ConsoleProducerArgs),
     /// Print a topic's records: from an offset, in a group, with keys, headers, timestamps (kafka-console-consumer.sh).
     ConsoleConsumer(console::ConsoleConsumerArgs),
+    /// Measure produce throughput and latency (kafka-producer-perf-test.sh).
+    ProducerPerfTest(perf::ProducerPerfArgs),
+    /// Measure consume throughput (kafka-consumer-perf-test.sh).
+    ConsumerPerfTest(perf::ConsumerPerfArgs),
     /// Print topic partitions' offsets at a time: latest, earliest, by timestamp (kafka-get-offsets.sh).
     GetOffsets(get_offsets::GetOffsetsArgs),
     /// Delete partitions' records below given offsets (kafka-delete-records.sh).
@@ -100,6 +105,8 @@ fn main() -> ExitCode {
         Command::Acls(args) => acls::run(args),
         Command::ConsoleProducer(args) => console::run_producer(args),
         Command::ConsoleConsumer(args) => console::run_consumer(args),
+        Command::ProducerPerfTest(args) => perf::run_producer(args),
+        Command::ConsumerPerfTest(args) => perf::run_consumer(args),
         Command::GetOffsets(args) => get_offsets::run(args),
         Command::DeleteRecords(args) => delete_records::run(args),
         Command::BrokerApiVersions(args) => broker_api_versions::run(args),
