@@ -366,3 +366,41 @@ def test_producer_and_consumer_perf_tests_print_kafkas_lines(server):
     assert r.stdout.startswith("WARNING: Exiting before consuming the expected number of messages: timeout (500 ms) exceeded.")
     r = gregor_cli("producer-perf-test", "--topic", t, "--num-records", "10", "--record-size", "10", "--throughput", "-1")
     assert r.returncode == 1 and "Either --producer-props or --producer.config must be specified." in r.stderr
+
+
+def test_every_admin_tool_takes_command_config_and_admin_config_and_help_says_what_each_is_for(server, tmp_path):
+    b = server.bootstrap
+    config = tmp_path / "client.properties"
+    config.write_text("security.protocol=PLAINTEXT\n")
+    t = unique("cfg")
+    create_topic(b, t, 1)
+    for flag in ("--command-config", "--admin.config"):
+        for args in (["topics", "--bootstrap-server", b, "--list"],
+                     ["consumer-groups", "--bootstrap-server", b, "--list"],
+                     ["configs", "--bootstrap-server", b, "--describe", "--entity-type", "topics", "--entity-name", t],
+                     ["leader-election", "--bootstrap-server", b, "--election-type", "preferred", "--topic", t, "--partition", "0"],
+                     ["get-offsets", "--bootstrap-server", b, "--topic", t],
+                     ["broker-api-versions", "--bootstrap-server", b]):
+            r = gregor_cli(*args, flag, str(config))
+            assert "unexpected argument" not in r.stderr, (args, flag, r.stderr)
+            assert r.returncode == 0 or "Valid replica already elected" in r.stdout + r.stderr, (args, flag, r.stdout, r.stderr)
+    r = gregor_cli("get-offsets", "--bootstrap-server", b, "--topic", t, "--admin.config", str(tmp_path / "missing"))
+    assert r.returncode == 1 and "missing" in r.stderr
+
+    r = gregor_cli("--help")
+    assert r.returncode == 0
+    for command, words in {
+        "configs": "topics, brokers, broker loggers, clients",
+        "console-producer": "kafka-console-producer.sh",
+        "console-consumer": "kafka-console-consumer.sh",
+        "get-offsets": "kafka-get-offsets.sh",
+        "delete-records": "kafka-delete-records.sh",
+        "broker-api-versions": "kafka-broker-api-versions.sh",
+        "producer-perf-test": "kafka-producer-perf-test.sh",
+        "consumer-perf-test": "kafka-consumer-perf-test.sh",
+        "dump-log": "kafka-dump-log.sh",
+    }.items():
+        line = next((l for l in r.stdout.splitlines() if l.strip().startswith(command + " ")), "")
+        assert words in line, (command, line)
+    r = gregor_cli("consumer-groups", "--bootstrap-server", b, "--describe", "--all-groups", "--state")
+    assert r.returncode == 0 and "to-latest" not in r.stderr

@@ -44,7 +44,7 @@ enum Command {
     Assign(assign::AssignArgs),
     /// Create, delete, describe, or change a topic (kafka-topics.sh).
     Topics(topics::TopicsArgs),
-    /// Inspect the metadata store like zookeeper-shell: ls, get, tree.
+    /// Browse the metadata store (ZooKeeper or embedded) like zookeeper-shell.sh: ls, get, tree.
     Meta(meta::MetaArgs),
     /// List, describe, reset offsets of, or delete consumer groups (kafka-consumer-groups.sh).
     ConsumerGroups(consumer_groups::ConsumerGroupsArgs),
@@ -54,7 +54,7 @@ enum Command {
     LeaderElection(leader_election::LeaderElectionArgs),
     /// Move partition replicas between brokers (kafka-reassign-partitions.sh).
     ReassignPartitions(reassign::ReassignArgs),
-    /// Add, delete or describe client quotas and users' SCRAM credentials (kafka-configs.sh).
+    /// Describe or change the configs of topics, brokers, broker loggers, clients (quotas) and users (quotas, SCRAM credentials) (kafka-configs.sh).
     Configs(configs::ConfigsArgs),
     /// Add, remove or list ACLs (kafka-acls.sh).
     Acls(acls::AclsArgs),
