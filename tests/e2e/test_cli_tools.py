@@ -296,6 +296,11 @@ def test_consumer_groups_members_state_resets_export_and_delete_offsets(make_ser
     assert row.split()[0] == group and row.split()[-3:] == ["range", "Stable", "1"], row
     r = cg("--describe", "--all-groups", "--state")
     assert group in r.stdout
+    r = cg("--list", "--state", "stable")
+    assert r.stdout.splitlines()[0].split() == ["GROUP", "STATE"]
+    assert [group, "Stable"] in [l.split() for l in r.stdout.splitlines()], r.stdout
+    r = cg("--list", "--state", "Empty")
+    assert group not in r.stdout
     r = cg("--reset-offsets", "--group", group, "--topic", t, "--to-earliest", "--execute")
     assert r.returncode == 1 and "can only be reset if the group" in r.stdout
     c.close()

@@ -1116,8 +1116,8 @@ pub fn run_consumer(args: ConsoleConsumerArgs) -> anyhow::Result<ExitCode> {
                     .list_offsets_detailed(&missing, -1, isolation)
                     .await?;
                 for tp in missing {
-                    let low = earliest.get(&tp).and_then(|r| r.clone().ok()).unwrap_or(0);
-                    let high = latest.get(&tp).and_then(|r| r.clone().ok()).unwrap_or(low);
+                    let low = earliest.get(&tp).and_then(|r| (*r).ok()).unwrap_or(0);
+                    let high = latest.get(&tp).and_then(|r| (*r).ok()).unwrap_or(low);
                     let at = match start {
                         Start::Earliest => low,
                         Start::Latest => high,

@@ -181,7 +181,7 @@ fn validate(args: &ConsumerGroupsArgs) -> Result<Action, String> {
             }
         }
         Action::Describe | Action::Delete => {
-            if args.group.is_empty() == !args.all_groups {
+            if args.group.is_empty() != args.all_groups {
                 return Err(format!(
                     "Option [{}] takes one of these options: [all-groups], [group]",
                     if action == Action::Describe {
@@ -193,7 +193,7 @@ fn validate(args: &ConsumerGroupsArgs) -> Result<Action, String> {
             }
         }
         Action::ResetOffsets => {
-            if args.group.is_empty() == !args.all_groups {
+            if args.group.is_empty() != args.all_groups {
                 return Err(
                     "Option [reset-offsets] takes one of these options: [all-groups], [group]"
                         .to_owned(),
@@ -301,7 +301,10 @@ pub fn run(args: ConsumerGroupsArgs) -> anyhow::Result<ExitCode> {
             args.group.clone()
         };
         match action {
-            Action::List => execute_list(&mut cluster).await,
+            Action::List => match &args.state {
+                Some(filter) => execute_list_states(&mut cluster, filter).await,
+                None => execute_list(&mut cluster).await,
+            },
             Action::Describe => {
                 let mut out = Output::default();
                 for group in &groups {
@@ -357,8 +360,18 @@ async fn execute_list(cluster: &mut Cluster) -> anyhow::Result<Output> {
 
 /// Every group of every broker.
 async fn list_groups(cluster: &mut Cluster) -> anyhow::Result<BTreeSet<String>> {
+    Ok(list_groups_with_states(cluster)
+        .await?
+        .into_keys()
+        .collect())
+}
+
+/// Every group of every broker with its state (ListGroups v4+; "Unknown" before).
+async fn list_groups_with_states(
+    cluster: &mut Cluster,
+) -> anyhow::Result<BTreeMap<String, String>> {
     let ids: Vec<i32> = cluster.brokers.keys().copied().collect();
-    let mut groups = BTreeSet::new();
+    let mut groups = BTreeMap::new();
     for id in ids {
         let mut response = cluster
             .broker(id)
@@ -381,9 +394,49 @@ async fn list_groups(cluster: &mut Cluster) -> anyhow::Result<BTreeSet<String>> 
         if response.error_code != 0 {
             bail!("{}", error_message(response.error_code));
         }
-        groups.extend(response.groups.into_iter().map(|g| g.group_id.to_string()));
+        groups.extend(response.groups.into_iter().map(|g| {
+            let state = if g.group_state.is_empty() {
+                "Unknown".to_owned()
+            } else {
+                g.group_state.to_string()
+            };
+            (g.group_id.to_string(), state)
+        }));
     }
     Ok(groups)
+}
+
+/// `--list --state [STATES]`: Kafka's `printGroupInfo` with the STATE column, filtered by
+/// the comma-separated states given (case-insensitive), all when none.
+async fn execute_list_states(cluster: &mut Cluster, filter: &str) -> anyhow::Result<Output> {
+    let wanted: Vec<String> = filter
+        .split(',')
+        .map(|s| s.trim().to_ascii_lowercase())
+        .filter(|s| !s.is_empty())
+        .collect();
+    let groups: Vec<(String, String)> = list_groups_with_states(cluster)
+        .await?
+        .into_iter()
+        .filter(|(_, state)| wanted.is_empty() || wanted.contains(&state.to_ascii_lowercase()))
+        .collect();
+    Ok(Output {
+        stdout: format_list_states(&groups),
+        ..Output::default()
+    })
+}
+
+fn format_list_states(groups: &[(String, String)]) -> String {
+    let width = groups
+        .iter()
+        .map(|(g, _)| g.len().max(15))
+        .max()
+        .unwrap_or(15)
+        + 10;
+    let mut out = format!("{:<width$} {:<20}\n", "GROUP", "STATE");
+    for (group, state) in groups {
+        let _ = writeln!(out, "{group:<width$} {state:<20}");
+    }
+    out
 }
 
 /// A described member: id, host, client id and its assigned partitions.
@@ -700,7 +753,7 @@ async fn execute_reset(
         }
         None => None,
     };
-    let mut all_new: BTreeMap<String, BTreeMap<(String, i32), i64>> = BTreeMap::new();
+    let mut all_new = ResetPlan::new();
     for group in groups {
         let described = describe(cluster, group).await?;
         let state = described
@@ -840,7 +893,7 @@ async fn execute_reset(
 
 /// Kafka's `--export` CSV: `topic,partition,offset` for one group, with the group first for
 /// several.
-fn export_csv(all: &BTreeMap<String, BTreeMap<(String, i32), i64>>, single: bool) -> String {
+fn export_csv(all: &ResetPlan, single: bool) -> String {
     let mut out = String::new();
     for (group, offsets) in all {
         for ((topic, partition), offset) in offsets {
@@ -854,13 +907,12 @@ fn export_csv(all: &BTreeMap<String, BTreeMap<(String, i32), i64>>, single: bool
     out
 }
 
-/// A reset plan CSV (as `--export` writes it): group -> (topic, partition) -> offset.
-fn parse_reset_plan(
-    text: &str,
-    single: bool,
-    group: Option<&String>,
-) -> anyhow::Result<BTreeMap<String, BTreeMap<(String, i32), i64>>> {
-    let mut plan: BTreeMap<String, BTreeMap<(String, i32), i64>> = BTreeMap::new();
+/// New offsets by group: group -> (topic, partition) -> offset.
+type ResetPlan = BTreeMap<String, BTreeMap<(String, i32), i64>>;
+
+/// A reset plan CSV (as `--export` writes it).
+fn parse_reset_plan(text: &str, single: bool, group: Option<&String>) -> anyhow::Result<ResetPlan> {
+    let mut plan = ResetPlan::new();
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
         let fields: Vec<&str> = line.split(',').map(str::trim).collect();
         let (g, topic, partition, offset) = match fields.as_slice() {
@@ -1492,5 +1544,17 @@ mod tests {
             plan
         );
         assert!(parse_reset_plan("t,x,5", true, Some(&"g".to_owned())).is_err());
+    }
+
+    #[test]
+    fn list_with_states_has_kafkas_columns() {
+        let text = format_list_states(&[("g".to_owned(), "Stable".to_owned())]);
+        assert_eq!(
+            text,
+            format!(
+                "{:<25} {:<20}\n{:<25} {:<20}\n",
+                "GROUP", "STATE", "g", "Stable"
+            )
+        );
     }
 }

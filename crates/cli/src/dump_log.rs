@@ -199,8 +199,11 @@ fn timestamp_type_name(header: &BatchHeader) -> &'static str {
     }
 }
 
-/// The batches of a segment: (position, header, whole batch bytes, CRC valid).
-fn batches(bytes: &[u8]) -> (Vec<(usize, BatchHeader, &[u8], bool)>, usize) {
+/// One batch of a segment: position, header, whole batch bytes, CRC valid.
+type FoundBatch<'a> = (usize, BatchHeader, &'a [u8], bool);
+
+/// The batches of a segment, and the bytes they cover.
+fn batches(bytes: &[u8]) -> (Vec<FoundBatch<'_>>, usize) {
     let mut out = Vec::new();
     let mut position = 0;
     while position < bytes.len() {
@@ -608,7 +611,7 @@ fn sanity_check_offsets(
     bytes: &[u8],
     entries: &[(u32, u32)],
 ) -> anyhow::Result<()> {
-    if bytes.len() % 8 != 0 {
+    if !bytes.len().is_multiple_of(8) {
         anyhow::bail!(
             "Index file {} is corrupt, found {} bytes which is neither positive nor a multiple of 8.",
             file.display(),
@@ -650,7 +653,7 @@ fn dump_time_index(
         .collect();
     let mut out = String::new();
     if sanity_only {
-        if bytes.len() % 12 != 0 {
+        if !bytes.len().is_multiple_of(12) {
             anyhow::bail!(
                 "Time index file {} is corrupt, found {} bytes which is neither positive nor a multiple of 12.",
                 file.display(),
