@@ -241,6 +241,27 @@ def test_console_producer_and_consumer_round_trip_keys_headers_and_positions(mak
     lags = [line.split()[5] for line in described.stdout.splitlines()[2:] if line.strip()]
     assert lags and all(lag == "0" for lag in lags), described.stdout
 
+    # Without --group, the consumer joins a group of its own, as Kafka's does, and commits nothing.
+    import subprocess
+
+    from conftest import GREGOR_BIN
+
+    reader = subprocess.Popen([GREGOR_BIN, "console-consumer", "--bootstrap-server", b, "--topic", t, "--timeout-ms", "4000"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        def generated_group():
+            listed = gregor_cli("consumer-groups", "--bootstrap-server", b, "--list", "--state").stdout
+            return [l.split() for l in listed.splitlines() if l.startswith("console-consumer-")]
+        rows = wait_until(generated_group, timeout=10, what="a console-consumer-N group")
+        assert rows[0][1] in ("Stable", "CompletingRebalance", "PreparingRebalance"), rows
+        name = rows[0][0]
+        assert reader.wait(timeout=20) == 0
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+    r = gregor_cli("consumer-groups", "--bootstrap-server", b, "--describe", "--group", name, "--offsets")
+    assert t not in r.stdout, r.stdout
+
 
 def test_console_tools_refuse_bad_input_with_kafkas_messages(server):
     b = server.bootstrap

@@ -750,6 +750,9 @@ struct Membership {
     member_id: String,
     generation: i32,
     last_heartbeat: Instant,
+    /// Commit positions (off for the generated `console-consumer-N` group, as Kafka's
+    /// console consumer turns auto-commit off for it).
+    commits: bool,
 }
 
 /// Kafka's range assignor over the members' subscriptions.
@@ -936,7 +939,7 @@ async fn commit(
     membership: &Membership,
     positions: &BTreeMap<(String, i32), i64>,
 ) -> anyhow::Result<()> {
-    if positions.is_empty() {
+    if positions.is_empty() || !membership.commits {
         return Ok(());
     }
     let request = group_coordinator::reset::commit_request(&membership.group, positions)
@@ -1055,11 +1058,20 @@ pub fn run_consumer(args: ConsoleConsumerArgs) -> anyhow::Result<ExitCode> {
                 .collect(),
             (None, None) => BTreeSet::new(),
         };
-        let mut membership = group.as_ref().map(|g| Membership {
-            group: g.clone(),
+        // Without --group and --partition, Kafka's console consumer subscribes in a group
+        // of its own, `console-consumer-<random>`, and commits nothing.
+        let generated = (group.is_none() && args.partition.is_none())
+            .then(|| format!("console-consumer-{}", rand::random_range(0..100_000)));
+        let commits = group.is_some()
+            && consumer_props
+                .get("enable.auto.commit")
+                .is_none_or(|v| v.trim().eq_ignore_ascii_case("true"));
+        let mut membership = group.clone().or(generated).map(|g| Membership {
+            group: g,
             member_id: String::new(),
             generation: -1,
             last_heartbeat: Instant::now(),
+            commits,
         });
         let mut positions: BTreeMap<(String, i32), i64> = BTreeMap::new();
         let mut stdout = std::io::stdout();
@@ -1349,5 +1361,48 @@ mod tests {
             String::from_utf8(out).unwrap(),
             "CreateTime:5\tPartition:1\tOffset:7\tNO_HEADERS\tnull\tv\n"
         );
+    }
+
+    fn batch(
+        base: i64,
+        producer_id: i64,
+        transactional: bool,
+        control: bool,
+        value: &[u8],
+    ) -> Vec<u8> {
+        let mut spec = BatchSpec::new(base);
+        spec.producer_id = producer_id;
+        spec.producer_epoch = 0;
+        spec.base_sequence = if control { -1 } else { 0 };
+        spec.transactional = transactional;
+        spec.control = control;
+        let mut builder = BatchBuilder::new(spec);
+        builder.push(&NewRecord {
+            offset: base,
+            timestamp: 1,
+            key: Some(if control { &[0, 0, 0, 0] } else { b"k" }),
+            value: Some(value),
+            headers: &[],
+        });
+        builder.build()
+    }
+
+    #[test]
+    fn read_committed_drops_aborted_transactions_and_control_batches() {
+        let mut set = batch(0, 7, true, false, b"aborted");
+        set.extend(batch(1, 7, true, true, &[0, 0, 0, 0, 0, 0]));
+        set.extend(batch(2, -1, false, false, b"plain"));
+        let (records, next) = decode_fetched(0, &set, 0, &[(7, 0)], true).unwrap();
+        let values: Vec<&[u8]> = records.iter().filter_map(|r| r.value.as_deref()).collect();
+        assert_eq!(values, vec![&b"plain"[..]]);
+        assert_eq!(next, 3);
+        // read_uncommitted sees the aborted record, never the marker.
+        let (records, _) = decode_fetched(0, &set, 0, &[(7, 0)], false).unwrap();
+        let values: Vec<&[u8]> = records.iter().filter_map(|r| r.value.as_deref()).collect();
+        assert_eq!(values, vec![&b"aborted"[..], &b"plain"[..]]);
+        // A position inside the set skips what lies before it.
+        let (records, _) = decode_fetched(0, &set, 2, &[], false).unwrap();
+        assert_eq!(records.len(), 1);
+        assert_eq!(records[0].offset, 2);
     }
 }
