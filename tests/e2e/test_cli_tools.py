@@ -326,6 +326,19 @@ def test_consumer_groups_members_state_resets_export_and_delete_offsets(make_ser
     assert r.returncode == 1 and "can only be reset if the group" in r.stdout
     c.close()
 
+    # dump-log decodes the group's metadata record (key type 2) with its member's assignment.
+    offsets_logs = [f for f in glob.glob(os.path.join(server.data_dir, "**", "__consumer_offsets-*", "*.log"), recursive=True)
+                    if os.path.getsize(f) > 0]
+    r = gregor_cli("dump-log", "--offsets-decoder", "--files", ",".join(offsets_logs))
+    key = json.dumps({"type": "2", "data": {"group": group}}, separators=(",", ":"))
+    values = [json.loads(l.split(" payload: ", 1)[1]) for l in r.stdout.splitlines() if f"key: {key}" in l]
+    stable = [v for v in values if v != "<DELETE>" and v["data"]["members"]]
+    assert stable, r.stdout
+    data = stable[-1]["data"]
+    assert data["protocolType"] == "consumer" and data["protocol"] == "range"
+    assert data["members"][0]["subscription"] == {"topics": [t]}
+    assert data["members"][0]["assignment"] == {"assignedPartitions": [{"topic": t, "partitions": [0, 1]}]}
+
     def new_offsets(out):
         return {int(l.split()[2]): int(l.split()[3]) for l in out.splitlines() if l.startswith(group)}
 
