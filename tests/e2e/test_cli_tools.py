@@ -221,6 +221,12 @@ def test_console_producer_and_consumer_round_trip_keys_headers_and_positions(mak
     k1_partition = int(by_key["k1"][1].split(":")[1])
     k1_offset = int(by_key["k1"][2].split(":")[1])
 
+    # --include takes a regex over topic names.
+    r = gregor_cli("console-consumer", "--bootstrap-server", b, "--include", re.escape(t[:-3]) + ".*",
+                   "--from-beginning", "--max-messages", "4")
+    assert r.returncode == 0, r.stderr
+    assert sorted(r.stdout.splitlines()) == ["four", "one", "three", "two"]
+
     # --partition/--offset start exactly there; --timeout-ms ends a quiet read with exit 0.
     r = gregor_cli("console-consumer", "--bootstrap-server", b, "--topic", t, "--partition", str(k1_partition),
                    "--offset", str(k1_offset), "--timeout-ms", "1500", "--property", "print.key=true")
