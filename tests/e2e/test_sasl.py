@@ -303,3 +303,34 @@ def test_gregor_consumer_groups_over_sasl_plaintext(sasl_plaintext, tmp_path):
     assert out.returncode != 0 and "Authentication failed" in (out.stdout + out.stderr), out
     out = gregor_cli("consumer-groups", "--bootstrap-server", f"127.0.0.1:{ports['SASL']}", "--list", timeout=90)
     assert out.returncode != 0
+
+
+def test_gregor_console_tools_and_get_offsets_over_sasl_plaintext(sasl_plaintext, tmp_path):
+    """console-producer's --producer.config, console-consumer's --consumer.config and
+    get-offsets' --command-config log in over a SASL listener."""
+    g, ports, _ = sasl_plaintext
+    conf = rdkafka_conf(ports["SASL"], "SCRAM-SHA-256", "bob", "bob-secret")
+    topic = "sasl-console-" + uuid.uuid4().hex[:6]
+    admin = AdminClient(conf)
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(timeout=30)
+    cfg = tmp_path / "client.properties"
+    cfg.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
+                   "sasl.username=bob\nsasl.password=bob-secret\n")
+    bootstrap = f"127.0.0.1:{ports['SASL']}"
+    import subprocess
+
+    from conftest import GREGOR_BIN
+
+    produced = subprocess.run([GREGOR_BIN, "console-producer", "--bootstrap-server", bootstrap, "--topic", topic,
+                               "--producer.config", str(cfg)], input="one\ntwo\n", capture_output=True, text=True,
+                              timeout=90)
+    assert produced.returncode == 0, produced.stderr
+    out = gregor_cli("console-consumer", "--bootstrap-server", bootstrap, "--topic", topic, "--partition", "0",
+                     "--offset", "earliest", "--max-messages", "2", "--consumer.config", str(cfg), timeout=90)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["one", "two"]
+    out = gregor_cli("get-offsets", "--bootstrap-server", bootstrap, "--topic", topic, "--command-config", str(cfg),
+                     timeout=90)
+    assert out.stdout == f"{topic}:0:2\n", out.stderr
+    out = gregor_cli("get-offsets", "--bootstrap-server", bootstrap, "--topic", topic, timeout=90)
+    assert out.returncode != 0

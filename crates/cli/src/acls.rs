@@ -31,7 +31,7 @@ pub struct AclsArgs {
     #[arg(long, value_name = "server to connect to")]
     pub bootstrap_server: Option<String>,
     /// A property file containing configs to be passed to Admin Client.
-    #[arg(long, value_name = "command-config")]
+    #[arg(long, alias = "admin.config", value_name = "command-config")]
     pub command_config: Option<PathBuf>,
     /// Indicates you are trying to add ACLs.
     #[arg(long)]

@@ -65,7 +65,11 @@ pub struct ConfigsArgs {
     #[arg(long, value_name = "server to connect to")]
     pub bootstrap_server: Option<String>,
     /// Property file containing configs to be passed to Admin Client.
-    #[arg(long, value_name = "command config property file")]
+    #[arg(
+        long,
+        alias = "admin.config",
+        value_name = "command config property file"
+    )]
     pub command_config: Option<PathBuf>,
     /// Type of entity (topics/clients/users/brokers/broker-loggers); `users` and `clients`
     /// may be given together.

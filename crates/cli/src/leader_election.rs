@@ -22,7 +22,11 @@ pub struct LeaderElectionArgs {
     #[arg(long, value_name = "host:port")]
     pub bootstrap_server: Option<String>,
     /// Property file containing configs to be passed to Admin Client.
-    #[arg(long = "admin.config", value_name = "config file")]
+    #[arg(
+        long = "admin.config",
+        alias = "command-config",
+        value_name = "config file"
+    )]
     pub admin_config: Option<PathBuf>,
     /// REQUIRED: type of election to attempt: PREFERRED or UNCLEAN.
     #[arg(long, value_name = "election type")]

@@ -25,7 +25,11 @@ pub struct LogDirsArgs {
     #[arg(long, value_name = "The server(s) to use for bootstrapping")]
     pub bootstrap_server: Option<String>,
     /// Property file containing configs to be passed to Admin Client.
-    #[arg(long, value_name = "Admin client property file")]
+    #[arg(
+        long,
+        alias = "admin.config",
+        value_name = "Admin client property file"
+    )]
     pub command_config: Option<PathBuf>,
     /// Describe the specified log directories on the specified brokers.
     #[arg(long)]

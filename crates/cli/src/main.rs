@@ -7,11 +7,18 @@ mod admin_options;
 mod assign;
 #[cfg(feature = "bench")]
 mod bench;
+mod broker_api_versions;
+mod cluster;
 mod configs;
+mod console;
 mod consumer_groups;
+mod delete_records;
+mod dump_log;
+mod get_offsets;
 mod leader_election;
 mod log_dirs;
 mod meta;
+mod perf;
 mod reassign;
 mod server;
 mod topics;
@@ -37,7 +44,7 @@ enum Command {
     Assign(assign::AssignArgs),
     /// Create, delete, describe, or change a topic (kafka-topics.sh).
     Topics(topics::TopicsArgs),
-    /// Inspect the metadata store like zookeeper-shell: ls, get, tree.
+    /// Browse the metadata store (ZooKeeper or embedded) like zookeeper-shell.sh: ls, get, tree.
     Meta(meta::MetaArgs),
     /// List, describe, reset offsets of, or delete consumer groups (kafka-consumer-groups.sh).
     ConsumerGroups(consumer_groups::ConsumerGroupsArgs),
@@ -47,10 +54,26 @@ enum Command {
     LeaderElection(leader_election::LeaderElectionArgs),
     /// Move partition replicas between brokers (kafka-reassign-partitions.sh).
     ReassignPartitions(reassign::ReassignArgs),
-    /// Add, delete or describe client quotas and users' SCRAM credentials (kafka-configs.sh).
+    /// Describe or change the configs of topics, brokers, broker loggers, clients (quotas) and users (quotas, SCRAM credentials) (kafka-configs.sh).
     Configs(configs::ConfigsArgs),
     /// Add, remove or list ACLs (kafka-acls.sh).
     Acls(acls::AclsArgs),
+    /// Send lines of standard input as records, with keys and headers (kafka-console-producer.sh).
+    ConsoleProducer(console::ConsoleProducerArgs),
+    /// Print a topic's records: from an offset, in a group, with keys, headers, timestamps (kafka-console-consumer.sh).
+    ConsoleConsumer(console::ConsoleConsumerArgs),
+    /// Measure produce throughput and latency (kafka-producer-perf-test.sh).
+    ProducerPerfTest(perf::ProducerPerfArgs),
+    /// Measure consume throughput (kafka-consumer-perf-test.sh).
+    ConsumerPerfTest(perf::ConsumerPerfArgs),
+    /// Print topic partitions' offsets at a time: latest, earliest, by timestamp (kafka-get-offsets.sh).
+    GetOffsets(get_offsets::GetOffsetsArgs),
+    /// Delete partitions' records below given offsets (kafka-delete-records.sh).
+    DeleteRecords(delete_records::DeleteRecordsArgs),
+    /// Print each broker's supported API versions (kafka-broker-api-versions.sh).
+    BrokerApiVersions(broker_api_versions::BrokerApiVersionsArgs),
+    /// Print the batches, records and index entries of a broker's log files (kafka-dump-log.sh).
+    DumpLog(dump_log::DumpLogArgs),
     /// Run one broker (Kafka's kafka-server-start.sh).
     Server(server::ServerArgs),
     /// Run N brokers in one process sharing one embedded metadata store.
@@ -80,6 +103,14 @@ fn main() -> ExitCode {
         Command::ReassignPartitions(args) => reassign::run(args),
         Command::Configs(args) => configs::run(args),
         Command::Acls(args) => acls::run(args),
+        Command::ConsoleProducer(args) => console::run_producer(args),
+        Command::ConsoleConsumer(args) => console::run_consumer(args),
+        Command::ProducerPerfTest(args) => perf::run_producer(args),
+        Command::ConsumerPerfTest(args) => perf::run_consumer(args),
+        Command::GetOffsets(args) => get_offsets::run(args),
+        Command::DeleteRecords(args) => delete_records::run(args),
+        Command::BrokerApiVersions(args) => broker_api_versions::run(args),
+        Command::DumpLog(args) => dump_log::run(args),
         Command::Server(args) => server::run_server(args),
         Command::DevCluster(args) => server::run_dev_cluster(args),
         #[cfg(feature = "bench")]

@@ -33,7 +33,11 @@ pub struct ReassignArgs {
     #[arg(long, value_name = "host:port")]
     pub bootstrap_server: Option<String>,
     /// Property file containing configs to be passed to Admin Client.
-    #[arg(long, value_name = "Admin client property file")]
+    #[arg(
+        long,
+        alias = "admin.config",
+        value_name = "Admin client property file"
+    )]
     pub command_config: Option<PathBuf>,
     /// Generate a candidate partition reassignment configuration (it is not executed).
     #[arg(long)]

@@ -38,7 +38,11 @@ pub struct TopicsArgs {
     #[arg(long, value_name = "server to connect to")]
     pub bootstrap_server: Option<String>,
     /// Property file containing configs to be passed to the admin client.
-    #[arg(long, value_name = "command config property file")]
+    #[arg(
+        long,
+        alias = "admin.config",
+        value_name = "command config property file"
+    )]
     pub command_config: Option<PathBuf>,
     /// List all available topics.
     #[arg(long)]
