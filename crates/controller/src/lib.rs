@@ -16,6 +16,7 @@ pub mod admin;
 pub mod alter_partition;
 pub mod channel_manager;
 pub mod context;
+pub mod core;
 pub mod effect;
 pub mod election;
 pub mod event;
