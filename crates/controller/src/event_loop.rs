@@ -156,29 +156,22 @@ impl EventLoop {
                 reply,
                 received,
             } => {
-                if !self.active {
-                    let _ = reply.send(admin::create_topics::not_controller(&request, api_version));
-                    return Flow::Continue;
-                }
-                if expired_in_queue(received, request.timeout_ms) {
-                    let response = admin::create_topics::not_controller(&request, api_version);
-                    Responder::CreateTopics(reply, response).time_out_in_queue();
-                    return Flow::Continue;
-                }
-                let (response, awaits) = admin::create_topics::handle(
-                    &self.core.ctx,
-                    &self.zk,
-                    &self.config,
-                    &request,
-                    api_version,
-                )
-                .await;
-                self.reply_or_wait(
+                let refused = Responder::CreateTopics(
+                    reply,
+                    admin::create_topics::not_controller(&request, api_version),
+                );
+                self.admin_request(
                     received,
                     request.timeout_ms,
-                    awaits,
-                    Responder::CreateTopics(reply, response),
-                );
+                    refused,
+                    async |ctx, zk, config| {
+                        let (response, awaits) =
+                            admin::create_topics::handle(ctx, zk, config, &request, api_version)
+                                .await;
+                        (AdminResponse::CreateTopics(response), awaits)
+                    },
+                )
+                .await;
                 Ok(())
             }
             ControllerEvent::CreatePartitions {
@@ -187,28 +180,21 @@ impl EventLoop {
                 reply,
                 received,
             } => {
-                if !self.active {
-                    let _ = reply.send(admin::create_partitions::not_controller(&request));
-                    return Flow::Continue;
-                }
-                if expired_in_queue(received, request.timeout_ms) {
-                    let response = admin::create_partitions::not_controller(&request);
-                    Responder::CreatePartitions(reply, response).time_out_in_queue();
-                    return Flow::Continue;
-                }
-                let (response, awaits) = admin::create_partitions::handle(
-                    &self.core.ctx,
-                    &self.zk,
-                    &self.config,
-                    &request,
-                )
-                .await;
-                self.reply_or_wait(
+                let refused = Responder::CreatePartitions(
+                    reply,
+                    admin::create_partitions::not_controller(&request),
+                );
+                self.admin_request(
                     received,
                     request.timeout_ms,
-                    awaits,
-                    Responder::CreatePartitions(reply, response),
-                );
+                    refused,
+                    async |ctx, zk, config| {
+                        let (response, awaits) =
+                            admin::create_partitions::handle(ctx, zk, config, &request).await;
+                        (AdminResponse::CreatePartitions(response), awaits)
+                    },
+                )
+                .await;
                 Ok(())
             }
             ControllerEvent::DeleteTopics {
@@ -217,29 +203,22 @@ impl EventLoop {
                 reply,
                 received,
             } => {
-                if !self.active {
-                    let _ = reply.send(admin::delete_topics::not_controller(&request, api_version));
-                    return Flow::Continue;
-                }
-                if expired_in_queue(received, request.timeout_ms) {
-                    let response = admin::delete_topics::not_controller(&request, api_version);
-                    Responder::DeleteTopics(reply, response).time_out_in_queue();
-                    return Flow::Continue;
-                }
-                let (response, awaits) = admin::delete_topics::handle(
-                    &self.core.ctx,
-                    &self.zk,
-                    &self.config,
-                    &request,
-                    api_version,
-                )
-                .await;
-                self.reply_or_wait(
+                let refused = Responder::DeleteTopics(
+                    reply,
+                    admin::delete_topics::not_controller(&request, api_version),
+                );
+                self.admin_request(
                     received,
                     request.timeout_ms,
-                    awaits,
-                    Responder::DeleteTopics(reply, response),
-                );
+                    refused,
+                    async |ctx, zk, config| {
+                        let (response, awaits) =
+                            admin::delete_topics::handle(ctx, zk, config, &request, api_version)
+                                .await;
+                        (AdminResponse::DeleteTopics(response), awaits)
+                    },
+                )
+                .await;
                 Ok(())
             }
             ControllerEvent::AlterPartition {
@@ -1477,6 +1456,33 @@ impl EventLoop {
         }
     }
 
+    /// The one path of CreateTopics, CreatePartitions and DeleteTopics: NOT_CONTROLLER
+    /// (`refused`) when this broker is not the controller, REQUEST_TIMED_OUT unrun when the
+    /// request waited in the queue past its timeout, else `run` (validate, place, write the
+    /// store fenced on the epoch) and the answer now or once its results hold.
+    async fn admin_request(
+        &mut self,
+        received: Instant,
+        timeout_ms: i32,
+        refused: Responder,
+        run: impl AsyncFnOnce(
+            &ControllerContext,
+            &KafkaZkClient,
+            &ControllerConfig,
+        ) -> (AdminResponse, Vec<Await>),
+    ) {
+        if !self.active {
+            refused.send();
+            return;
+        }
+        if expired_in_queue(received, timeout_ms) {
+            refused.time_out_in_queue();
+            return;
+        }
+        let (response, awaits) = run(&self.core.ctx, &self.zk, &self.config).await;
+        self.reply_or_wait(received, timeout_ms, awaits, refused.with(response));
+    }
+
     // ---- Waiting requests ----
 
     fn reply_or_wait(
@@ -1637,7 +1643,33 @@ enum Responder {
     ),
 }
 
+/// The response of an admin request that ran (its [`Responder`] held the refusal).
+#[derive(Debug)]
+enum AdminResponse {
+    CreateTopics(CreateTopicsResponse),
+    CreatePartitions(CreatePartitionsResponse),
+    DeleteTopics(DeleteTopicsResponse),
+}
+
 impl Responder {
+    /// The same reply channel with the response of the request that ran.
+    fn with(self, response: AdminResponse) -> Responder {
+        match (self, response) {
+            (Responder::CreateTopics(tx, _), AdminResponse::CreateTopics(r)) => {
+                Responder::CreateTopics(tx, r)
+            }
+            (Responder::CreatePartitions(tx, _), AdminResponse::CreatePartitions(r)) => {
+                Responder::CreatePartitions(tx, r)
+            }
+            (Responder::DeleteTopics(tx, _), AdminResponse::DeleteTopics(r)) => {
+                Responder::DeleteTopics(tx, r)
+            }
+            (responder, response) => {
+                unreachable!("{responder:?} answered with {response:?}")
+            }
+        }
+    }
+
     fn set_error(&mut self, index: usize, code: i16, message: &str) {
         let message = Some(StrBytes::from_string(message.to_owned()));
         match self {
