@@ -81,6 +81,9 @@ pub enum StoreOp {
     DeleteTopicZnodes(TopicName),
 }
 
+/// Per topic: its config overrides, or why they could not be read.
+pub type TopicConfigReads = Vec<(TopicName, Result<BTreeMap<String, String>, ZkClientError>)>;
+
 /// What a [`StoreOp`] did. A store error that fails the whole operation (the epoch fence,
 /// a lost session) is not an outcome: the loop ends the event with it and calls
 /// [`Core::abort`].
@@ -101,7 +104,7 @@ pub enum Outcome {
         )>,
     ),
     /// Per topic: its config overrides, or why they could not be read.
-    TopicConfigs(Vec<(TopicName, Result<BTreeMap<String, String>, ZkClientError>)>),
+    TopicConfigs(TopicConfigReads),
     /// Per topic written, until the first `ControllerMoved` (which the loop returns instead).
     TopicsWritten(Vec<(TopicName, Result<(), ZkClientError>)>),
     /// The operation is done.
@@ -212,7 +215,7 @@ enum Job {
         diff: BrokerDiff,
         registered: BTreeMap<BrokerId, LiveBroker>,
     },
-    Execution(Execution),
+    Execution(Box<Execution>),
 }
 
 #[derive(Debug)]
@@ -416,7 +419,7 @@ impl Core {
                     self.after_broker_configs(diff, &registered, &mut ready)?;
                 }
                 Some(Job::Execution(execution)) => {
-                    self.advance(execution, Some(outcome), &mut ready)?;
+                    self.advance(*execution, Some(outcome), &mut ready)?;
                 }
                 None => panic!("an outcome with no store operation asked for: {outcome:?}"),
             },
@@ -436,10 +439,7 @@ impl Core {
     /// Records which topics may elect an out-of-sync replica (topic override, else the
     /// broker default); a topic whose config cannot be read elects cleanly (it waits), as
     /// Kafka does.
-    pub fn apply_unclean_configs(
-        &mut self,
-        configs: Vec<(TopicName, Result<BTreeMap<String, String>, ZkClientError>)>,
-    ) {
+    pub fn apply_unclean_configs(&mut self, configs: TopicConfigReads) {
         for (topic, config) in configs {
             match config {
                 Ok(config) => {
@@ -777,7 +777,7 @@ impl Core {
                 }
             }
         }
-        self.job = Some(Job::Execution(ex));
+        self.job = Some(Job::Execution(Box::new(ex)));
         Ok(())
     }
 

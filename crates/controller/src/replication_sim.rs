@@ -1790,12 +1790,7 @@ impl Store {
         let fenced = ZkClientError::ControllerMoved {
             expected_epoch_zk_version: controller_epoch,
         };
-        let path = |tp: &TopicPartition| {
-            format!(
-                "/brokers/topics/{}/partitions/{}/state",
-                tp.topic, tp.partition
-            )
-        };
+        let path = |tp: &TopicPartition| znodes::paths::partition_state(&tp.topic, tp.partition);
         match op {
             StoreOp::WriteStates { creates, updates } => {
                 if controller_epoch != self.controller_epoch {
