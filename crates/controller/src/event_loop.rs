@@ -24,26 +24,21 @@ use tokio::time::Instant;
 use tracing::{error, info, warn};
 
 use model::{BrokerId, TopicId, TopicName, TopicPartition};
-use znodes::json::{PartitionStateZNode, ReassignPartitions};
+use znodes::json::ReassignPartitions;
 use znodes::zk_client::{KafkaZkClient, RegisteredBroker, ZkClientError};
 
 use crate::admin::{self, Await, AwaitCondition};
-use crate::channel_manager::{Barrier, ChannelManager, RequestBatch};
-use crate::context::{
-    ControllerContext, LeaderIsrAndControllerEpoch, LiveBroker, PartitionAndReplica,
+use crate::channel_manager::{Barrier, ChannelManager};
+use crate::context::{ControllerContext, LiveBroker, PartitionAndReplica};
+use crate::core::{
+    self, leadership_from, ChannelChange, Core, Executed, Finished, Input, Outcome, PartitionWrite,
+    Ready, StoreOp,
 };
 use crate::effect::Effect;
 use crate::election::{self, ElectionOutcome};
 use crate::event::ControllerEvent;
-use crate::partition_state_machine::{self, PartitionState};
 use crate::replica_election::{self, ElectLeadersAnswer, ElectionType, Trigger};
 use crate::{alter_partition, lifecycle, reassignment, topic_deletion, ControllerConfig};
-
-/// The topic config key (and broker default) that allows electing an out-of-sync replica.
-const UNCLEAN_LEADER_ELECTION_ENABLE: &str = "unclean.leader.election.enable";
-
-/// How many times an election whose write lost a race is run again within one event.
-const ELECTION_RETRIES: usize = 3;
 
 /// How long a broker whose failover failed waits before giving up `/controller`.
 const FAILOVER_RETRY_BACKOFF: Duration = Duration::from_millis(200);
@@ -65,7 +60,7 @@ pub(crate) struct EventLoop {
     config: ControllerConfig,
     active_flag: Arc<AtomicBool>,
     active: bool,
-    ctx: ControllerContext,
+    core: Core,
     channels: ChannelManager,
     pending: Vec<PendingReply>,
 }
@@ -89,12 +84,15 @@ impl EventLoop {
         );
         EventLoop {
             zk,
-            config,
             active_flag,
             active: false,
-            ctx: ControllerContext::default(),
+            core: Core::new(
+                ControllerContext::default(),
+                config.unclean_leader_election_enable,
+            ),
             channels,
             pending: Vec::new(),
+            config,
         }
     }
 
@@ -158,29 +156,22 @@ impl EventLoop {
                 reply,
                 received,
             } => {
-                if !self.active {
-                    let _ = reply.send(admin::create_topics::not_controller(&request, api_version));
-                    return Flow::Continue;
-                }
-                if expired_in_queue(received, request.timeout_ms) {
-                    let response = admin::create_topics::not_controller(&request, api_version);
-                    Responder::CreateTopics(reply, response).time_out_in_queue();
-                    return Flow::Continue;
-                }
-                let (response, awaits) = admin::create_topics::handle(
-                    &self.ctx,
-                    &self.zk,
-                    &self.config,
-                    &request,
-                    api_version,
-                )
-                .await;
-                self.reply_or_wait(
+                let refused = Responder::CreateTopics(
+                    reply,
+                    admin::create_topics::not_controller(&request, api_version),
+                );
+                self.admin_request(
                     received,
                     request.timeout_ms,
-                    awaits,
-                    Responder::CreateTopics(reply, response),
-                );
+                    refused,
+                    async |ctx, zk, config| {
+                        let (response, awaits) =
+                            admin::create_topics::handle(ctx, zk, config, &request, api_version)
+                                .await;
+                        (AdminResponse::CreateTopics(response), awaits)
+                    },
+                )
+                .await;
                 Ok(())
             }
             ControllerEvent::CreatePartitions {
@@ -189,24 +180,21 @@ impl EventLoop {
                 reply,
                 received,
             } => {
-                if !self.active {
-                    let _ = reply.send(admin::create_partitions::not_controller(&request));
-                    return Flow::Continue;
-                }
-                if expired_in_queue(received, request.timeout_ms) {
-                    let response = admin::create_partitions::not_controller(&request);
-                    Responder::CreatePartitions(reply, response).time_out_in_queue();
-                    return Flow::Continue;
-                }
-                let (response, awaits) =
-                    admin::create_partitions::handle(&self.ctx, &self.zk, &self.config, &request)
-                        .await;
-                self.reply_or_wait(
+                let refused = Responder::CreatePartitions(
+                    reply,
+                    admin::create_partitions::not_controller(&request),
+                );
+                self.admin_request(
                     received,
                     request.timeout_ms,
-                    awaits,
-                    Responder::CreatePartitions(reply, response),
-                );
+                    refused,
+                    async |ctx, zk, config| {
+                        let (response, awaits) =
+                            admin::create_partitions::handle(ctx, zk, config, &request).await;
+                        (AdminResponse::CreatePartitions(response), awaits)
+                    },
+                )
+                .await;
                 Ok(())
             }
             ControllerEvent::DeleteTopics {
@@ -215,29 +203,22 @@ impl EventLoop {
                 reply,
                 received,
             } => {
-                if !self.active {
-                    let _ = reply.send(admin::delete_topics::not_controller(&request, api_version));
-                    return Flow::Continue;
-                }
-                if expired_in_queue(received, request.timeout_ms) {
-                    let response = admin::delete_topics::not_controller(&request, api_version);
-                    Responder::DeleteTopics(reply, response).time_out_in_queue();
-                    return Flow::Continue;
-                }
-                let (response, awaits) = admin::delete_topics::handle(
-                    &self.ctx,
-                    &self.zk,
-                    &self.config,
-                    &request,
-                    api_version,
-                )
-                .await;
-                self.reply_or_wait(
+                let refused = Responder::DeleteTopics(
+                    reply,
+                    admin::delete_topics::not_controller(&request, api_version),
+                );
+                self.admin_request(
                     received,
                     request.timeout_ms,
-                    awaits,
-                    Responder::DeleteTopics(reply, response),
-                );
+                    refused,
+                    async |ctx, zk, config| {
+                        let (response, awaits) =
+                            admin::delete_topics::handle(ctx, zk, config, &request, api_version)
+                                .await;
+                        (AdminResponse::DeleteTopics(response), awaits)
+                    },
+                )
+                .await;
                 Ok(())
             }
             ControllerEvent::AlterPartition {
@@ -303,7 +284,7 @@ impl EventLoop {
             }
             ControllerEvent::ListPartitionReassignments { request, reply } => {
                 let response = if self.active {
-                    reassignment::list(&self.ctx, &request)
+                    reassignment::list(&self.core.ctx, &request)
                 } else {
                     reassignment::list_refused(ResponseError::NotController)
                 };
@@ -340,7 +321,7 @@ impl EventLoop {
             ZkClientError::ControllerMoved { .. } => {
                 warn!(
                     broker_id = self.config.broker_id,
-                    epoch = self.ctx.epoch,
+                    epoch = self.core.ctx.epoch,
                     "controller moved; resigning"
                 );
                 self.resign().await;
@@ -375,7 +356,10 @@ impl EventLoop {
                         tokio::time::sleep(FAILOVER_RETRY_BACKOFF).await;
                         self.resign().await;
                         self.channels.clear();
-                        self.ctx = ControllerContext::default();
+                        self.core = Core::new(
+                            ControllerContext::default(),
+                            self.config.unclean_leader_election_enable,
+                        );
                         if let Err(err) = self.zk.delete_controller_if_owned().await {
                             warn!(error = %err, "could not delete /controller");
                         }
@@ -394,11 +378,14 @@ impl EventLoop {
         epoch_zk_version: i32,
     ) -> Result<(), ZkClientError> {
         let began = std::time::Instant::now();
-        self.ctx = ControllerContext {
-            epoch,
-            epoch_zk_version,
-            ..ControllerContext::default()
-        };
+        self.core = Core::new(
+            ControllerContext {
+                epoch,
+                epoch_zk_version,
+                ..ControllerContext::default()
+            },
+            self.config.unclean_leader_election_enable,
+        );
         for (id, broker) in self.zk.get_all_brokers(true).await? {
             self.add_live_broker(id, &broker);
         }
@@ -407,15 +394,17 @@ impl EventLoop {
         let topics = self.zk.get_all_topics(true).await?;
         self.load_topics(&topics).await?;
         let partitions: Vec<_> = self
+            .core
             .ctx
             .all_topics
             .iter()
-            .flat_map(|t| self.ctx.partitions_for_topic(t))
+            .flat_map(|t| self.core.ctx.partitions_for_topic(t))
             .collect();
         for (tp, result) in self.zk.get_partition_states(&partitions).await {
             match result {
                 Ok(Some(state)) => {
-                    self.ctx
+                    self.core
+                        .ctx
                         .leadership
                         .insert(tp, leadership_from(state.state, state.zk_version));
                 }
@@ -428,39 +417,40 @@ impl EventLoop {
         }
         let queued = self.read_deletion_marks().await?;
         for topic in queued {
-            if self.ctx.topics_being_reassigned.contains(&topic) {
-                self.ctx
+            if self.core.ctx.topics_being_reassigned.contains(&topic) {
+                self.core
+                    .ctx
                     .topics_ineligible_for_deletion
                     .insert(topic.clone());
             }
-            self.ctx.topics_to_be_deleted.insert(topic);
+            self.core.ctx.topics_to_be_deleted.insert(topic);
         }
         self.active = true;
         self.active_flag.store(true, Ordering::SeqCst);
         info!(
             broker_id = self.config.broker_id, epoch,
-            brokers = ?self.ctx.live_broker_ids(), topics = self.ctx.all_topics.len(),
+            brokers = ?self.core.ctx.live_broker_ids(), topics = self.core.ctx.all_topics.len(),
             "controller failover complete"
         );
         self.refresh_unclean_election_topics().await?;
-        let mut effects = lifecycle::on_controller_failover(&mut self.ctx);
+        let mut effects = lifecycle::on_controller_failover(&mut self.core.ctx);
         // Kafka's initializePartitionReassignments: /admin/reassign_partitions first (it
         // supplants what the assignments record), then the reassignments in progress.
         let started = match self.read_zk_reassignment().await? {
             Some(entries) => {
-                let outcome = reassignment::on_zk_reassignment(&mut self.ctx, &entries);
+                let outcome = reassignment::on_zk_reassignment(&mut self.core.ctx, &entries);
                 effects.extend(outcome.effects);
                 outcome.started
             }
             None => BTreeSet::new(),
         };
-        effects.extend(reassignment::resume_all(&mut self.ctx, &started));
+        effects.extend(reassignment::resume_all(&mut self.core.ctx, &started));
         let executed = self.execute_electing(effects).await?;
         // The whole failover, from the election to every LeaderAndIsr/UpdateMetadata queued
         // (the benchmark in BENCHMARKS.md reads this line).
         info!(
             epoch,
-            partitions = self.ctx.leadership.len(),
+            partitions = self.core.ctx.leadership.len(),
             partitions_written = executed.partitions.len(),
             failed = executed.failed().len(),
             elapsed_ms = format!("{:.1}", began.elapsed().as_secs_f64() * 1e3),
@@ -474,7 +464,7 @@ impl EventLoop {
 
     /// Runs the elections `replica_election::plan` decides, writes them, and answers each
     /// partition from its write; a write that lost a race to another writer is planned again
-    /// from the state read back, at most [`ELECTION_RETRIES`] times.
+    /// from the state read back, at most [`core::ELECTION_RETRIES`] times.
     async fn run_replica_election(
         &mut self,
         partitions: BTreeSet<TopicPartition>,
@@ -483,21 +473,21 @@ impl EventLoop {
     ) -> Result<BTreeMap<TopicPartition, replica_election::Outcome>, ZkClientError> {
         let mut outcomes = BTreeMap::new();
         let mut todo = partitions;
-        for attempt in 0..=ELECTION_RETRIES {
+        for attempt in 0..=core::ELECTION_RETRIES {
             if todo.is_empty() {
                 break;
             }
-            let plan = replica_election::plan(&mut self.ctx, &todo, election_type, trigger);
+            let plan = replica_election::plan(&mut self.core.ctx, &todo, election_type, trigger);
             outcomes.extend(plan.decided);
             let executed = self.execute(plan.effects).await?;
             let mut retry = BTreeSet::new();
             for tp in plan.electing {
                 match executed.partitions.get(&tp) {
                     Some(PartitionWrite::Written { .. }) => {
-                        let leader = self.ctx.leadership.get(&tp).map_or(-1, |l| l.leader);
+                        let leader = self.core.ctx.leadership.get(&tp).map_or(-1, |l| l.leader);
                         outcomes.insert(tp, Ok(leader));
                     }
-                    _ if attempt < ELECTION_RETRIES => {
+                    _ if attempt < core::ELECTION_RETRIES => {
                         retry.insert(tp);
                     }
                     _ => {
@@ -540,7 +530,8 @@ impl EventLoop {
                 Ok(()),
             );
         };
-        let (partitions, unparsable) = replica_election::requested_partitions(&self.ctx, request);
+        let (partitions, unparsable) =
+            replica_election::requested_partitions(&self.core.ctx, request);
         let result = self
             .run_replica_election(partitions, election_type, Trigger::AdminClient)
             .await;
@@ -596,7 +587,7 @@ impl EventLoop {
                 error!(%path, %reason, "cannot read the preferred replica election request; deleting it (write {{\"version\":1,\"partitions\":[{{\"topic\":..,\"partition\":..}}]}})");
                 return self
                     .zk
-                    .delete_preferred_replica_election(self.ctx.epoch_zk_version)
+                    .delete_preferred_replica_election(self.core.ctx.epoch_zk_version)
                     .await;
             }
             Err(err) => return Err(err),
@@ -627,14 +618,14 @@ impl EventLoop {
             }
         }
         self.zk
-            .delete_preferred_replica_election(self.ctx.epoch_zk_version)
+            .delete_preferred_replica_election(self.core.ctx.epoch_zk_version)
             .await
     }
 
     /// The leader-imbalance check (Kafka 2.8's `checkAndTriggerAutoLeaderRebalance`).
     async fn on_auto_leader_rebalance(&mut self) -> Result<(), ZkClientError> {
         let partitions = replica_election::imbalanced_partitions(
-            &self.ctx,
+            &self.core.ctx,
             self.config.leader_imbalance_per_broker_percentage,
         );
         if partitions.is_empty() {
@@ -655,7 +646,7 @@ impl EventLoop {
         reply: oneshot::Sender<kafka_protocol::messages::AlterPartitionReassignmentsResponse>,
     ) -> Result<(), ZkClientError> {
         let received = Instant::now();
-        let mut plan = reassignment::alter(&mut self.ctx, &request);
+        let mut plan = reassignment::alter(&mut self.core.ctx, &request);
         let effects = std::mem::take(&mut plan.effects);
         match self.execute_electing(effects).await {
             Ok(executed) => {
@@ -701,8 +692,9 @@ impl EventLoop {
                     return true;
                 };
                 let tp = TopicPartition::new(topic, *partition);
-                !(self.ctx.reassignments.contains_key(&tp)
-                    && reassignment::ReplicaAssignment::of(&self.ctx, &tp).target() == *replicas)
+                !(self.core.ctx.reassignments.contains_key(&tp)
+                    && reassignment::ReplicaAssignment::of(&self.core.ctx, &tp).target()
+                        == *replicas)
             })
             .collect();
         if entries.is_empty() {
@@ -712,7 +704,7 @@ impl EventLoop {
             partitions = entries.len(),
             "reassignment requested through /admin/reassign_partitions"
         );
-        let outcome = reassignment::on_zk_reassignment(&mut self.ctx, &entries);
+        let outcome = reassignment::on_zk_reassignment(&mut self.core.ctx, &entries);
         self.execute_electing(outcome.effects).await.map(drop)
     }
 
@@ -734,7 +726,7 @@ impl EventLoop {
             Err(ZkClientError::Decode { path, reason }) => {
                 error!(%path, %reason, "ignoring a partition reassignment that is not valid JSON; deleting it");
                 self.zk
-                    .delete_partition_reassignment(self.ctx.epoch_zk_version)
+                    .delete_partition_reassignment(self.core.ctx.epoch_zk_version)
                     .await?;
                 self.zk.get_partition_reassignment(true).await.map(drop)?;
                 Ok(None)
@@ -769,7 +761,7 @@ impl EventLoop {
         if remaining.len() == before {
             return Ok(());
         }
-        let epoch_zk_version = self.ctx.epoch_zk_version;
+        let epoch_zk_version = self.core.ctx.epoch_zk_version;
         if remaining.is_empty() {
             info!("no more partitions need to be reassigned; deleting /admin/reassign_partitions");
             self.zk
@@ -794,50 +786,6 @@ impl EventLoop {
     }
     // ---- end of reassignment ----
 
-    /// [`EventLoop::execute`], then elects again the partitions whose state write failed
-    /// (another writer moved the znode; the context now holds what the store has) and whose
-    /// leader is not online, from the state read back, at most [`ELECTION_RETRIES`] times:
-    /// Kafka retries an election on a version conflict until it is written.
-    async fn execute_electing(&mut self, effects: Vec<Effect>) -> Result<Executed, ZkClientError> {
-        let mut executed = self.execute(effects).await?;
-        for attempt in 1..=ELECTION_RETRIES {
-            let retry: Vec<_> = executed
-                .failed()
-                .into_iter()
-                .filter(|tp| {
-                    !self.ctx.is_topic_queued_for_deletion(&tp.topic)
-                        && self
-                            .ctx
-                            .leadership
-                            .get(tp)
-                            .is_some_and(|l| !self.ctx.is_replica_online(l.leader))
-                })
-                .collect();
-            if retry.is_empty() {
-                break;
-            }
-            warn!(
-                partitions = retry.len(),
-                attempt,
-                "leader elections lost a write race; electing again from the store's state"
-            );
-            for tp in &retry {
-                self.ctx
-                    .partition_states
-                    .insert(tp.clone(), PartitionState::Offline);
-            }
-            let effects = partition_state_machine::handle_state_changes(
-                &mut self.ctx,
-                &retry,
-                PartitionState::Online,
-            );
-            let again = self.execute(effects).await?;
-            executed.partitions.extend(again.partitions);
-            executed.failed_topics.extend(again.failed_topics);
-        }
-        Ok(executed)
-    }
-
     /// AlterPartition (see [`alter_partition`]): validate in pure code, write, answer from
     /// what each write did.
     async fn on_alter_partition(
@@ -846,7 +794,7 @@ impl EventLoop {
         api_version: i16,
         reply: oneshot::Sender<AlterPartitionResponse>,
     ) -> Result<(), ZkClientError> {
-        let plan = match alter_partition::plan(&mut self.ctx, &request, api_version) {
+        let plan = match alter_partition::plan(&mut self.core.ctx, &request, api_version) {
             Ok(plan) => plan,
             Err(error) => {
                 let _ = reply.send(alter_partition::refused(error));
@@ -856,7 +804,8 @@ impl EventLoop {
         let effects = plan.effects.clone();
         match self.execute(effects).await {
             Ok(executed) => {
-                let response = alter_partition::response(plan, &mut self.ctx, &executed.failed());
+                let response =
+                    alter_partition::response(plan, &mut self.core.ctx, &executed.failed());
                 let _ = reply.send(response);
                 // An ISR that grew may complete a reassignment (Kafka does this after
                 // answering AlterPartition).
@@ -866,7 +815,7 @@ impl EventLoop {
                     .filter(|(_, w)| **w != PartitionWrite::Failed)
                     .map(|(tp, _)| tp.clone())
                     .collect();
-                let effects = reassignment::maybe_complete(&mut self.ctx, &written);
+                let effects = reassignment::maybe_complete(&mut self.core.ctx, &written);
                 if !effects.is_empty() {
                     self.execute_electing(effects).await?;
                 }
@@ -899,7 +848,7 @@ impl EventLoop {
                 Ok(()),
             )
         };
-        let Some(live) = self.ctx.live_brokers.get(&broker) else {
+        let Some(live) = self.core.ctx.live_brokers.get(&broker) else {
             warn!(
                 broker,
                 "controlled shutdown from a broker that is not registered"
@@ -917,7 +866,7 @@ impl EventLoop {
         }
         info!(broker, "controlled shutdown: moving leaderships away");
         let started = std::time::Instant::now();
-        let effects = lifecycle::on_controlled_shutdown(&mut self.ctx, broker);
+        let effects = lifecycle::on_controlled_shutdown(&mut self.core.ctx, broker);
         if let Err(err) = self.execute_electing(effects).await {
             return (
                 ControlledShutdownResponse::default()
@@ -925,7 +874,7 @@ impl EventLoop {
                 Err(err),
             );
         }
-        let remaining: Vec<_> = lifecycle::partitions_led_by(&self.ctx, broker)
+        let remaining: Vec<_> = lifecycle::partitions_led_by(&self.core.ctx, broker)
             .into_iter()
             .map(|tp| {
                 RemainingPartition::default()
@@ -947,41 +896,17 @@ impl EventLoop {
         )
     }
 
-    /// Reads `unclean.leader.election.enable` (topic override, else the broker default) of
-    /// the topics whose next election cannot be clean, concurrently; a topic whose config
-    /// cannot be read elects cleanly (it waits), as Kafka does.
+    /// Reads `unclean.leader.election.enable` of the topics whose next election cannot be
+    /// clean, concurrently (the core decides from what is read).
     async fn refresh_unclean_election_topics(&mut self) -> Result<(), ZkClientError> {
-        self.ctx.unclean_election_topics.clear();
-        let topics = lifecycle::topics_needing_unclean_decision(&self.ctx);
+        let topics = self.core.unclean_topics_to_read();
         if topics.is_empty() {
             return Ok(());
         }
-        let mut reads = tokio::task::JoinSet::new();
-        for topic in topics {
-            let zk = self.zk.clone();
-            reads.spawn(async move {
-                let config = zk.get_topic_config(&topic).await;
-                (topic, config)
-            });
-        }
-        let default = self.config.unclean_leader_election_enable;
-        while let Some(joined) = reads.join_next().await {
-            let Ok((topic, config)) = joined else {
-                continue;
-            };
-            match config {
-                Ok(config) => {
-                    let enabled = config
-                        .get(UNCLEAN_LEADER_ELECTION_ENABLE)
-                        .map_or(default, |v| v.trim().eq_ignore_ascii_case("true"));
-                    if enabled {
-                        self.ctx.unclean_election_topics.insert(topic);
-                    }
-                }
-                Err(err) => {
-                    warn!(%topic, error = %err, "cannot read the topic's config; its leader election stays clean")
-                }
-            }
+        if let Outcome::TopicConfigs(configs) =
+            self.carry_out(StoreOp::ReadTopicConfigs(topics)).await?
+        {
+            self.core.apply_unclean_configs(configs);
         }
         Ok(())
     }
@@ -1014,7 +939,7 @@ impl EventLoop {
         }
         info!(
             broker_id = self.config.broker_id,
-            epoch = self.ctx.epoch,
+            epoch = self.core.ctx.epoch,
             "resigning as controller"
         );
         self.active = false;
@@ -1026,7 +951,10 @@ impl EventLoop {
                 "The controller moved before the operation completed.",
             );
         }
-        self.ctx = ControllerContext::default();
+        self.core = Core::new(
+            ControllerContext::default(),
+            self.config.unclean_leader_election_enable,
+        );
         if let Err(err) = self.zk.delete_controller_if_owned().await {
             warn!(error = %err, "could not delete /controller while resigning");
         }
@@ -1036,61 +964,21 @@ impl EventLoop {
 
     async fn on_broker_change(&mut self) -> Result<(), ZkClientError> {
         let started = std::time::Instant::now();
-        let brokers = self.zk.get_all_brokers(true).await?;
-        let new: BTreeSet<BrokerId> = brokers
-            .keys()
-            .copied()
-            .filter(|id| !self.ctx.is_live(*id))
+        let brokers = self
+            .zk
+            .get_all_brokers(true)
+            .await?
+            .into_iter()
+            .map(|(id, b)| (id, live_broker(id, &b, &self.config.inter_broker_listener)))
             .collect();
-        let dead: BTreeSet<BrokerId> = self
-            .ctx
-            .live_brokers
-            .keys()
-            .copied()
-            .filter(|id| !brokers.contains_key(id))
-            .collect();
-        // A broker that re-registered between two reads (a quick restart) has a new epoch.
-        let bounced: BTreeSet<BrokerId> = brokers
-            .iter()
-            .filter(|(id, b)| {
-                self.ctx
-                    .live_brokers
-                    .get(id)
-                    .is_some_and(|live| live.epoch != b.epoch)
-            })
-            .map(|(id, _)| *id)
-            .collect();
-        for id in &new {
-            self.add_live_broker(*id, &brokers[id]);
-        }
-        for id in dead.iter().chain(&bounced) {
-            self.ctx.live_brokers.remove(id);
-            self.channels.remove_broker(*id);
-        }
-        info!(new = ?new, dead = ?dead, bounced = ?bounced, "broker change");
-        self.refresh_unclean_election_topics().await?;
-        let mut effects = Vec::new();
-        if !new.is_empty() {
-            effects.extend(lifecycle::on_broker_startup(&mut self.ctx, &new));
-            effects.extend(reassignment::on_broker_startup(&mut self.ctx, &new));
-        }
-        if !bounced.is_empty() {
-            effects.extend(lifecycle::on_broker_failure(&mut self.ctx, &bounced));
-            for id in &bounced {
-                self.add_live_broker(*id, &brokers[id]);
-            }
-            effects.extend(lifecycle::on_broker_startup(&mut self.ctx, &bounced));
-            effects.extend(reassignment::on_broker_startup(&mut self.ctx, &bounced));
-        }
-        if !dead.is_empty() {
-            effects.extend(lifecycle::on_broker_failure(&mut self.ctx, &dead));
-        }
-        let decided_ms = started.elapsed().as_secs_f64() * 1e3;
-        let executed = self.execute_electing(effects).await?;
+        let (finished, decided) = self.drive_timed(Input::Brokers(brokers)).await?;
+        let decided_ms = decided.duration_since(started).as_secs_f64() * 1e3;
+        let diff = finished.broker_change.unwrap_or_default();
+        let executed = finished.executed;
         // The controller's part of a failover, from the watch firing to the requests queued
         // (the benchmark in BENCHMARKS.md reads this line).
         info!(
-            new = ?new, dead = ?dead, bounced = ?bounced,
+            new = ?diff.new, dead = ?diff.dead, bounced = ?diff.bounced,
             partitions_written = executed.partitions.len(),
             failed = executed.failed().len(),
             decided_ms = format!("{decided_ms:.1}"),
@@ -1102,20 +990,29 @@ impl EventLoop {
 
     async fn on_topic_change(&mut self) -> Result<(), ZkClientError> {
         let topics: BTreeSet<TopicName> = self.zk.get_all_topics(true).await?.into_iter().collect();
-        let deleted: Vec<_> = self.ctx.all_topics.difference(&topics).cloned().collect();
-        let new: Vec<_> = topics.difference(&self.ctx.all_topics).cloned().collect();
+        let deleted: Vec<_> = self
+            .core
+            .ctx
+            .all_topics
+            .difference(&topics)
+            .cloned()
+            .collect();
+        let new: Vec<_> = topics
+            .difference(&self.core.ctx.all_topics)
+            .cloned()
+            .collect();
         for topic in &deleted {
             warn!(%topic, "topic vanished from the store without a deletion; forgetting it");
-            self.ctx.remove_topic(topic);
+            self.core.ctx.remove_topic(topic);
         }
         let mut partitions = Vec::new();
         for topic in self.load_topics(&new).await? {
-            partitions.extend(self.ctx.partitions_for_topic(&topic));
+            partitions.extend(self.core.ctx.partitions_for_topic(&topic));
         }
         if !new.is_empty() {
             info!(new = ?new, "new topics");
         }
-        let effects = lifecycle::on_new_partition_creation(&mut self.ctx, &partitions);
+        let effects = lifecycle::on_new_partition_creation(&mut self.core.ctx, &partitions);
         self.execute(effects).await.map(drop)
     }
 
@@ -1126,11 +1023,12 @@ impl EventLoop {
         let Some(current) = self.zk.get_topic_assignment(&topic, true).await? else {
             return Ok(());
         };
-        if !self.ctx.all_topics.contains(&topic) {
+        if !self.core.ctx.all_topics.contains(&topic) {
             // The topic-change event that follows loads it.
             return Ok(());
         }
         let known = self
+            .core
             .ctx
             .assignments
             .get(&topic)
@@ -1147,7 +1045,7 @@ impl EventLoop {
             .collect();
         // Kafka 2.4+ moves replicas only through AlterPartitionReassignments or
         // /admin/reassign_partitions: an edit of existing partitions' replicas is put back.
-        let edits = reassignment::hand_edits(&self.ctx, &topic, &current.assignment);
+        let edits = reassignment::hand_edits(&self.core.ctx, &topic, &current.assignment);
         if !edits.is_empty() {
             for (p, theirs) in &edits {
                 warn!(
@@ -1158,9 +1056,9 @@ impl EventLoop {
                      /admin/reassign_partitions instead"
                 );
             }
-            if let Some(mut restored) = reassignment::topic_znode(&self.ctx, &topic) {
+            if let Some(mut restored) = reassignment::topic_znode(&self.core.ctx, &topic) {
                 restored.topic_id = current.assignment.topic_id.or(restored.topic_id);
-                if !self.ctx.is_topic_queued_for_deletion(&topic) {
+                if !self.core.ctx.is_topic_queued_for_deletion(&topic) {
                     restored.partitions.extend(added.clone());
                 }
                 match self
@@ -1169,7 +1067,7 @@ impl EventLoop {
                         &topic,
                         &restored,
                         Some(current.zk_version),
-                        Some(self.ctx.epoch_zk_version),
+                        Some(self.core.ctx.epoch_zk_version),
                     )
                     .await
                 {
@@ -1178,7 +1076,7 @@ impl EventLoop {
                     // Changed again meanwhile: the watch brings it back here.
                     Err(err) => warn!(%topic, error = %err, "could not restore the assignment"),
                 }
-                if self.ctx.is_topic_queued_for_deletion(&topic) {
+                if self.core.ctx.is_topic_queued_for_deletion(&topic) {
                     return Ok(());
                 }
             }
@@ -1186,7 +1084,7 @@ impl EventLoop {
         if added.is_empty() {
             return Ok(());
         }
-        if self.ctx.is_topic_queued_for_deletion(&topic) {
+        if self.core.ctx.is_topic_queued_for_deletion(&topic) {
             info!(%topic, "skipping partition addition: the topic is being deleted; restoring its assignment");
             let mut restored = current.assignment.clone();
             restored.partitions = known;
@@ -1196,19 +1094,19 @@ impl EventLoop {
                     &topic,
                     &restored,
                     Some(current.zk_version),
-                    Some(self.ctx.epoch_zk_version),
+                    Some(self.core.ctx.epoch_zk_version),
                 )
                 .await;
         }
         info!(%topic, added = ?added.keys().collect::<Vec<_>>(), "new partitions");
         let mut merged = known;
         merged.extend(added.iter().map(|(p, r)| (*p, r.clone())));
-        self.ctx.set_topic_assignment(topic.clone(), merged);
+        self.core.ctx.set_topic_assignment(topic.clone(), merged);
         let partitions: Vec<_> = added
             .keys()
             .map(|&p| TopicPartition::new(topic.clone(), p))
             .collect();
-        let effects = lifecycle::on_new_partition_creation(&mut self.ctx, &partitions);
+        let effects = lifecycle::on_new_partition_creation(&mut self.core.ctx, &partitions);
         self.execute(effects).await.map(drop)
     }
 
@@ -1216,13 +1114,13 @@ impl EventLoop {
         let queued = self.read_deletion_marks().await?;
         let new: BTreeSet<_> = queued
             .into_iter()
-            .filter(|t| !self.ctx.is_topic_queued_for_deletion(t))
+            .filter(|t| !self.core.ctx.is_topic_queued_for_deletion(t))
             .collect();
         if new.is_empty() {
             return Ok(());
         }
         info!(topics = ?new, "topics queued for deletion");
-        let effects = topic_deletion::enqueue_topics(&mut self.ctx, &new);
+        let effects = topic_deletion::enqueue_topics(&mut self.core.ctx, &new);
         self.execute(effects).await.map(drop)
     }
 
@@ -1237,7 +1135,7 @@ impl EventLoop {
                 warn!(%mark, "ignoring a deletion mark that is not a legal topic name");
                 continue;
             };
-            if !self.ctx.all_topics.contains(&topic) {
+            if !self.core.ctx.all_topics.contains(&topic) {
                 info!(%topic, "removing the deletion mark of a topic that does not exist");
                 to_remove.push(topic);
             } else if !self.config.delete_topic_enable {
@@ -1249,7 +1147,7 @@ impl EventLoop {
         }
         if !to_remove.is_empty() {
             self.zk
-                .delete_topic_deletions(&to_remove, self.ctx.epoch_zk_version)
+                .delete_topic_deletions(&to_remove, self.core.ctx.epoch_zk_version)
                 .await?;
         }
         Ok(queued)
@@ -1264,7 +1162,7 @@ impl EventLoop {
         // the answers for topics being deleted move the deletion on.
         let (deleted, moved): (Vec<_>, Vec<_>) = deleted
             .into_iter()
-            .partition(|(tp, _)| self.ctx.is_topic_queued_for_deletion(&tp.topic));
+            .partition(|(tp, _)| self.core.ctx.is_topic_queued_for_deletion(&tp.topic));
         for (tp, code) in moved {
             if code != 0 {
                 warn!(broker, %tp, error_code = code,
@@ -1292,13 +1190,13 @@ impl EventLoop {
         let mut effects = Vec::new();
         if !ok.is_empty() {
             effects.extend(topic_deletion::complete_replica_deletion(
-                &mut self.ctx,
+                &mut self.core.ctx,
                 &ok,
             ));
         }
         if !failed.is_empty() {
             effects.extend(topic_deletion::fail_replica_deletion(
-                &mut self.ctx,
+                &mut self.core.ctx,
                 &failed,
             ));
         }
@@ -1308,44 +1206,10 @@ impl EventLoop {
     // ---- Loading ----
 
     fn add_live_broker(&mut self, id: BrokerId, broker: &RegisteredBroker) {
-        let registration = &broker.registration;
-        let endpoints: Vec<(String, String, i32, i16)> = registration
-            .parsed_endpoints()
-            .into_iter()
-            .map(|(name, host, port)| {
-                // A listener missing from the map is named after its protocol (Kafka 1.x).
-                let protocol = registration
-                    .listener_security_protocol_map
-                    .get(&name)
-                    .unwrap_or(&name)
-                    .parse::<security::SecurityProtocol>()
-                    .map_or(0, |p| p.id());
-                (name, host, i32::from(port), protocol)
-            })
-            .collect();
-        let inter_broker = &self.config.inter_broker_listener;
-        let endpoint = endpoints
-            .iter()
-            .find(|(name, _, _, _)| name == inter_broker)
-            .or(endpoints.first());
-        let (host, port) = match endpoint {
-            Some((_, host, port, _)) => (host.clone(), *port),
-            None => (
-                broker.registration.host.clone().unwrap_or_default(),
-                broker.registration.port,
-            ),
-        };
-        let live = LiveBroker {
-            id,
-            host,
-            port,
-            rack: broker.registration.rack.clone(),
-            epoch: broker.epoch,
-            endpoints,
-        };
-        self.channels.add_broker(&live);
-        self.ctx.known_brokers.insert(id);
-        self.ctx.live_brokers.insert(id, live);
+        let live = live_broker(id, broker, &self.config.inter_broker_listener);
+        let mut ready = Ready::default();
+        self.core.add_live_broker(live, &mut ready);
+        self.apply_channels(ready.channels);
     }
 
     /// Reads the assignments of `topics` into the context (concurrently), watching each.
@@ -1387,7 +1251,7 @@ impl EventLoop {
                     topic,
                     &assignment,
                     Some(versioned.zk_version),
-                    Some(self.ctx.epoch_zk_version),
+                    Some(self.core.ctx.epoch_zk_version),
                 )
                 .await;
             match written {
@@ -1400,9 +1264,10 @@ impl EventLoop {
             }
         }
         if let Some(id) = assignment.topic_id {
-            self.ctx.topic_ids.insert(topic.clone(), id);
+            self.core.ctx.topic_ids.insert(topic.clone(), id);
         }
-        self.ctx
+        self.core
+            .ctx
             .set_topic_assignment(topic.clone(), assignment.partitions.clone());
         for &p in assignment.partitions.keys() {
             let reassigning = crate::context::Reassigning {
@@ -1422,265 +1287,200 @@ impl EventLoop {
                     .cloned()
                     .unwrap_or_default(),
             };
-            self.ctx
+            self.core
+                .ctx
                 .set_reassigning(&TopicPartition::new(topic.clone(), p), Some(reassigning));
         }
         Ok(())
     }
 
-    // ---- Effects ----
+    // ---- Carrying out the core's Ready ----
 
-    /// Carries out the effects of one event. Partition-state writes first, batched: all
-    /// creates and updates go to the store in a few chunked, epoch-fenced multis issued
-    /// together (a partition written twice in one event gets its writes in order, one round
-    /// each). Then the other effects in order (topic znode deletions, the deletion hook), and
-    /// last the control requests, built from the context after the writes and left out for
-    /// partitions whose write failed: one LeaderAndIsr, UpdateMetadata and StopReplica per
-    /// broker. Returns what happened to each written partition.
+    /// Carries out the effects of one event (see [`Core`]): fenced partition-state writes in
+    /// rounds, the other store writes, then the control requests, built from the context
+    /// after the writes and left out for partitions whose write failed. Returns what happened
+    /// to each written partition.
     pub(crate) async fn execute(
         &mut self,
         effects: Vec<Effect>,
     ) -> Result<Executed, ZkClientError> {
-        let mut rounds: Vec<Round> = Vec::new();
-        let mut writes_per_partition: BTreeMap<TopicPartition, usize> = BTreeMap::new();
-        let mut others = Vec::new();
-        for effect in effects {
-            match effect {
-                Effect::CreatePartitionState { tp, state } => {
-                    let round = next_round(&mut writes_per_partition, &mut rounds, &tp);
-                    round.creates.push((tp, state));
-                }
-                Effect::UpdatePartitionState {
-                    tp,
-                    state,
-                    expected_zk_version,
-                } => {
-                    let round = next_round(&mut writes_per_partition, &mut rounds, &tp);
-                    round.updates.push((tp, state, expected_zk_version));
-                }
-                other => others.push(other),
+        self.drive(Input::Execute {
+            effects,
+            elect_again: false,
+        })
+        .await
+        .map(|f| f.executed)
+    }
+
+    /// [`EventLoop::execute`], electing again the partitions whose state write lost a race
+    /// (at most [`core::ELECTION_RETRIES`] times).
+    async fn execute_electing(&mut self, effects: Vec<Effect>) -> Result<Executed, ZkClientError> {
+        self.drive(Input::Execute {
+            effects,
+            elect_again: true,
+        })
+        .await
+        .map(|f| f.executed)
+    }
+
+    /// Steps the core with `input` and carries out each [`Ready`] until the work is over:
+    /// channel changes, topic-deleted hooks, control requests, then the store operation,
+    /// whose outcome goes back to the core. A store error ends the work.
+    async fn drive(&mut self, input: Input) -> Result<Finished, ZkClientError> {
+        self.drive_timed(input).await.map(|(finished, _)| finished)
+    }
+
+    /// [`EventLoop::drive`], also returning when the core had decided: the first step that
+    /// asked for more than reads (the benchmark's `decided_ms`).
+    async fn drive_timed(
+        &mut self,
+        input: Input,
+    ) -> Result<(Finished, std::time::Instant), ZkClientError> {
+        let mut ready = self.core.step(input)?;
+        let mut decided = None;
+        loop {
+            if !matches!(ready.op, Some(StoreOp::ReadTopicConfigs(_))) {
+                decided.get_or_insert_with(std::time::Instant::now);
             }
-        }
-        let mut executed = Executed::default();
-        for round in rounds {
-            self.write_round(round, &mut executed).await?;
-        }
-        let failed = executed.failed();
-        // Reassignment: each topic's assignment once, from the context, after the states;
-        // then /admin/reassign_partitions.
-        let mut topic_writes = BTreeSet::new();
-        let mut zk_removals = Vec::new();
-        others.retain(|effect| match effect {
-            Effect::WriteTopicAssignment(topic) => {
-                topic_writes.insert(topic.clone());
-                false
+            self.apply_channels(std::mem::take(&mut ready.channels));
+            for topic in &ready.topics_deleted {
+                self.config.on_topic_deleted.run(topic);
             }
-            Effect::RemoveFromZkReassignment { tp, replicas } => {
-                zk_removals.push((tp.clone(), replicas.clone()));
-                false
+            if let Some(batch) = ready.requests.take() {
+                self.channels
+                    .send_batch(&self.core.ctx, self.config.broker_id, batch);
             }
-            _ => true,
-        });
-        for topic in topic_writes {
-            let Some(znode) = reassignment::topic_znode(&self.ctx, &topic) else {
-                continue;
+            let Some(op) = ready.op.take() else {
+                let decided = decided.unwrap_or_else(std::time::Instant::now);
+                return Ok((ready.finished.unwrap_or_default(), decided));
             };
-            match self
-                .zk
-                .set_topic_assignment(&topic, &znode, None, Some(self.ctx.epoch_zk_version))
-                .await
-            {
-                Ok(()) => {
-                    info!(%topic, being_reassigned = znode.adding_replicas.len().max(znode.removing_replicas.len()),
-                    "topic assignment written")
-                }
-                Err(err @ ZkClientError::ControllerMoved { .. }) => return Err(err),
+            let outcome = match self.carry_out(op).await {
+                Ok(outcome) => outcome,
                 Err(err) => {
-                    error!(%topic, error = %err, "could not write the topic's assignment");
-                    executed.failed_topics.insert(topic);
+                    self.core.abort();
+                    return Err(err);
                 }
+            };
+            ready = self.core.step(Input::Outcome(outcome))?;
+        }
+    }
+
+    fn apply_channels(&mut self, changes: Vec<ChannelChange>) {
+        for change in changes {
+            match change {
+                ChannelChange::Add(live) => self.channels.add_broker(&live),
+                ChannelChange::Remove(id) => self.channels.remove_broker(id),
             }
         }
-        if !zk_removals.is_empty() {
-            self.remove_from_zk_reassignment(&zk_removals).await?;
-        }
-        let mut batch = RequestBatch::default();
-        for effect in others {
-            match effect {
-                Effect::CreatePartitionState { .. } | Effect::UpdatePartitionState { .. } => {}
-                Effect::LeaderAndIsr {
-                    brokers,
-                    tp,
-                    is_new,
-                } => {
-                    if !failed.contains(&tp) {
-                        batch.add_leader_and_isr(&brokers, &tp, is_new);
+    }
+
+    /// Carries out one store operation, fenced on the controller epoch's znode version.
+    async fn carry_out(&mut self, op: StoreOp) -> Result<Outcome, ZkClientError> {
+        let epoch_zk_version = self.core.ctx.epoch_zk_version;
+        match op {
+            StoreOp::WriteStates { creates, updates } => {
+                let (created, updated) = tokio::join!(
+                    async {
+                        if creates.is_empty() {
+                            Ok(Vec::new())
+                        } else {
+                            self.zk
+                                .create_partition_states(creates, epoch_zk_version)
+                                .await
+                        }
+                    },
+                    async {
+                        if updates.is_empty() {
+                            Ok(Vec::new())
+                        } else {
+                            self.zk
+                                .set_partition_states(updates, epoch_zk_version)
+                                .await
+                        }
+                    },
+                );
+                Ok(Outcome::StatesWritten {
+                    created: created?,
+                    updated: updated?,
+                })
+            }
+            StoreOp::ReadStates(partitions) => Ok(Outcome::StatesRead(
+                self.zk.get_partition_states(&partitions).await,
+            )),
+            StoreOp::ReadTopicConfigs(topics) => {
+                let mut reads = tokio::task::JoinSet::new();
+                for topic in topics {
+                    let zk = self.zk.clone();
+                    reads.spawn(async move {
+                        let config = zk.get_topic_config(&topic).await;
+                        (topic, config)
+                    });
+                }
+                let mut configs = Vec::new();
+                while let Some(joined) = reads.join_next().await {
+                    if let Ok(read) = joined {
+                        configs.push(read);
                     }
                 }
-                Effect::UpdateMetadata {
-                    brokers,
-                    partitions,
-                } => {
-                    let partitions: Vec<_> = partitions
-                        .into_iter()
-                        .filter(|tp| !failed.contains(tp))
-                        .collect();
-                    batch.add_update_metadata(&brokers, &partitions);
-                }
-                Effect::StopReplica { broker, tp, delete } => {
-                    batch.add_stop_replica(broker, &tp, delete)
-                }
-                Effect::DeleteTopicZnodes(topic) => {
+                Ok(Outcome::TopicConfigs(configs))
+            }
+            StoreOp::WriteTopicAssignments(writes) => {
+                let mut results = Vec::with_capacity(writes.len());
+                for (topic, znode) in writes {
                     match self
                         .zk
-                        .delete_topic_znodes(&topic, self.ctx.epoch_zk_version)
+                        .set_topic_assignment(&topic, &znode, None, Some(epoch_zk_version))
                         .await
                     {
-                        Ok(()) => info!(%topic, "topic deleted from the store"),
                         Err(err @ ZkClientError::ControllerMoved { .. }) => return Err(err),
-                        // The mark stays, so the next controller resumes this deletion.
-                        Err(err) => {
-                            error!(%topic, error = %err, "could not delete the topic's znodes")
-                        }
+                        result => results.push((topic, result)),
                     }
                 }
-                Effect::TopicDeleted(topic) => self.config.on_topic_deleted.run(&topic),
-                Effect::WriteTopicAssignment(_) | Effect::RemoveFromZkReassignment { .. } => {}
+                Ok(Outcome::TopicsWritten(results))
+            }
+            StoreOp::RemoveFromZkReassignment(removals) => {
+                self.remove_from_zk_reassignment(&removals).await?;
+                Ok(Outcome::Done)
+            }
+            StoreOp::DeleteTopicZnodes(topic) => {
+                match self.zk.delete_topic_znodes(&topic, epoch_zk_version).await {
+                    Ok(()) => info!(%topic, "topic deleted from the store"),
+                    Err(err @ ZkClientError::ControllerMoved { .. }) => return Err(err),
+                    // The mark stays, so the next controller resumes this deletion.
+                    Err(err) => {
+                        error!(%topic, error = %err, "could not delete the topic's znodes")
+                    }
+                }
+                Ok(Outcome::Done)
             }
         }
-        self.channels
-            .send_batch(&self.ctx, self.config.broker_id, batch);
-        Ok(executed)
     }
 
-    /// One round of partition-state writes: the creates and the updates go to the store
-    /// together; the context follows what the store did.
-    async fn write_round(
+    /// The one path of CreateTopics, CreatePartitions and DeleteTopics: NOT_CONTROLLER
+    /// (`refused`) when this broker is not the controller, REQUEST_TIMED_OUT unrun when the
+    /// request waited in the queue past its timeout, else `run` (validate, place, write the
+    /// store fenced on the epoch) and the answer now or once its results hold.
+    async fn admin_request(
         &mut self,
-        round: Round,
-        executed: &mut Executed,
-    ) -> Result<(), ZkClientError> {
-        // A partition whose earlier write failed in this event is not written again: its
-        // later write was computed from a state the store does not have.
-        let skipped = executed.failed();
-        let to_znode = |state: &LeaderIsrAndControllerEpoch| {
-            PartitionStateZNode::new(
-                state.controller_epoch,
-                state.leader,
-                state.leader_epoch,
-                state.isr.clone(),
-            )
-            .with_leader_recovery_state(state.leader_recovery_state)
-        };
-        let creates: Vec<_> = round
-            .creates
-            .iter()
-            .filter(|(tp, _)| !skipped.contains(tp))
-            .map(|(tp, state)| (tp.clone(), to_znode(state)))
-            .collect();
-        let updates: Vec<_> = round
-            .updates
-            .iter()
-            .filter(|(tp, _, _)| !skipped.contains(tp))
-            .map(|(tp, state, expected)| (tp.clone(), to_znode(state), *expected))
-            .collect();
-        let epoch_zk_version = self.ctx.epoch_zk_version;
-        let (created, updated) = tokio::join!(
-            async {
-                if creates.is_empty() {
-                    Ok(Vec::new())
-                } else {
-                    self.zk
-                        .create_partition_states(creates, epoch_zk_version)
-                        .await
-                }
-            },
-            async {
-                if updates.is_empty() {
-                    Ok(Vec::new())
-                } else {
-                    self.zk
-                        .set_partition_states(updates, epoch_zk_version)
-                        .await
-                }
-            },
-        );
-        let (created, updated) = (created?, updated?);
-        let mut reread = Vec::new();
-        let mut adopt = Vec::new();
-        for (tp, result) in created {
-            match result {
-                Ok(()) => {
-                    executed
-                        .partitions
-                        .insert(tp, PartitionWrite::Written { zk_version: 0 });
-                }
-                // Written by hand or by an earlier controller: adopt it instead of failing.
-                Err(ZkClientError::NodeExists(_)) => adopt.push(tp),
-                Err(err) => {
-                    error!(%tp, error = %err, "could not write the partition state; the partition stays New");
-                    self.revert_to_new(&tp);
-                    executed.partitions.insert(tp, PartitionWrite::Failed);
-                }
-            }
+        received: Instant,
+        timeout_ms: i32,
+        refused: Responder,
+        run: impl AsyncFnOnce(
+            &ControllerContext,
+            &KafkaZkClient,
+            &ControllerConfig,
+        ) -> (AdminResponse, Vec<Await>),
+    ) {
+        if !self.active {
+            refused.send();
+            return;
         }
-        for (tp, result) in updated {
-            match result {
-                Ok(zk_version) => {
-                    if let Some(l) = self.ctx.leadership.get_mut(&tp) {
-                        l.zk_version = zk_version;
-                    }
-                    executed
-                        .partitions
-                        .insert(tp, PartitionWrite::Written { zk_version });
-                }
-                Err(err) => {
-                    error!(%tp, error = %err, "could not update the partition state; reloading it");
-                    executed
-                        .partitions
-                        .insert(tp.clone(), PartitionWrite::Failed);
-                    reread.push(tp);
-                }
-            }
+        if expired_in_queue(received, timeout_ms) {
+            refused.time_out_in_queue();
+            return;
         }
-        if !adopt.is_empty() {
-            for (tp, result) in self.zk.get_partition_states(&adopt).await {
-                match result {
-                    Ok(Some(existing)) => {
-                        info!(%tp, "partition state znode exists already; adopting it");
-                        let zk_version = existing.zk_version;
-                        self.ctx
-                            .leadership
-                            .insert(tp.clone(), leadership_from(existing.state, zk_version));
-                        executed
-                            .partitions
-                            .insert(tp, PartitionWrite::Written { zk_version });
-                    }
-                    Ok(None) | Err(ZkClientError::Decode { .. }) => {
-                        self.revert_to_new(&tp);
-                        executed.partitions.insert(tp, PartitionWrite::Failed);
-                    }
-                    Err(err) => return Err(err),
-                }
-            }
-        }
-        if !reread.is_empty() {
-            for (tp, result) in self.zk.get_partition_states(&reread).await {
-                if let Some(current) = result? {
-                    self.ctx
-                        .leadership
-                        .insert(tp, leadership_from(current.state, current.zk_version));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn revert_to_new(&mut self, tp: &TopicPartition) {
-        self.ctx.leadership.remove(tp);
-        self.ctx
-            .partition_states
-            .insert(tp.clone(), PartitionState::New);
+        let (response, awaits) = run(&self.core.ctx, &self.zk, &self.config).await;
+        self.reply_or_wait(received, timeout_ms, awaits, refused.with(response));
     }
 
     // ---- Waiting requests ----
@@ -1714,7 +1514,7 @@ impl EventLoop {
         if self.pending.is_empty() {
             return;
         }
-        let ctx = &self.ctx;
+        let ctx = &self.core.ctx;
         let channels = &self.channels;
         for pending in &mut self.pending {
             for (a, barrier) in &mut pending.awaits {
@@ -1749,70 +1549,42 @@ impl EventLoop {
     }
 }
 
-/// What [`EventLoop::execute`] did to the partitions whose state znode the event wrote.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct Executed {
-    /// Per partition: its last write of the event.
-    pub partitions: BTreeMap<TopicPartition, PartitionWrite>,
-    /// Topics whose assignment znode could not be written.
-    pub failed_topics: BTreeSet<TopicName>,
-}
-
-impl Executed {
-    /// The partitions whose write failed (left out of the control requests).
-    pub fn failed(&self) -> BTreeSet<TopicPartition> {
-        self.partitions
-            .iter()
-            .filter(|(_, w)| **w == PartitionWrite::Failed)
-            .map(|(tp, _)| tp.clone())
-            .collect()
-    }
-}
-
-/// The outcome of one partition's state write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PartitionWrite {
-    /// The state znode has this version now (created, adopted or updated).
-    Written {
-        /// The znode version (Kafka's partition epoch).
-        zk_version: i32,
-    },
-    /// The write failed; the context holds what the store has (re-read), or the partition
-    /// went back to New.
-    Failed,
-}
-
-/// The partition-state writes of one event that go to the store together.
-#[derive(Debug, Default)]
-struct Round {
-    creates: Vec<(TopicPartition, LeaderIsrAndControllerEpoch)>,
-    updates: Vec<(TopicPartition, LeaderIsrAndControllerEpoch, i32)>,
-}
-
-/// The round of `tp`'s next write: the partition's n-th write of an event goes to round n,
-/// so writes to one partition keep their order.
-fn next_round<'a>(
-    writes: &mut BTreeMap<TopicPartition, usize>,
-    rounds: &'a mut Vec<Round>,
-    tp: &TopicPartition,
-) -> &'a mut Round {
-    let count = writes.entry(tp.clone()).or_default();
-    let index = *count;
-    *count += 1;
-    if rounds.len() <= index {
-        rounds.resize_with(index + 1, Round::default);
-    }
-    &mut rounds[index]
-}
-
-fn leadership_from(state: PartitionStateZNode, zk_version: i32) -> LeaderIsrAndControllerEpoch {
-    LeaderIsrAndControllerEpoch {
-        leader: state.leader,
-        leader_epoch: state.leader_epoch,
-        isr: state.isr,
-        controller_epoch: state.controller_epoch,
-        zk_version,
-        leader_recovery_state: state.leader_recovery_state,
+/// A registration as the controller keeps it: its inter-broker endpoint (else its first, else
+/// the legacy host and port) and every listener.
+fn live_broker(id: BrokerId, broker: &RegisteredBroker, inter_broker: &str) -> LiveBroker {
+    let registration = &broker.registration;
+    let endpoints: Vec<(String, String, i32, i16)> = registration
+        .parsed_endpoints()
+        .into_iter()
+        .map(|(name, host, port)| {
+            // A listener missing from the map is named after its protocol (Kafka 1.x).
+            let protocol = registration
+                .listener_security_protocol_map
+                .get(&name)
+                .unwrap_or(&name)
+                .parse::<security::SecurityProtocol>()
+                .map_or(0, |p| p.id());
+            (name, host, i32::from(port), protocol)
+        })
+        .collect();
+    let endpoint = endpoints
+        .iter()
+        .find(|(name, _, _, _)| name == inter_broker)
+        .or(endpoints.first());
+    let (host, port) = match endpoint {
+        Some((_, host, port, _)) => (host.clone(), *port),
+        None => (
+            registration.host.clone().unwrap_or_default(),
+            registration.port,
+        ),
+    };
+    LiveBroker {
+        id,
+        host,
+        port,
+        rack: registration.rack.clone(),
+        epoch: broker.epoch,
+        endpoints,
     }
 }
 
@@ -1871,7 +1643,33 @@ enum Responder {
     ),
 }
 
+/// The response of an admin request that ran (its [`Responder`] held the refusal).
+#[derive(Debug)]
+enum AdminResponse {
+    CreateTopics(CreateTopicsResponse),
+    CreatePartitions(CreatePartitionsResponse),
+    DeleteTopics(DeleteTopicsResponse),
+}
+
 impl Responder {
+    /// The same reply channel with the response of the request that ran.
+    fn with(self, response: AdminResponse) -> Responder {
+        match (self, response) {
+            (Responder::CreateTopics(tx, _), AdminResponse::CreateTopics(r)) => {
+                Responder::CreateTopics(tx, r)
+            }
+            (Responder::CreatePartitions(tx, _), AdminResponse::CreatePartitions(r)) => {
+                Responder::CreatePartitions(tx, r)
+            }
+            (Responder::DeleteTopics(tx, _), AdminResponse::DeleteTopics(r)) => {
+                Responder::DeleteTopics(tx, r)
+            }
+            (responder, response) => {
+                unreachable!("{responder:?} answered with {response:?}")
+            }
+        }
+    }
+
     fn set_error(&mut self, index: usize, code: i16, message: &str) {
         let message = Some(StrBytes::from_string(message.to_owned()));
         match self {

@@ -9,13 +9,16 @@
 //! broker does with a control request (`broker`).
 //!
 //! The state machines and the deletion manager are pure (`ControllerContext` in,
-//! [`effect::Effect`]s out); only `event_loop` writes to the store or sends requests, and
-//! every controller write is conditional on the controller epoch's znode version.
+//! [`effect::Effect`]s out); [`core::Core`] decides how they are carried out (a step function
+//! in raft-rs's `RawNode` shape, no I/O); only the event loop's task writes to the store or
+//! sends requests, and every controller write is conditional on the controller epoch's znode
+//! version (the election itself aside).
 
 pub mod admin;
 pub mod alter_partition;
 pub mod channel_manager;
 pub mod context;
+pub mod core;
 pub mod effect;
 pub mod election;
 pub mod event;

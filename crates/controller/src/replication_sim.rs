@@ -1,7 +1,13 @@
-//! A seeded, deterministic simulation of replication (issue 9): the real controller (its
-//! context, lifecycle reactions, state machines and the LeaderAndIsr requests its channel
-//! manager builds) over a simulated store, 3-5 simulated brokers and a producer, with random
-//! crashes, pauses, controlled shutdowns, controller failovers and lost messages.
+//! A seeded, deterministic simulation of replication (issue 9): the real controller over a
+//! simulated store, 3-5 simulated brokers and a producer, with random crashes, pauses,
+//! controlled shutdowns, controller failovers and lost messages. The controller is the
+//! event loop's own [`Core`] (issue 30), driven as `event_loop.rs` drives it: broker changes
+//! are `Input::Brokers`, the state machines' effects `Input::Execute`, and every
+//! `Ready::op` is carried out against the simulated store (fenced on the controller epoch,
+//! conditional on the znode version, a create refused where the znode exists) with its
+//! outcome fed back; AlterPartition is the real `alter_partition::plan` and `response`;
+//! the control requests are the channel manager's `RequestBatch::build`. The simulation has
+//! no copy of the executor.
 //!
 //! The brokers follow the protocol the real ones implement: LeaderAndIsr fenced by broker
 //! epoch, controller epoch and leader epoch; a leader appends, answers acks=all once the high
@@ -30,12 +36,19 @@ use rand::{Rng, SeedableRng};
 
 use model::{BrokerId, TopicId, TopicPartition};
 
-use crate::channel_manager::{ControlRequest, RequestBatch};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_partition_request::{PartitionData, TopicData};
+use kafka_protocol::messages::{
+    AlterPartitionRequest, BrokerId as WireBrokerId, TopicName as WireTopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use znodes::zk_client::{VersionedPartitionState, ZkClientError};
+
+use crate::channel_manager::ControlRequest;
 use crate::context::{ControllerContext, LeaderIsrAndControllerEpoch, LiveBroker, NO_LEADER};
-use crate::effect::Effect;
-use crate::lifecycle;
-use crate::partition_state_machine::{self as psm, PartitionState};
+use crate::core::{self, Core, Finished, Input, Outcome, StoreOp};
 use crate::test_support::name;
+use crate::{alter_partition, lifecycle};
 
 const MIN_INSYNC: usize = 2;
 /// Ticks a follower may go without catching up before the leader drops it.
@@ -71,7 +84,7 @@ enum Msg {
         tp: TopicPartition,
         /// The ISR the request proposed (the answer belongs to that proposal only).
         proposed: Vec<BrokerId>,
-        result: Result<LeaderIsrAndControllerEpoch, &'static str>,
+        result: Result<LeaderIsrAndControllerEpoch, ResponseError>,
     },
     EpochQuery {
         tp: TopicPartition,
@@ -209,8 +222,9 @@ struct Sim {
     now: u64,
     brokers: BTreeMap<BrokerId, Broker>,
     store: Store,
-    /// The active controller's context, if one is elected.
-    controller: Option<ControllerContext>,
+    /// The active controller's core (the real one, as the event loop drives it), if one is
+    /// elected.
+    controller: Option<Core>,
     assignment: BTreeMap<i32, Vec<BrokerId>>,
     topic_id: TopicId,
     channels: BTreeMap<(Node, Node), VecDeque<Msg>>,
@@ -320,13 +334,16 @@ impl Sim {
         }
         sim.elect_controller();
         // The topic is created: the controller learns it and brings it online.
-        let ctx = sim.controller.as_mut().expect("just elected");
+        let ctx = &mut sim.controller.as_mut().expect("just elected").ctx;
         ctx.set_topic_assignment(name("t"), sim.assignment.clone());
         ctx.topic_ids.insert(name("t"), sim.topic_id);
         let partitions = ctx.partitions_for_topic(&name("t"));
         let effects = lifecycle::on_new_partition_creation(ctx, &partitions);
         sim.topic_created = true;
-        sim.execute(effects);
+        sim.drive(Input::Execute {
+            effects,
+            elect_again: false,
+        });
         sim
     }
 
@@ -512,12 +529,15 @@ impl Sim {
         if self.brokers[&b].process != Process::Running {
             return;
         }
-        if let Some(ctx) = self.controller.as_mut() {
-            if ctx.live_brokers.get(&b).map(|l| l.epoch) == Some(epoch) {
-                let effects = lifecycle::on_controlled_shutdown(ctx, b);
+        if let Some(core) = self.controller.as_mut() {
+            if core.ctx.live_brokers.get(&b).map(|l| l.epoch) == Some(epoch) {
+                let effects = lifecycle::on_controlled_shutdown(&mut core.ctx, b);
                 self.log(format!("controlled shutdown of broker {b}"));
                 self.stats.controlled_shutdowns += 1;
-                self.execute(effects);
+                self.drive(Input::Execute {
+                    effects,
+                    elect_again: true,
+                });
             }
         }
         // It stops cleanly: high watermarks checkpointed, session closed at once.
@@ -633,156 +653,78 @@ impl Sim {
         self.log(format!("controller elected at epoch {}", ctx.epoch));
         self.stats.controller_elections += 1;
         let effects = lifecycle::on_controller_failover(&mut ctx);
-        self.controller = Some(ctx);
-        self.execute(effects);
+        self.controller = Some(Core::new(ctx, false));
+        self.drive(Input::Execute {
+            effects,
+            elect_again: true,
+        });
     }
 
-    /// The event loop's reaction to a change of `/brokers/ids`.
+    /// A change of `/brokers/ids`: the event loop's reaction, by the real core.
     fn broker_change(&mut self) {
-        let Some(ctx) = self.controller.as_mut() else {
+        if self.controller.is_none() {
+            return;
+        }
+        let registered = self
+            .store
+            .registrations
+            .iter()
+            .map(|(&b, &epoch)| (b, live(b, epoch)))
+            .collect();
+        let Some(finished) = self.drive(Input::Brokers(registered)) else {
             return;
         };
-        let registered = self.store.registrations.clone();
-        let new: BTreeSet<_> = registered
-            .keys()
-            .copied()
-            .filter(|b| !ctx.is_live(*b))
-            .collect();
-        let dead: BTreeSet<_> = ctx
-            .live_brokers
-            .keys()
-            .copied()
-            .filter(|b| !registered.contains_key(b))
-            .collect();
-        let bounced: BTreeSet<_> = registered
-            .iter()
-            .filter(|(b, &e)| ctx.live_brokers.get(b).is_some_and(|l| l.epoch != e))
-            .map(|(&b, _)| b)
-            .collect();
-        for &b in &new {
-            ctx.live_brokers.insert(b, live(b, registered[&b]));
-        }
-        for b in dead.iter().chain(&bounced) {
-            ctx.live_brokers.remove(b);
-        }
-        let mut effects = Vec::new();
-        if !new.is_empty() {
-            effects.extend(lifecycle::on_broker_startup(ctx, &new));
-        }
-        if !bounced.is_empty() {
-            effects.extend(lifecycle::on_broker_failure(ctx, &bounced));
-            for &b in &bounced {
-                ctx.live_brokers.insert(b, live(b, registered[&b]));
-            }
-            effects.extend(lifecycle::on_broker_startup(ctx, &bounced));
-        }
-        if !dead.is_empty() {
-            effects.extend(lifecycle::on_broker_failure(ctx, &dead));
-        }
-        if !(new.is_empty() && dead.is_empty() && bounced.is_empty()) {
+        let diff = finished.broker_change.unwrap_or_default();
+        if !diff.is_empty() {
             self.trace.push(format!(
-                "t={} broker change new={new:?} dead={dead:?} bounced={bounced:?}",
-                self.now
+                "t={} broker change new={:?} dead={:?} bounced={:?}",
+                self.now, diff.new, diff.dead, diff.bounced
             ));
         }
-        self.execute(effects);
     }
 
-    /// Carries out `effects` like the event loop: state writes fenced on the controller
-    /// epoch and conditional on the znode version (a failed one re-reads the store, and an
-    /// election that lost is run again), then one request per broker and kind.
-    fn execute(&mut self, effects: Vec<Effect>) {
-        let mut effects = effects;
-        for _ in 0..3 {
-            let failed = self.execute_once(effects);
-            let Some(ctx) = self.controller.as_mut() else {
-                return;
+    /// Steps the controller's core with `input` and carries out each `Ready` as the event
+    /// loop does, against the simulated store: state writes fenced on the controller epoch
+    /// and conditional on the znode version, reads, then one request per broker and kind.
+    /// `None` when the store fenced the controller (the work is dropped, as the loop drops
+    /// an event that fails).
+    fn drive(&mut self, input: Input) -> Option<Finished> {
+        let core = self.controller.as_mut()?;
+        let mut ready = core
+            .step(input)
+            .expect("the simulated store fails no event");
+        loop {
+            let core = self.controller.as_mut().expect("the controller runs");
+            if let Some(batch) = ready.requests.take() {
+                let from = Node::Controller(core.ctx.epoch);
+                for (b, request) in batch.build(&core.ctx, CONTROLLER_ID) {
+                    self.send(from, Node::Broker(b), Msg::Control(request));
+                }
+            }
+            let core = self.controller.as_mut().expect("the controller runs");
+            let Some(op) = ready.op.take() else {
+                return ready.finished;
             };
-            let retry: Vec<_> = failed
-                .into_iter()
-                .filter(|tp| {
-                    ctx.leadership
-                        .get(tp)
-                        .is_some_and(|l| !ctx.is_replica_online(l.leader))
-                })
-                .collect();
-            if retry.is_empty() {
-                return;
-            }
-            for tp in &retry {
-                ctx.partition_states
-                    .insert(tp.clone(), PartitionState::Offline);
-            }
-            effects = psm::handle_state_changes(ctx, &retry, PartitionState::Online);
+            let outcome = match self.store.carry_out(core.ctx.epoch, op) {
+                Ok(outcome) => outcome,
+                Err(err) => {
+                    self.trace
+                        .push(format!("t={} controller fenced: {err}", self.now));
+                    core.abort();
+                    return None;
+                }
+            };
+            ready = core
+                .step(Input::Outcome(outcome))
+                .expect("the simulated store fails no event");
         }
     }
 
-    fn execute_once(&mut self, effects: Vec<Effect>) -> BTreeSet<TopicPartition> {
-        let Some(ctx) = self.controller.as_mut() else {
-            return BTreeSet::new();
-        };
-        let fenced = ctx.epoch != self.store.controller_epoch;
-        let mut failed = BTreeSet::new();
-        let mut batch = RequestBatch::default();
-        for effect in effects {
-            match effect {
-                Effect::CreatePartitionState { tp, state } => {
-                    if fenced || self.store.states.contains_key(&tp) {
-                        failed.insert(tp);
-                    } else {
-                        self.store.states.insert(tp, state);
-                    }
-                }
-                Effect::UpdatePartitionState {
-                    tp,
-                    state,
-                    expected_zk_version,
-                } => {
-                    let current = self.store.states.get(&tp).cloned();
-                    match current {
-                        Some(c) if !fenced && c.zk_version == expected_zk_version => {
-                            self.store.states.insert(tp, state);
-                        }
-                        Some(c) => {
-                            ctx.leadership.insert(tp.clone(), c);
-                            failed.insert(tp);
-                        }
-                        None => {
-                            failed.insert(tp);
-                        }
-                    }
-                }
-                Effect::LeaderAndIsr {
-                    brokers,
-                    tp,
-                    is_new,
-                } => {
-                    if !failed.contains(&tp) {
-                        batch.add_leader_and_isr(&brokers, &tp, is_new);
-                    }
-                }
-                Effect::UpdateMetadata { .. } => {}
-                Effect::StopReplica { broker, tp, delete } => {
-                    batch.add_stop_replica(broker, &tp, delete)
-                }
-                // The simulation runs no reassignment: its store has no assignment znodes.
-                Effect::DeleteTopicZnodes(_)
-                | Effect::TopicDeleted(_)
-                | Effect::WriteTopicAssignment(_)
-                | Effect::RemoveFromZkReassignment { .. } => {}
-            }
-        }
-        let from = Node::Controller(ctx.epoch);
-        let requests = batch.build(ctx, CONTROLLER_ID);
-        for (b, request) in requests {
-            self.send(from, Node::Broker(b), Msg::Control(request));
-        }
-        failed
-    }
-
-    /// The controller's AlterPartition: the leader's broker epoch and leader epoch must be
-    /// current, the partition epoch must be the znode's (a retry naming the current state is
-    /// answered with it), and every ISR member must be an online replica.
+    /// The controller's AlterPartition, as the event loop runs it: the real
+    /// `alter_partition::plan` on the core's context, its writes carried out by the core,
+    /// the answer from `alter_partition::response` (version 1: topics by name, with the
+    /// leader recovery state; the simulated leaders are Kafka 3.9's, RECOVERED in every
+    /// request).
     fn alter_partition(
         &mut self,
         from: BrokerId,
@@ -792,71 +734,59 @@ impl Sim {
         partition_epoch: i32,
         isr: Vec<BrokerId>,
     ) {
-        let Some(ctx) = self.controller.as_mut() else {
+        const API_VERSION: i16 = 1;
+        let Some(core) = self.controller.as_mut() else {
             return;
         };
-        let epoch = ctx.epoch;
-        let result = (|| {
-            if ctx.live_brokers.get(&from).map(|l| l.epoch) != Some(broker_epoch) {
-                return Err("STALE_BROKER_EPOCH");
+        let epoch = core.ctx.epoch;
+        let request = AlterPartitionRequest::default()
+            .with_broker_id(WireBrokerId(from))
+            .with_broker_epoch(broker_epoch)
+            .with_topics(vec![TopicData::default()
+                .with_topic_name(WireTopicName(StrBytes::from_string(
+                    tp.topic.as_str().to_owned(),
+                )))
+                .with_partitions(vec![PartitionData::default()
+                    .with_partition_index(tp.partition)
+                    .with_leader_epoch(leader_epoch)
+                    .with_new_isr(isr.iter().map(|&b| WireBrokerId(b)).collect())
+                    .with_leader_recovery_state(0)
+                    .with_partition_epoch(partition_epoch)])]);
+        let answer = match alter_partition::plan(&mut core.ctx, &request, API_VERSION) {
+            Err(error) => Err(error),
+            Ok(plan) => {
+                let effects = plan.effects.clone();
+                let failed = self
+                    .drive(Input::Execute {
+                        effects,
+                        elect_again: false,
+                    })
+                    .map_or_else(|| BTreeSet::from([tp.clone()]), |f| f.executed.failed());
+                let core = self.controller.as_mut().expect("the controller runs");
+                let response = alter_partition::response(plan, &mut core.ctx, &failed);
+                let part = response
+                    .topics
+                    .first()
+                    .and_then(|t| t.partitions.first())
+                    .expect("one partition asked, one answered");
+                match ResponseError::try_from_code(part.error_code) {
+                    Some(error) => Err(error),
+                    None => Ok(LeaderIsrAndControllerEpoch {
+                        leader: part.leader_id.0,
+                        leader_epoch: part.leader_epoch,
+                        isr: part.isr.iter().map(|b| b.0).collect(),
+                        controller_epoch: epoch,
+                        zk_version: part.partition_epoch,
+                        leader_recovery_state: model::LeaderRecoveryState::Recovered,
+                    }),
+                }
             }
-            let current = ctx
-                .leadership
-                .get(&tp)
-                .cloned()
-                .ok_or("UNKNOWN_TOPIC_OR_PARTITION")?;
-            if current.leader != from || current.leader_epoch != leader_epoch {
-                return Err("FENCED_LEADER_EPOCH");
-            }
-            if current.isr == isr && current.zk_version >= partition_epoch {
-                return Ok((current, false));
-            }
-            if current.zk_version != partition_epoch {
-                return Err("INVALID_UPDATE_VERSION");
-            }
-            let replicas = ctx.replicas(&tp);
-            if !isr.contains(&from)
-                || isr
-                    .iter()
-                    .any(|b| !replicas.contains(b) || !ctx.is_replica_online(*b))
-            {
-                return Err("INVALID_REQUEST");
-            }
-            // The simulated leaders are Kafka 3.9's: RECOVERED in every AlterPartition.
-            let state = LeaderIsrAndControllerEpoch {
-                isr: isr.clone(),
-                controller_epoch: ctx.epoch,
-                zk_version: current.zk_version + 1,
-                leader_recovery_state: model::LeaderRecoveryState::Recovered,
-                ..current
-            };
-            ctx.leadership.insert(tp.clone(), state.clone());
-            Ok((state, true))
-        })();
+        };
         self.trace.push(format!(
             "t={} controller {epoch} AlterPartition {tp} {isr:?} from {from}: {:?}",
             self.now,
-            result
-                .as_ref()
-                .map(|(s, w)| (s.isr.clone(), s.zk_version, *w))
+            answer.as_ref().map(|s| (s.isr.clone(), s.zk_version))
         ));
-        let answer = match result {
-            Ok((state, true)) => {
-                let expected = state.zk_version - 1;
-                let failed = self.execute_once(vec![Effect::UpdatePartitionState {
-                    tp: tp.clone(),
-                    state: state.clone(),
-                    expected_zk_version: expected,
-                }]);
-                if failed.contains(&tp) {
-                    Err("INVALID_UPDATE_VERSION")
-                } else {
-                    Ok(state)
-                }
-            }
-            Ok((state, false)) => Ok(state),
-            Err(e) => Err(e),
-        };
         self.send(
             Node::Controller(epoch),
             Node::Broker(from),
@@ -890,7 +820,7 @@ impl Sim {
             .filter(|(_, q)| !q.is_empty())
             .filter(|((_, to), _)| match to {
                 Node::Broker(b) => self.brokers[b].process == Process::Running,
-                Node::Controller(e) => self.controller.as_ref().is_some_and(|c| c.epoch == *e),
+                Node::Controller(e) => self.controller.as_ref().is_some_and(|c| c.ctx.epoch == *e),
                 Node::Client => true,
             })
             .map(|(k, _)| *k)
@@ -1424,7 +1354,7 @@ impl Sim {
         // To the controller of the highest epoch this broker has heard of (a new one is
         // found through the store in reality; here: the current one if any).
         let (to, epoch) = match &self.controller {
-            Some(ctx) => (Node::Controller(ctx.epoch), ctx.epoch),
+            Some(core) => (Node::Controller(core.ctx.epoch), core.ctx.epoch),
             None => return,
         };
         if let Some(Replica {
@@ -1465,7 +1395,7 @@ impl Sim {
         b: BrokerId,
         tp: TopicPartition,
         proposed: Vec<BrokerId>,
-        result: Result<LeaderIsrAndControllerEpoch, &'static str>,
+        result: Result<LeaderIsrAndControllerEpoch, ResponseError>,
     ) {
         let broker = self.brokers.get_mut(&b).expect("exists");
         let Some(replica) = broker.replicas.get_mut(&tp) else {
@@ -1614,7 +1544,7 @@ impl Sim {
 
     fn broker_tick(&mut self, b: BrokerId) {
         let now = self.now;
-        let active = self.controller.as_ref().map(|c| c.epoch);
+        let active = self.controller.as_ref().map(|c| c.ctx.epoch);
         let Some(broker_epoch) = self.brokers[&b].epoch else {
             return;
         };
@@ -1811,7 +1741,7 @@ impl Sim {
         let mut out = format!(
             "controller epoch {} (active: {:?}); registrations {:?}\n",
             self.store.controller_epoch,
-            self.controller.as_ref().map(|c| c.epoch),
+            self.controller.as_ref().map(|c| c.ctx.epoch),
             self.store.registrations
         );
         for (tp, s) in &self.store.states {
@@ -1848,6 +1778,77 @@ impl Sim {
                         == self.brokers[&s.leader].disk.get(tp).map(Disk::leo)
                 })
         })
+    }
+}
+
+impl Store {
+    /// Carries out one of the core's store operations as the metadata store would: every
+    /// write fenced on the controller epoch, state updates conditional on the znode version,
+    /// a create refused where the znode exists. The simulation has no topic configs,
+    /// assignment znodes or reassignments: those operations succeed doing nothing.
+    fn carry_out(&mut self, controller_epoch: i32, op: StoreOp) -> Result<Outcome, ZkClientError> {
+        let fenced = ZkClientError::ControllerMoved {
+            expected_epoch_zk_version: controller_epoch,
+        };
+        let path = |tp: &TopicPartition| znodes::paths::partition_state(&tp.topic, tp.partition);
+        match op {
+            StoreOp::WriteStates { creates, updates } => {
+                if controller_epoch != self.controller_epoch {
+                    return Err(fenced);
+                }
+                let mut created = Vec::new();
+                for (tp, znode) in creates {
+                    if self.states.contains_key(&tp) {
+                        created.push((tp.clone(), Err(ZkClientError::NodeExists(path(&tp)))));
+                    } else {
+                        self.states
+                            .insert(tp.clone(), core::leadership_from(znode, 0));
+                        created.push((tp, Ok(())));
+                    }
+                }
+                let mut updated = Vec::new();
+                for (tp, znode, expected) in updates {
+                    let result = match self.states.get(&tp) {
+                        Some(current) if current.zk_version == expected => {
+                            self.states
+                                .insert(tp.clone(), core::leadership_from(znode, expected + 1));
+                            Ok(expected + 1)
+                        }
+                        Some(_) => Err(ZkClientError::Store(metastore::Error::BadVersion {
+                            path: path(&tp),
+                            expected,
+                        })),
+                        None => Err(ZkClientError::Store(metastore::Error::NoNode(path(&tp)))),
+                    };
+                    updated.push((tp, result));
+                }
+                Ok(Outcome::StatesWritten { created, updated })
+            }
+            StoreOp::ReadStates(partitions) => Ok(Outcome::StatesRead(
+                partitions
+                    .into_iter()
+                    .map(|tp| {
+                        let state = self.states.get(&tp).map(|s| VersionedPartitionState {
+                            state: core::to_znode(s),
+                            zk_version: s.zk_version,
+                        });
+                        (tp, Ok(state))
+                    })
+                    .collect(),
+            )),
+            StoreOp::ReadTopicConfigs(topics) => Ok(Outcome::TopicConfigs(
+                topics
+                    .into_iter()
+                    .map(|t| (t, Ok(BTreeMap::new())))
+                    .collect(),
+            )),
+            StoreOp::WriteTopicAssignments(writes) => Ok(Outcome::TopicsWritten(
+                writes.into_iter().map(|(t, _)| (t, Ok(()))).collect(),
+            )),
+            StoreOp::RemoveFromZkReassignment(_) | StoreOp::DeleteTopicZnodes(_) => {
+                Ok(Outcome::Done)
+            }
+        }
     }
 }
 

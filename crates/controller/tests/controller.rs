@@ -684,7 +684,7 @@ async fn deletion_disabled_refuses_and_removes_marks() {
     );
     // A mark written by hand is removed and the topic stays.
     let t = name("keep");
-    n.zk.create_delete_topic_path(&t).await.unwrap();
+    n.zk.create_delete_topic_path(&t, None).await.unwrap();
     let zk = n.zk.clone();
     eventually("the mark is removed", async || {
         data(&zk, &paths::delete_topic(&name("keep")))
@@ -877,7 +877,7 @@ async fn issue_9_deletion_does_not_wait_for_an_offline_broker() {
 
     // A mark naming no topic is simply removed.
     let ghost = name("ghost");
-    n.zk.create_delete_topic_path(&ghost).await.unwrap();
+    n.zk.create_delete_topic_path(&ghost, None).await.unwrap();
     let zk = n.zk.clone();
     eventually("the ghost mark is removed", async || {
         data(&zk, &paths::delete_topic(&name("ghost")))

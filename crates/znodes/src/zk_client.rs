@@ -647,12 +647,21 @@ impl KafkaZkClient {
 
     /// Writes the deletion mark `/admin/delete_topics/<t>`. [`ZkClientError::NodeExists`]
     /// when it is already marked.
-    pub async fn create_delete_topic_path(&self, topic: &TopicName) -> Result<()> {
-        let path = paths::delete_topic(topic);
-        self.client
-            .create(&path, &[], CreateMode::Persistent)
-            .await?;
-        Ok(())
+    /// `epoch_zk_version`: the controller's write is fenced on the controller epoch
+    /// (`None`: an operator's or a test's mark, unfenced).
+    pub async fn create_delete_topic_path(
+        &self,
+        topic: &TopicName,
+        epoch_zk_version: Option<i32>,
+    ) -> Result<()> {
+        let op = Op::Create {
+            path: paths::delete_topic(topic),
+            data: Vec::new(),
+            mode: CreateMode::Persistent,
+        };
+        self.fenced_multi(epoch_zk_version, vec![op])
+            .await
+            .map(drop)
     }
 
     /// Deletes deletion marks, fenced.

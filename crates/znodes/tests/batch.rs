@@ -164,7 +164,7 @@ async fn create_update_read_delete(zk: KafkaZkClient) {
     }
 
     // The topic goes, 20,000 znodes and more: far more than one multi may carry.
-    zk.create_delete_topic_path(&topic).await.unwrap();
+    zk.create_delete_topic_path(&topic, None).await.unwrap();
     assert!(matches!(
         zk.delete_topic_znodes(&topic, epoch_zk_version + 1).await,
         Err(ZkClientError::ControllerMoved { .. })

@@ -155,8 +155,25 @@ async fn election_increments_the_epoch_and_fences_the_old_one() {
     let read = second.get_partition_state(&tp).await.unwrap().unwrap();
     assert_eq!((read.state, read.zk_version), (state, 0));
 
+    // The controller's deletion mark is fenced too (DeleteTopics writes it); a second mark
+    // finds the first.
+    let stale = second.create_delete_topic_path(&t, Some(version)).await;
+    assert!(
+        matches!(stale, Err(ZkClientError::ControllerMoved { .. })),
+        "{stale:?}"
+    );
+    assert!(!second.is_topic_marked_for_deletion(&t).await.unwrap());
+    second
+        .create_delete_topic_path(&t, Some(version2))
+        .await
+        .unwrap();
+    let again = second.create_delete_topic_path(&t, Some(version2)).await;
+    assert!(
+        matches!(again, Err(ZkClientError::NodeExists(_))),
+        "{again:?}"
+    );
+
     // The last step of a deletion removes the whole subtree, the config and the mark.
-    second.create_delete_topic_path(&t).await.unwrap();
     second.delete_topic_znodes(&t, version2).await.unwrap();
     assert!(!second.topic_exists(&t).await.unwrap());
     assert!(!second.is_topic_marked_for_deletion(&t).await.unwrap());

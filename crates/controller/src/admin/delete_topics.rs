@@ -49,7 +49,9 @@ pub async fn handle(
             ))
         } else {
             match resolve(ctx, r) {
-                Ok(name) => mark(zk, config, api_version, &name).await.map(|()| name),
+                Ok(name) => mark(ctx, zk, config, api_version, &name)
+                    .await
+                    .map(|()| name),
                 Err(err) => Err(err),
             }
         };
@@ -143,6 +145,7 @@ fn resolve(ctx: &ControllerContext, r: &Requested) -> Result<TopicName, AdminErr
 }
 
 async fn mark(
+    ctx: &ControllerContext,
     zk: &KafkaZkClient,
     config: &ControllerConfig,
     api_version: i16,
@@ -156,7 +159,10 @@ async fn mark(
             AdminError::TopicDeletionDisabled(message)
         });
     }
-    match zk.create_delete_topic_path(name).await {
+    match zk
+        .create_delete_topic_path(name, Some(ctx.epoch_zk_version))
+        .await
+    {
         // Already marked: wait for the deletion in progress, as Kafka does.
         Ok(()) | Err(ZkClientError::NodeExists(_)) => {
             info!(topic = %name, "topic marked for deletion");
