@@ -19,7 +19,7 @@ Kinds (for --faults):
 import random
 import time
 
-from cluster import (
+from gf_cluster import (
     BROKERS,
     DISK_BROKER,
     HOST_IP,
@@ -100,11 +100,9 @@ class Nemesis:
                 net.drop(ns, others, direction="in")
             elif sub == "split":
                 z = e["zk"]
-                minority = [broker_ip(b), zk_ip(z)]
                 majority = others + [zk_ip(j) for j in ZK_NODES if j != z]
                 net.drop(ns, majority)
                 net.drop(zk_ns(z), majority)
-                del minority
         elif kind == "loss":
             net.loss(broker_ns(e["broker"]), e["percent"])
         elif kind == "slow":

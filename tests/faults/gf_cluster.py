@@ -468,6 +468,18 @@ class Cluster:
                     self.log(f"broker {i} had exited by itself with {p.proc.returncode}")
                 p.start()
                 restarted.append(p.name)
+        # A broker restarted within the session timeout of its kill finds its old registration
+        # still in ZooKeeper and exits ("already registered by another live broker"), as
+        # Kafka's does; start it again once that session has expired.
+        for i, p in self.brokers.items():
+            for _ in range(3):
+                try:
+                    self.wait_broker_port(i, timeout=30)
+                    break
+                except RuntimeError:
+                    time.sleep(SESSION_TIMEOUT_MS / 1000)
+                    if not p.alive():
+                        p.start()
         return restarted
 
     def save_state(self, path):

@@ -18,6 +18,7 @@ and across consumers:
   nonmonotonic  the assign consumer's offsets in a partition going back or skipping
 """
 
+import bisect
 import threading
 import time
 from collections import defaultdict
@@ -275,20 +276,18 @@ def check(producers, consumers, final, final_complete, sample=20):
 
 
 def availability(producers, events, horizon):
-    """For each fault: the longest stretch with no acks=all acknowledgement between its start
-    and 30 s after its heal, and how long after the heal the next acknowledgement came."""
+    """For each fault: the longest stretch with no acks=all acknowledgement from its start
+    until the first acknowledgement after its heal, and how long after the heal that came."""
     times = sorted(a[2] for pr in producers if pr.pname in STRICT_PRODUCERS for a in pr.acked.values())
     out = []
-    import bisect
-
     for e in events:
         if "started" not in e:
             continue
         start, healed = e["started"], e.get("healed", horizon)
-        window = [start] + [t for t in times[bisect.bisect_left(times, start):bisect.bisect_right(times, healed + 30)]]
-        gap = max((b - a for a, b in zip(window, window[1:])), default=None)
         i = bisect.bisect_left(times, healed)
-        resumed = times[i] - healed if i < len(times) else None
+        after = times[i] if i < len(times) else None
+        window = [start] + times[bisect.bisect_left(times, start):i] + ([after] if after is not None else [])
+        gap = max((b - a for a, b in zip(window, window[1:])), default=None)
         out.append({"fault": e["name"], "max_gap_s": round(gap, 2) if gap is not None else None,
-                    "resumed_after_heal_s": round(resumed, 2) if resumed is not None else None})
+                    "resumed_after_heal_s": round(after - healed, 2) if after is not None else None})
     return out

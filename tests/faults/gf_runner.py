@@ -1,0 +1,104 @@
+"""One seeded fault run on a started cluster (run_once) and its human summary; used by
+run.py and tests/e2e/test_faults_short.py."""
+
+import json
+import threading
+import time
+
+from gf_nemesis import Nemesis, schedule
+from gf_workload import (
+    ACKS1_PRODUCERS,
+    STRICT_PRODUCERS,
+    ConsumerThread,
+    ProducerThread,
+    availability,
+    check,
+    create_topic,
+    read_all,
+)
+
+
+def run_once(cluster, seed, duration, kinds, topic, log=print, settle=3.0):
+    """One workload run under one seeded schedule on a started cluster; returns the report."""
+    events = schedule(seed, duration, kinds)
+    log(f"seed {seed}, faults {','.join(kinds)}, {duration} s; schedule:")
+    for e in events:
+        log(f"  at {e['at']:6.1f}s for {e['hold']:5.1f}s  {e['name']}")
+    create_topic(cluster.bootstrap, topic)
+    stop_work = threading.Event()
+    stop_nemesis = threading.Event()
+    producers = [ProducerThread(n, cluster.bootstrap, topic, True, stop_work) for n in STRICT_PRODUCERS]
+    producers += [ProducerThread(n, cluster.bootstrap, topic, False, stop_work) for n in ACKS1_PRODUCERS]
+    consumers = [ConsumerThread("assign", cluster.bootstrap, topic, "assign", stop_work),
+                 ConsumerThread("subscribe", cluster.bootstrap, topic, "subscribe", stop_work)]
+    nemesis = Nemesis(cluster, log=log)
+    t0 = time.time()
+    for t in producers + consumers:
+        t.start()
+    nt = threading.Thread(target=nemesis.run, args=(events, t0, stop_nemesis), daemon=True)
+    nt.start()
+    try:
+        while nt.is_alive() and time.time() < t0 + duration:
+            nt.join(0.5)
+    finally:
+        stop_nemesis.set()
+        nt.join(60)
+        restarted = nemesis.heal_all()
+        if restarted:
+            log(f"healed; restarted {', '.join(restarted)}")
+    healed_at = time.time()
+    # Keep producing a little on the healed cluster, then stop and drain.
+    time.sleep(settle)
+    stop_work.set()
+    for t in producers:
+        t.join(10)
+    hang = {}
+    for p in producers:
+        left = p.finish(90)
+        if left:
+            hang[p.pname] = left
+    for t in consumers:
+        t.join(30)
+    final, complete, highs = read_all(cluster.bootstrap, topic)
+    report = check(producers, consumers, final, complete)
+    report.update({
+        "seed": seed,
+        "faults": list(kinds),
+        "duration_s": duration,
+        "topic": topic,
+        "schedule": [{k: v for k, v in e.items() if k not in ("started", "healed")} for e in events],
+        "availability": availability(producers, events, healed_at),
+        "undelivered_after_flush": hang,
+        "high_watermarks": highs,
+        "consumer_errors": {c.cname: c.errors[:10] for c in consumers},
+    })
+    if hang:
+        report["ok"] = False
+    return report
+
+
+def summary(r):
+    s = r["acks_all_idempotent"]
+    a = r["acks_1"]
+    lines = [
+        f"seed {r['seed']}  faults {','.join(r['faults'])}  {r['duration_s']} s  topic {r['topic']}",
+        f"  {'':22} {'sent':>7} {'acked':>7} {'failed':>7} {'indet.':>7} {'lost':>6} {'dup':>6} {'reord':>6} {'moved':>6}",
+    ]
+    for name, x in (("acks=all idempotent", s), ("acks=1", a)):
+        lines.append(f"  {name:22} {x['sent']:7} {x['acked']:7} {x['failed']:7} {x['indeterminate']:7} "
+                     f"{x['lost']:6} {x['duplicated']:6} {x['reordered']:6} {x['moved']:6}")
+    lines.append(f"  unexpected {r['unexpected']}  inconsistent {r['inconsistent']}  nonmonotonic {r['nonmonotonic']}  "
+                 f"final read complete {r['final_read_complete']}  consumer reads {r['consumer_reads']}")
+    for av in r["availability"]:
+        lines.append(f"  {av['fault']:32} acks=all max gap {av['max_gap_s']} s, resumed {av['resumed_after_heal_s']} s after heal")
+    if r["undelivered_after_flush"]:
+        lines.append(f"  HANG: undelivered after flush: {r['undelivered_after_flush']}")
+    for key in ("lost_sample", "duplicated_sample", "reordered_sample", "moved_sample"):
+        for cls in ("acks_all_idempotent", "acks_1"):
+            if r[cls][key]:
+                lines.append(f"  {cls} {key}: {json.dumps(r[cls][key])[:600]}")
+    for key in ("unexpected_sample", "inconsistent_sample", "nonmonotonic_sample"):
+        if r[key]:
+            lines.append(f"  {key}: {json.dumps(r[key])[:600]}")
+    lines.append("  OK" if r["ok"] else "  FAILED")
+    return "\n".join(lines)
