@@ -6,7 +6,7 @@ process in its own network namespace, all joined by one bridge in the root names
     ZooKeeper node i (1..3)   10.77.0.2i in namespace gfz<i>   (client 2181, quorum 2888/3888)
 
 Every name the harness makes starts with `gf` (namespaces, the bridge and its veth ends, the
-nftables table `inet gf` inside each namespace), and only those are ever removed. Nothing is
+nftables tables `inet gf<fault>` inside the namespaces), and only those are ever removed. Nothing is
 changed in the root namespace but the bridge and its own address: not its loopback, not its
 routes, not its firewall. A lock file keeps two harness runs on one machine apart, and each run
 first removes whatever a killed earlier run left behind.
@@ -155,42 +155,63 @@ class Net:
             sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{ip}/24", "dev", "eth0")
             sh("ip", "netns", "exec", ns, "ip", "link", "set", "eth0", "up")
             sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
-            self.nft(ns, "add table inet gf")
-            self.nft(ns, "add chain inet gf input { type filter hook input priority 0 ; policy accept ; }")
-            self.nft(ns, "add chain inet gf output { type filter hook output priority 0 ; policy accept ; }")
 
     @staticmethod
     def nft(ns, rule):
         sh("ip", "netns", "exec", ns, "nft", *rule.split())
 
-    def drop(self, ns, ips, direction="both"):
+    def __init__(self):
+        self.tables = {}  # tag -> namespaces holding the table `inet gf<tag>`
+
+    def _table(self, ns, tag):
+        """Each fault's rules live in a table of their own (`inet gf<tag>`, with its own input
+        and output hooks), so healing one fault removes exactly its rules."""
+        held = self.tables.setdefault(tag, set())
+        if ns not in held:
+            t = f"gf{tag}"
+            self.nft(ns, f"add table inet {t}")
+            self.nft(ns, f"add chain inet {t} input {{ type filter hook input priority 0 ; policy accept ; }}")
+            self.nft(ns, f"add chain inet {t} output {{ type filter hook output priority 0 ; policy accept ; }}")
+            held.add(ns)
+        return f"inet gf{tag}"
+
+    def drop(self, ns, ips, direction="both", tag="0"):
         """Drops packets from (`in`), to (`out`) or both ways between ns and the addresses.
         Rules on eth0 only: the namespace's loopback keeps working."""
+        t = self._table(ns, tag)
         s = "{ " + ", ".join(ips) + " }"
         if direction in ("both", "in"):
-            self.nft(ns, f"add rule inet gf input iifname eth0 ip saddr {s} drop")
+            self.nft(ns, f"add rule {t} input iifname eth0 ip saddr {s} drop")
         if direction in ("both", "out"):
-            self.nft(ns, f"add rule inet gf output oifname eth0 ip daddr {s} drop")
+            self.nft(ns, f"add rule {t} output oifname eth0 ip daddr {s} drop")
 
-    def loss(self, ns, percent):
+    def loss(self, ns, percent, tag="0"):
         """Random loss of `percent` % of eth0's packets each way. The kernel here has no
         sch_netem, so the loss is nftables' `numgen random`."""
-        self.nft(ns, f"add rule inet gf input iifname eth0 numgen random mod 100 < {percent} drop")
-        self.nft(ns, f"add rule inet gf output oifname eth0 numgen random mod 100 < {percent} drop")
+        t = self._table(ns, tag)
+        self.nft(ns, f"add rule {t} input iifname eth0 numgen random mod 100 < {percent} drop")
+        self.nft(ns, f"add rule {t} output oifname eth0 numgen random mod 100 < {percent} drop")
 
     def slow(self, ns, rate_kbit):
         """A slow link (queueing delay) out of ns: a token bucket on eth0."""
         sh("ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", "eth0", "root", "tbf",
            "rate", f"{rate_kbit}kbit", "burst", "16kbit", "latency", "2s")
 
-    def heal(self, ns):
-        for chain in ("input", "output"):
-            self.nft(ns, f"flush chain inet gf {chain}")
+    def unslow(self, ns):
         sh("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", "eth0", "root", check=False)
+
+    def heal(self, tag):
+        for ns in self.tables.pop(tag, set()):
+            sh("ip", "netns", "exec", ns, "nft", "delete", "table", "inet", f"gf{tag}", check=False)
 
     def heal_all(self):
         for ns in ALL_NS:
-            self.heal(ns)
+            for line in sh("ip", "netns", "exec", ns, "nft", "list", "tables", check=False).stdout.splitlines():
+                parts = line.split()
+                if len(parts) == 3 and parts[1] == "inet" and parts[2].startswith("gf"):
+                    sh("ip", "netns", "exec", ns, "nft", "delete", "table", "inet", parts[2], check=False)
+            self.unslow(ns)
+        self.tables.clear()
 
 
 def four_letter(ip, word, port=ZK_PORT):

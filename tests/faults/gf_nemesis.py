@@ -17,6 +17,7 @@ Kinds (for --faults):
 """
 
 import random
+import threading
 import time
 
 from gf_cluster import (
@@ -35,10 +36,18 @@ KINDS = ("partition", "loss", "slow", "kill", "pause", "clock", "disk", "zk")
 PARTITIONS = ("brokers", "zookeeper", "clients", "split", "oneway")
 
 
-def schedule(seed, duration, kinds, quiet=(2.0, 5.0), hold=(4.0, 10.0)):
-    """[{at, hold, kind, name, ...}] from the seed: faults one at a time, each held for a
-    while and healed, with quiet gaps between them."""
+def schedule(seed, duration, kinds, quiet=(2.0, 5.0), hold=(4.0, 10.0), streams=1):
+    """[{at, hold, kind, name, stream, tag, ...}] from the seed: in each of `streams`
+    independent streams, faults one at a time, each held for a while and healed, with quiet
+    gaps between them (so with 2 streams, two faults may overlap)."""
     rng = random.Random(seed)
+    events = []
+    for stream in range(streams):
+        events += _stream(rng, stream, duration, kinds, quiet, hold)
+    return sorted(events, key=lambda e: e["at"])
+
+
+def _stream(rng, stream, duration, kinds, quiet, hold):
     events = []
     t = rng.uniform(*quiet)
     while t < duration - 2:
@@ -72,6 +81,8 @@ def schedule(seed, duration, kinds, quiet=(2.0, 5.0), hold=(4.0, 10.0)):
             e.update(zk=rng.choice(ZK_NODES))
             e["name"] = f"zk-kill(z{e['zk']})"
         e["hold"] = round(min(h, max(duration - t, 1.0)), 2)
+        e["stream"] = stream
+        e["tag"] = f"{stream}x{len(events)}"
         events.append(e)
         t += e["hold"] + rng.uniform(*quiet)
     return events
@@ -85,26 +96,27 @@ class Nemesis:
     def apply(self, e):
         c, net = self.c, self.c.net
         kind = e["kind"]
+        tag = e["tag"]
         if kind == "partition":
             b = e["broker"]
             ns = broker_ns(b)
             others = [broker_ip(j) for j in BROKERS if j != b]
             sub = e["sub"]
             if sub == "brokers":
-                net.drop(ns, others)
+                net.drop(ns, others, tag=tag)
             elif sub == "zookeeper":
-                net.drop(ns, [zk_ip(j) for j in ZK_NODES])
+                net.drop(ns, [zk_ip(j) for j in ZK_NODES], tag=tag)
             elif sub == "clients":
-                net.drop(ns, [HOST_IP])
+                net.drop(ns, [HOST_IP], tag=tag)
             elif sub == "oneway":
-                net.drop(ns, others, direction="in")
+                net.drop(ns, others, direction="in", tag=tag)
             elif sub == "split":
                 z = e["zk"]
                 majority = others + [zk_ip(j) for j in ZK_NODES if j != z]
-                net.drop(ns, majority)
-                net.drop(zk_ns(z), majority)
+                net.drop(ns, majority, tag=tag)
+                net.drop(zk_ns(z), majority, tag=tag)
         elif kind == "loss":
-            net.loss(broker_ns(e["broker"]), e["percent"])
+            net.loss(broker_ns(e["broker"]), e["percent"], tag=tag)
         elif kind == "slow":
             net.slow(broker_ns(e["broker"]), e["kbit"])
         elif kind == "kill":
@@ -127,8 +139,10 @@ class Nemesis:
     def heal(self, e):
         c, net = self.c, self.c.net
         kind = e["kind"]
-        if kind in ("partition", "loss", "slow"):
-            net.heal_all()
+        if kind in ("partition", "loss"):
+            net.heal(e["tag"])
+        elif kind == "slow":
+            net.unslow(broker_ns(e["broker"]))
         elif kind == "kill":
             b = c.brokers[e["broker"]]
             if not b.alive():
@@ -156,8 +170,17 @@ class Nemesis:
         return self.c.restart_dead()
 
     def run(self, events, t0, stop):
-        """Applies the schedule, relative to t0, until it ends or stop is set. Records on
-        each event when it started and healed."""
+        """Applies the schedule, relative to t0, until it ends or stop is set: each stream in
+        a thread of its own. Records on each event when it started and healed."""
+        streams = sorted({e["stream"] for e in events})
+        threads = [threading.Thread(target=self._run_stream, args=([e for e in events if e["stream"] == s], t0, stop), daemon=True)
+                   for s in streams]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    def _run_stream(self, events, t0, stop):
         for e in events:
             while time.time() < t0 + e["at"]:
                 if stop.wait(0.1):
@@ -170,7 +193,11 @@ class Nemesis:
                 e["error"] = str(ex)
                 self.log(f"nemesis: {e['name']} failed: {ex}")
             stop.wait(e["hold"])
-            self.heal(e)
+            try:
+                self.heal(e)
+            except Exception as ex:
+                e["error"] = str(ex)
+                self.log(f"nemesis: healing {e['name']} failed: {ex}")
             e["healed"] = time.time()
             self.log(f"[{time.time() - t0:6.1f}s] nemesis: healed {e['name']}")
             if stop.is_set():

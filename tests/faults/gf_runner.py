@@ -14,23 +14,27 @@ from gf_workload import (
     availability,
     check,
     create_topic,
+    high_watermarks,
     read_all,
 )
 
+CATCH_UP_S = 60
 
-def run_once(cluster, seed, duration, kinds, topic, log=print, settle=3.0):
+
+def run_once(cluster, seed, duration, kinds, topic, hold=(4.0, 10.0), streams=1, log=print, settle=3.0):
     """One workload run under one seeded schedule on a started cluster; returns the report."""
-    events = schedule(seed, duration, kinds)
-    log(f"seed {seed}, faults {','.join(kinds)}, {duration} s; schedule:")
+    events = schedule(seed, duration, kinds, hold=hold, streams=streams)
+    log(f"seed {seed}, faults {','.join(kinds)}, {duration} s, hold {hold[0]:g}-{hold[1]:g} s, {streams} stream(s); schedule:")
     for e in events:
         log(f"  at {e['at']:6.1f}s for {e['hold']:5.1f}s  {e['name']}")
     create_topic(cluster.bootstrap, topic)
     stop_work = threading.Event()
+    stop_reading = threading.Event()
     stop_nemesis = threading.Event()
     producers = [ProducerThread(n, cluster.bootstrap, topic, True, stop_work) for n in STRICT_PRODUCERS]
     producers += [ProducerThread(n, cluster.bootstrap, topic, False, stop_work) for n in ACKS1_PRODUCERS]
-    consumers = [ConsumerThread("assign", cluster.bootstrap, topic, "assign", stop_work),
-                 ConsumerThread("subscribe", cluster.bootstrap, topic, "subscribe", stop_work)]
+    consumers = [ConsumerThread("assign", cluster.bootstrap, topic, "assign", stop_reading),
+                 ConsumerThread("subscribe", cluster.bootstrap, topic, "subscribe", stop_reading)]
     nemesis = Nemesis(cluster, log=log)
     t0 = time.time()
     for t in producers + consumers:
@@ -57,6 +61,14 @@ def run_once(cluster, seed, duration, kinds, topic, log=print, settle=3.0):
         left = p.finish(90)
         if left:
             hang[p.pname] = left
+    # Every consumer must catch up with the healed cluster: up to each partition's high
+    # watermark within CATCH_UP_S (a consumer that does not is reported as a hang).
+    highs = high_watermarks(cluster.bootstrap, topic)
+    deadline = time.time() + CATCH_UP_S
+    while time.time() < deadline and not all(c.caught_up(highs) for c in consumers):
+        time.sleep(0.5)
+    behind = {c.cname: c.behind(highs) for c in consumers if not c.caught_up(highs)}
+    stop_reading.set()
     for t in consumers:
         t.join(30)
     final, complete, highs = read_all(cluster.bootstrap, topic)
@@ -65,14 +77,17 @@ def run_once(cluster, seed, duration, kinds, topic, log=print, settle=3.0):
         "seed": seed,
         "faults": list(kinds),
         "duration_s": duration,
+        "hold_s": list(hold),
+        "streams": streams,
         "topic": topic,
         "schedule": [{k: v for k, v in e.items() if k not in ("started", "healed")} for e in events],
         "availability": availability(producers, events, healed_at),
         "undelivered_after_flush": hang,
+        "consumers_behind": behind,
         "high_watermarks": highs,
         "consumer_errors": {c.cname: c.errors[:10] for c in consumers},
     })
-    if hang:
+    if hang or behind:
         report["ok"] = False
     return report
 
@@ -81,7 +96,7 @@ def summary(r):
     s = r["acks_all_idempotent"]
     a = r["acks_1"]
     lines = [
-        f"seed {r['seed']}  faults {','.join(r['faults'])}  {r['duration_s']} s  topic {r['topic']}",
+        f"seed {r['seed']}  faults {','.join(r['faults'])}  {r['duration_s']} s  hold {r['hold_s']}  streams {r['streams']}  topic {r['topic']}",
         f"  {'':22} {'sent':>7} {'acked':>7} {'failed':>7} {'indet.':>7} {'lost':>6} {'dup':>6} {'reord':>6} {'moved':>6}",
     ]
     for name, x in (("acks=all idempotent", s), ("acks=1", a)):
@@ -91,6 +106,8 @@ def summary(r):
                  f"final read complete {r['final_read_complete']}  consumer reads {r['consumer_reads']}")
     for av in r["availability"]:
         lines.append(f"  {av['fault']:32} acks=all max gap {av['max_gap_s']} s, resumed {av['resumed_after_heal_s']} s after heal")
+    if r["consumers_behind"]:
+        lines.append(f"  HANG: consumers still behind the high watermarks {CATCH_UP_S} s after the heal: {r['consumers_behind']}")
     if r["undelivered_after_flush"]:
         lines.append(f"  HANG: undelivered after flush: {r['undelivered_after_flush']}")
     for key in ("lost_sample", "duplicated_sample", "reordered_sample", "moved_sample"):

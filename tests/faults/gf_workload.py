@@ -128,7 +128,14 @@ class ConsumerThread(threading.Thread):
         }
         self.consumer = Consumer(conf)
         self.reads = []  # (partition, offset, value)
+        self.next = {}  # partition -> highest offset read + 1
         self.errors = []
+
+    def behind(self, highs):
+        return {p: h - self.next.get(p, 0) for p, h in highs.items() if self.next.get(p, 0) < h}
+
+    def caught_up(self, highs):
+        return not self.behind(highs)
 
     def run(self):
         if self.mode == "assign":
@@ -145,8 +152,28 @@ class ConsumerThread(threading.Thread):
                         self.errors.append(str(msg.error()))
                     continue
                 self.reads.append((msg.partition(), msg.offset(), msg.value().decode()))
+                self.next[msg.partition()] = max(self.next.get(msg.partition(), 0), msg.offset() + 1)
         finally:
             self.consumer.close()
+
+
+def high_watermarks(bootstrap, topic, timeout=120):
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"gf-hw-{topic}"})
+    deadline = time.time() + timeout
+    highs = {}
+    try:
+        for p in range(PARTITIONS):
+            while True:
+                try:
+                    highs[p] = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                    break
+                except KafkaException:
+                    if time.time() > deadline:
+                        raise
+                    time.sleep(1)
+    finally:
+        c.close()
+    return highs
 
 
 def read_all(bootstrap, topic, timeout=120):

@@ -30,6 +30,8 @@ def main():
     ap.add_argument("--time", type=float, default=60, help="seconds of faults per run (default 60)")
     ap.add_argument("--faults", default="partition,loss,kill,pause,clock,disk,zk",
                     help=f"comma-separated kinds from {','.join(KINDS)} (or 'all')")
+    ap.add_argument("--hold", default="4,10", help="MIN,MAX seconds each fault is held (default 4,10; a pause always outlasts the session timeout)")
+    ap.add_argument("--streams", type=int, default=1, help="independent fault streams (2: faults overlap); default 1")
     ap.add_argument("--runs", type=int, default=1, help="runs on one cluster, seeds seed, seed+1, ...")
     ap.add_argument("--dir", default=None, help="where logs and result.json go (default /tmp/gf-run-<seed>)")
     args = ap.parse_args()
@@ -37,6 +39,7 @@ def main():
     bad = [k for k in kinds if k not in KINDS]
     if bad:
         ap.error(f"unknown fault kinds {bad}; known: {','.join(KINDS)}")
+    hold = tuple(float(x) for x in args.hold.split(","))
     why = unsupported()
     if why:
         print(f"cannot run: {why}", file=sys.stderr)
@@ -55,7 +58,7 @@ def main():
         cluster.start()
         for n in range(args.runs):
             s = seed + n
-            r = run_once(cluster, s, args.time, kinds, f"gf-queue-{s}", log=lambda m: print(m, flush=True))
+            r = run_once(cluster, s, args.time, kinds, f"gf-queue-{s}", hold=hold, streams=args.streams, log=lambda m: print(m, flush=True))
             results.append(r)
             print(summary(r), flush=True)
     except KeyboardInterrupt:
