@@ -315,6 +315,8 @@ class Cluster:
         return self
 
     def teardown(self):
+        if self.lock is None:
+            return  # never got the lock: whatever exists belongs to another run
         try:
             for p in list(self.brokers.values()) + list(self.zk.values()):
                 try:
