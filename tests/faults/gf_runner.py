@@ -5,6 +5,7 @@ import json
 import threading
 import time
 
+from gf_batches import explain_duplicates
 from gf_nemesis import Nemesis, schedule
 from gf_workload import (
     ACKS1_PRODUCERS,
@@ -31,7 +32,7 @@ def run_once(cluster, seed, duration, kinds, topic, hold=(4.0, 10.0), streams=1,
     stop_work = threading.Event()
     stop_reading = threading.Event()
     stop_nemesis = threading.Event()
-    producers = [ProducerThread(n, cluster.bootstrap, topic, True, stop_work) for n in STRICT_PRODUCERS]
+    producers = [ProducerThread(n, cluster.bootstrap, topic, True, stop_work, log_dir=cluster.dir) for n in STRICT_PRODUCERS]
     producers += [ProducerThread(n, cluster.bootstrap, topic, False, stop_work) for n in ACKS1_PRODUCERS]
     consumers = [ConsumerThread("assign", cluster.bootstrap, topic, "assign", stop_reading),
                  ConsumerThread("subscribe", cluster.bootstrap, topic, "subscribe", stop_reading)]
@@ -73,6 +74,10 @@ def run_once(cluster, seed, duration, kinds, topic, hold=(4.0, 10.0), streams=1,
         t.join(30)
     final, complete, highs = read_all(cluster.bootstrap, topic)
     report = check(producers, consumers, final, complete)
+    for cls in ("acks_all_idempotent", "acks_1"):
+        dup = report[cls].pop("_duplicated_all")
+        if dup:
+            report[cls]["duplicated_explained"] = explain_duplicates(cluster.dir, topic, dict(list(dup.items())[:200]))
     report.update({
         "seed": seed,
         "faults": list(kinds),
@@ -110,6 +115,12 @@ def summary(r):
         lines.append(f"  HANG: consumers still behind the high watermarks {CATCH_UP_S} s after the heal: {r['consumers_behind']}")
     if r["undelivered_after_flush"]:
         lines.append(f"  HANG: undelivered after flush: {r['undelivered_after_flush']}")
+    for cls in ("acks_all_idempotent", "acks_1"):
+        causes = {}
+        for x in r[cls].get("duplicated_explained", {}).values():
+            causes[x["cause"]] = causes.get(x["cause"], 0) + 1
+        if causes:
+            lines.append(f"  {cls} duplicates by cause (from the segment files' batch headers): {causes}")
     for key in ("lost_sample", "duplicated_sample", "reordered_sample", "moved_sample"):
         for cls in ("acks_all_idempotent", "acks_1"):
             if r[cls][key]:

@@ -19,6 +19,8 @@ and across consumers:
 """
 
 import bisect
+import logging
+import os
 import threading
 import time
 from collections import defaultdict
@@ -59,7 +61,7 @@ def create_topic(bootstrap, topic, deadline_s=60):
 
 
 class ProducerThread(threading.Thread):
-    def __init__(self, name, bootstrap, topic, strict, stop, rate=60):
+    def __init__(self, name, bootstrap, topic, strict, stop, rate=60, log_dir=None):
         super().__init__(daemon=True, name=f"producer-{name}")
         self.pname, self.topic, self.strict, self.stop_event, self.rate = name, topic, strict, stop, rate
         conf = {
@@ -73,6 +75,15 @@ class ProducerThread(threading.Thread):
             "metadata.max.age.ms": 5000,
             "topic.metadata.refresh.interval.ms": 2000,
         }
+        if strict and log_dir:
+            # librdkafka's idempotence log (epoch bumps and their reasons) into the run's dir.
+            logger = logging.getLogger(f"gf.{topic}.{name}")
+            logger.propagate = False
+            handler = logging.FileHandler(os.path.join(log_dir, f"{topic}-producer-{name}.log"))
+            handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+            logger.addHandler(handler)
+            logger.setLevel(logging.DEBUG)
+            conf.update({"debug": "eos", "logger": logger})
         self.producer = Producer(conf)
         self.sent = {}  # value -> send time
         self.acked = {}  # value -> (partition, offset, time)
@@ -263,6 +274,7 @@ def check(producers, consumers, final, final_complete, sample=20):
             "lost_sample": lost[:sample],
             "lost_acks_sample": {v: acked[v][:2] for v in lost[:sample]},
             "duplicated_sample": dict(list(dup.items())[:sample]),
+            "_duplicated_all": dup,
             "reordered_sample": reordered[:sample],
             "moved_sample": dict(list(moved.items())[:sample]),
             "fatal_errors": [pr.fatal for pr in prs if pr.fatal],
