@@ -12,7 +12,9 @@ campaigns: tests/faults/run.py (README, "Fault injection"). A failing schedule r
 
 import json
 import os
+import shutil
 import sys
+import time
 
 import pytest
 
@@ -52,9 +54,14 @@ def test_nothing_acknowledged_is_lost_under_faults(faulty_cluster, seed, faults)
     print("\n".join(lines) + "\n" + text)
     with open(os.path.join(faulty_cluster.dir, f"result-{seed}.json"), "w") as f:
         json.dump(report, f, indent=1, default=str)
+    kept = None
+    if not report["ok"]:
+        # pytest keeps only the last three runs' tmp dirs: keep this one's logs and histories.
+        kept = f"/tmp/gf-ci-failed-{seed}-{int(time.time())}"
+        shutil.copytree(faulty_cluster.dir, kept, ignore=shutil.ignore_patterns("disk.img", "filler*", "lost+found", "*.index", "*.timeindex"))
     assert report["ok"], (
         f"anomalies under seed {seed}, faults {','.join(faults)} (replay: tests/faults/run.py --seed {seed} "
-        f"--time {SECONDS} --faults {','.join(faults)}; logs in {faulty_cluster.dir}):\n" + "\n".join(lines) + "\n" + text
+        f"--time {SECONDS} --faults {','.join(faults)}; logs in {kept}):\n" + "\n".join(lines) + "\n" + text
     )
 
 
