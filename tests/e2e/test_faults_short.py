@@ -58,7 +58,7 @@ def test_nothing_acknowledged_is_lost_under_faults(faulty_cluster, seed, faults)
     if not report["ok"]:
         # pytest keeps only the last three runs' tmp dirs: keep this one's logs and histories.
         kept = f"/tmp/gf-ci-failed-{seed}-{int(time.time())}"
-        shutil.copytree(faulty_cluster.dir, kept, ignore=shutil.ignore_patterns("disk.img", "filler*", "lost+found", "*.index", "*.timeindex"))
+        shutil.copytree(faulty_cluster.dir, kept, ignore=shutil.ignore_patterns("disk.img", "filler*", "lost+found", "*.index", "*.timeindex", "version-2"))
     assert report["ok"], (
         f"anomalies under seed {seed}, faults {','.join(faults)} (replay: tests/faults/run.py --seed {seed} "
         f"--time {SECONDS} --faults {','.join(faults)}; logs in {kept}):\n" + "\n".join(lines) + "\n" + text
