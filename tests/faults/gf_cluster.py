@@ -81,7 +81,7 @@ def unsupported():
             return f"`{tool}` is not installed (apt-get install -y iproute2 nftables mount e2fsprogs default-jre-headless)"
     if not os.path.exists(ZK_JAR):
         return f"ZooKeeper is not installed ({ZK_JAR} missing): apt-get install -y zookeeper"
-    probe = "gfprobe"
+    probe = f"gfprobe{os.getpid()}"
     r = sh("ip", "netns", "add", probe, check=False)
     if r.returncode != 0:
         return f"no network namespace support: {r.stderr.strip()}"
@@ -114,6 +114,16 @@ class Lock:
         os.close(self.fd)
 
 
+def _alive(pid):
+    try:
+        os.kill(int(pid), 0)
+        return True
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+
+
 def cleanup_stale():
     """Removes what a run killed before its teardown left behind: processes in our
     namespaces, the namespaces, the bridge, the loop mount. Only `gf` names; callers hold
@@ -121,7 +131,7 @@ def cleanup_stale():
     listed = sh("ip", "netns", "list", check=False).stdout.split("\n")
     names = [line.split()[0] for line in listed if line.strip()]
     for ns in names:
-        if ns in ALL_NS or ns == "gfprobe":
+        if ns in ALL_NS:
             for pid in sh("ip", "netns", "pids", ns, check=False).stdout.split():
                 try:
                     os.kill(int(pid), signal.SIGCONT)
@@ -134,7 +144,7 @@ def cleanup_stale():
         if os.path.basename(m).startswith("gf-disk-"):
             sh("umount", "-l", m, check=False)
     for ns in names:
-        if ns in ALL_NS or ns == "gfprobe":
+        if ns in ALL_NS or (ns.startswith("gfprobe") and not _alive(ns[len("gfprobe"):])):
             sh("ip", "netns", "del", ns, check=False)
     if sh("ip", "link", "show", BRIDGE, check=False).returncode == 0:
         sh("ip", "link", "del", BRIDGE, check=False)
