@@ -49,7 +49,9 @@ def faulty_cluster(tmp_path_factory):
 @pytest.mark.parametrize("seed,faults", SCHEDULES, ids=["+".join(f) for _, f in SCHEDULES])
 def test_nothing_acknowledged_is_lost_under_faults(faulty_cluster, seed, faults):
     lines = []
-    report = run_once(faulty_cluster, seed, SECONDS, faults, f"gf-ci-{seed}", log=lines.append)
+    # acks=all duplicates that are librdkafka's re-sends under a newer producer epoch (its issue
+    # 4953, docs/faults.md finding 1) are reported, not failed on: they are the client's.
+    report = run_once(faulty_cluster, seed, SECONDS, faults, f"gf-ci-{seed}", log=lines.append, tolerate_client_resends=True)
     text = summary(report)
     print("\n".join(lines) + "\n" + text)
     with open(os.path.join(faulty_cluster.dir, f"result-{seed}.json"), "w") as f:
@@ -102,3 +104,25 @@ def test_checker_reports_each_anomaly():
     a1.acked["a1-4"] = (1, 1)
     a1.sent["a1-4"] = 0
     assert check([a1], [], {0: [(0, "a1-0"), (1, "a1-1"), (2, "a1-2")], 1: [(0, "a1-3")]}, True)["acks_all_idempotent"]["lost_sample"] == ["a1-4"]
+
+
+def test_checker_tolerates_only_client_resends_when_asked():
+    """A duplicate whose second copy the client sent under a newer producer epoch fails the
+    run unless tolerate_client_resends; one the broker appended twice always fails it."""
+    from gf_workload import check
+
+    def history():
+        p = _FakeProducer("a1", ["a1-0", "a1-1"], {"a1-0": (0, 0), "a1-1": (0, 1)})
+        return [p], {0: [(0, "a1-0"), (1, "a1-1"), (2, "a1-0")]}
+
+    def explained(cause):
+        return lambda dup: {v: {"copies": [], "cause": cause} for v in dup}
+
+    client = "client re-sent under a newer producer epoch"
+    broker = "broker appended one (epoch, sequence) twice"
+    for cause, tolerate, ok in ((client, False, False), (client, True, True), (broker, True, False)):
+        producers, final = history()
+        r = check(producers, [], final, True, explain=explained(cause), tolerate_client_resends=tolerate)
+        s = r["acks_all_idempotent"]
+        assert (s["duplicated"], s["reordered"]) == (1, 1), s
+        assert r["ok"] is ok, (cause, tolerate, s)

@@ -32,6 +32,8 @@ def main():
                     help=f"comma-separated kinds from {','.join(KINDS)} (or 'all')")
     ap.add_argument("--hold", default="4,10", help="MIN,MAX seconds each fault is held (default 4,10; a pause always outlasts the session timeout)")
     ap.add_argument("--streams", type=int, default=1, help="independent fault streams (2: faults overlap); default 1")
+    ap.add_argument("--tolerate-client-resends", action="store_true",
+                    help="do not fail on acks=all duplicates that are the client's re-sends under a newer producer epoch (librdkafka issue 4953); they are still reported")
     ap.add_argument("--runs", type=int, default=1, help="runs on one cluster, seeds seed, seed+1, ...")
     ap.add_argument("--dir", default=None, help="where logs and result.json go (default /tmp/gf-run-<seed>)")
     args = ap.parse_args()
@@ -58,7 +60,7 @@ def main():
         cluster.start()
         for n in range(args.runs):
             s = seed + n
-            r = run_once(cluster, s, args.time, kinds, f"gf-queue-{s}", hold=hold, streams=args.streams, log=lambda m: print(m, flush=True))
+            r = run_once(cluster, s, args.time, kinds, f"gf-queue-{s}", hold=hold, streams=args.streams, tolerate_client_resends=args.tolerate_client_resends, log=lambda m: print(m, flush=True))
             results.append(r)
             print(summary(r), flush=True)
     except KeyboardInterrupt:
