@@ -3,7 +3,8 @@ schedules of ~20 s each on one cluster of 3 brokers and a 3-node ZooKeeper ensem
 process in its own network namespace. Each schedule writes its own topic with acks=all
 idempotent producers and an acks=1 one, reads with assign and subscribe consumers, heals, reads
 everything back, and must show no acknowledged acks=all record lost, duplicated, reordered or
-moved, and no read that was never sent or that disagrees with another.
+moved (librdkafka's own re-sends under a newer producer epoch aside, docs/faults.md), no read
+that was never sent or that disagrees with another, and every consumer caught up after the heal.
 
 Needs root and network namespaces (CI runs as root); skips with the reason otherwise. Longer
 campaigns: tests/faults/run.py (README, "Fault injection"). A failing schedule replays with
@@ -63,7 +64,7 @@ def test_nothing_acknowledged_is_lost_under_faults(faulty_cluster, seed, faults)
         shutil.copytree(faulty_cluster.dir, kept, ignore=shutil.ignore_patterns("disk.img", "filler*", "lost+found", "*.index", "*.timeindex", "version-2"))
     assert report["ok"], (
         f"anomalies under seed {seed}, faults {','.join(faults)} (replay: tests/faults/run.py --seed {seed} "
-        f"--time {SECONDS} --faults {','.join(faults)}; logs in {kept}):\n" + "\n".join(lines) + "\n" + text
+        f"--time {SECONDS} --faults {','.join(faults)} --tolerate-client-resends; logs in {kept}):\n" + "\n".join(lines) + "\n" + text
     )
 
 
