@@ -67,9 +67,10 @@ def run_once(cluster, seed, duration, kinds, topic, hold=(4.0, 10.0), streams=1,
     # watermark within CATCH_UP_S (a consumer that does not is reported as a hang).
     highs = high_watermarks(cluster.bootstrap, topic)
     deadline = time.time() + CATCH_UP_S
-    while time.time() < deadline and not all(c.caught_up(highs) for c in consumers):
+    known = {p: h for p, h in highs.items() if h is not None}
+    while time.time() < deadline and not all(c.caught_up(known) for c in consumers):
         time.sleep(0.5)
-    behind = {c.cname: c.behind(highs) for c in consumers if not c.caught_up(highs)}
+    behind = {c.cname: c.behind(known) for c in consumers if not c.caught_up(known)}
     stop_reading.set()
     for t in consumers:
         t.join(30)
@@ -88,10 +89,11 @@ def run_once(cluster, seed, duration, kinds, topic, hold=(4.0, 10.0), streams=1,
         "availability": availability(producers, events, healed_at),
         "undelivered_after_flush": hang,
         "consumers_behind": behind,
+        "unreadable_partitions": sorted(p for p, h in highs.items() if h is None),
         "high_watermarks": highs,
         "consumer_errors": {c.cname: c.errors[:10] for c in consumers},
     })
-    if hang or behind:
+    if hang or behind or report["unreadable_partitions"]:
         report["ok"] = False
     return report
 
@@ -110,6 +112,9 @@ def summary(r):
                  f"final read complete {r['final_read_complete']}  consumer reads {r['consumer_reads']}")
     for av in r["availability"]:
         lines.append(f"  {av['fault']:32} acks=all max gap {av['max_gap_s']} s, resumed {av['resumed_after_heal_s']} s after heal")
+    if r["unreadable_partitions"]:
+        lines.append(f"  HANG: no high watermark for partitions {r['unreadable_partitions']} within 120 s of the heal "
+                     "(their acknowledged values count as lost above)")
     if r["consumers_behind"]:
         lines.append(f"  HANG: consumers still behind the high watermarks {CATCH_UP_S} s after the heal: {r['consumers_behind']}")
     if r["undelivered_after_flush"]:
