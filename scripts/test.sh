@@ -56,6 +56,10 @@ if [ "${SKIP_INSTALL:-0}" != 1 ]; then
   # tests/e2e/test_console_browser.py drives the web console in headless Chromium.
   command -v chromium >/dev/null || missing+=(chromium)
   command -v chromedriver >/dev/null || missing+=(chromium-driver)
+  # tests/e2e/test_faults_short.py (tests/faults): firewall rules inside network namespaces,
+  # wall-clock jumps on one broker.
+  command -v nft >/dev/null || missing+=(nftables)
+  command -v faketime >/dev/null || missing+=(faketime)
   if [ ${#missing[@]} -gt 0 ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
