@@ -203,6 +203,50 @@ class KafkaToolsTest {
     }
 
     @Test
+    void reassignPartitions() throws Exception {
+        String topic = Cluster.unique("tools-reassign");
+        List<Integer> ids = Cluster.brokerIds();
+        try (Admin admin = Cluster.admin()) {
+            Cluster.createTopic(admin, new org.apache.kafka.clients.admin.NewTopic(topic,
+                    Map.of(0, List.of(ids.get(0), ids.get(1)))));
+        }
+        produce1(topic, 20);
+        String main = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand";
+        Path move = Files.createTempFile("move", ".json");
+        Files.writeString(move, "{\"topics\":[{\"topic\":\"" + topic + "\"}],\"version\":1}");
+        String generated = ok(main, BS, Cluster.bootstrap(), "--topics-to-move-json-file", move.toString(),
+                "--broker-list", ids.get(1) + "," + ids.get(2), "--generate").out;
+        assertTrue(generated.contains("Current partition replica assignment"), generated);
+        assertTrue(generated.contains("Proposed partition reassignment configuration"), generated);
+        assertTrue(generated.contains("{\"topic\":\"" + topic + "\",\"partition\":0,\"replicas\":[" + ids.get(0) + ","
+                + ids.get(1) + "]"), generated);
+
+        Path plan = Files.createTempFile("plan", ".json");
+        Files.writeString(plan, "{\"version\":1,\"partitions\":[{\"topic\":\"" + topic
+                + "\",\"partition\":0,\"replicas\":[" + ids.get(2) + "," + ids.get(1) + "]}]}");
+        String executed = ok(main, BS, Cluster.bootstrap(), "--reassignment-json-file", plan.toString(), "--execute").out;
+        assertTrue(executed.contains("Successfully started partition reassignment for " + topic + "-0"), executed);
+        Cluster.waitUntil("the reassignment completed", java.time.Duration.ofSeconds(60), () -> ok(main, BS,
+                Cluster.bootstrap(), "--reassignment-json-file", plan.toString(), "--verify").out
+                .contains("Reassignment of partition " + topic + "-0 is completed."));
+        try (Admin admin = Cluster.admin()) {
+            var p0 = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic).partitions().get(0);
+            assertEquals(List.of(ids.get(2), ids.get(1)), p0.replicas().stream().map(n -> n.id()).toList());
+        }
+        String offsets = ok("org.apache.kafka.tools.GetOffsetShell", BS, Cluster.bootstrap(), "--topic", topic).out;
+        assertEquals(List.of(topic + ":0:20"), sortedLines(offsets));
+    }
+
+    static void produce1(String topic, int count) throws Exception {
+        try (KafkaProducer<String, String> p = Cluster.producer(Map.of("acks", "all"))) {
+            for (int i = 0; i < count; i++) {
+                p.send(new ProducerRecord<>(topic, 0, "k" + i, "v" + i));
+            }
+            p.flush();
+        }
+    }
+
+    @Test
     void perfTests() throws Exception {
         String topic = Cluster.unique("tools-perf");
         try (Admin admin = Cluster.admin()) {
