@@ -11,8 +11,10 @@ is Kafka's own kafka-producer-perf-test (org.apache.kafka.tools.ProducerPerforma
 kafka-consumer-perf-test (ConsumerPerformance), one JVM each, the same for both brokers.
 
 Each row: MB/s as the tool prints it, the broker's CPU seconds (utime+stime of
-/proc/<pid>/stat, before/after) per GB moved, the producer's p50/p99 latency, and the broker's
-peak RSS (VmHWM). The machine's load average is recorded before and after every run.
+/proc/<pid>/stat, before/after) per GB moved, the producer's p50/p99 latency, the seconds from
+the broker's start to its port open, its RSS idle (after the topic's creation) and at peak
+(VmHWM). The machine's load average is recorded before and after every run. A last line gives
+Gregor / Kafka of the medians.
 
 Usage: scripts/yardstick.sh [--records N] [--record-size B] [--partitions P] [--acks A]
                             [--rounds R] [--gregor-bin PATH] [--out FILE]
@@ -26,6 +28,7 @@ import re
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -81,10 +84,11 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
-def peak_rss_mib(pid):
+def rss_mib(pid, field="VmHWM"):
+    """The process's peak (VmHWM) or current (VmRSS) resident memory."""
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     return 0.0
 
@@ -139,9 +143,11 @@ class Kafka:
         if fmt.returncode != 0:
             raise RuntimeError("kafka-storage format failed:\n" + fmt.stdout + fmt.stderr)
         self.log = open(os.path.join(self.workdir, "kafka.log"), "ab")
+        t0 = time.monotonic()
         self.proc = subprocess.Popen(["java", *KAFKA_JVM, "-cp", self.cp, "kafka.Kafka", props],
                                      stdout=self.log, stderr=subprocess.STDOUT)
         wait_port(self.port, self.proc)
+        self.startup = time.monotonic() - t0
         return f"127.0.0.1:{self.port}"
 
 
@@ -154,12 +160,14 @@ class Gregor:
     def start(self):
         self.port, admin = free_port(), free_port()
         self.log = open(os.path.join(self.workdir, "gregor.log"), "ab")
+        t0 = time.monotonic()
         self.proc = subprocess.Popen(
             [self.binary, "server", "--data-dir", os.path.join(self.workdir, "data"),
              "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
              "--override", f"admin.listener=127.0.0.1:{admin}"],
             stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, "RUST_LOG": "warn"})
         wait_port(self.port, self.proc)
+        self.startup = time.monotonic() - t0
         return f"127.0.0.1:{self.port}"
 
 
@@ -194,6 +202,7 @@ def one_run(cp, broker, args):
         topic = "yardstick"
         tool(cp, "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap, "--create", "--topic", topic,
              "--partitions", args.partitions, "--replication-factor", 1)
+        row.update(startup_s=broker.startup, idle_rss_mib=rss_mib(pid, "VmRSS"))
         cpu0 = cpu_seconds(pid)
         out = tool(cp, "org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", args.records,
                    "--record-size", args.record_size, "--throughput", -1, "--producer-props",
@@ -214,7 +223,7 @@ def one_run(cp, broker, args):
         values = [v.strip() for v in lines[-1].split(",")]
         result = dict(zip(header, values))
         row.update(consume_mbs=float(result["MB.sec"]), consume_cpu_per_gb=(cpu2 - cpu1) / gb,
-                   rss_mib=peak_rss_mib(pid))
+                   rss_mib=rss_mib(pid))
     finally:
         stop(broker)
     row["load_after"] = loadavg()
@@ -257,13 +266,25 @@ def main():
         f"Page cache dropped before each run: {'yes' if dropped else 'NO (not root)'}.",
         "",
         "| run | broker | produce MB/s | produce p50 / p99 ms | broker CPU-s per GB produced | consume MB/s "
-        "| broker CPU-s per GB consumed | broker peak RSS MiB | load avg before / after |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| broker CPU-s per GB consumed | start to port open s | idle RSS MiB | peak RSS MiB "
+        "| load avg before / after |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for i, r in enumerate(rows):
         out.append(f"| {i + 1} | {r['broker']} | {r['produce_mbs']:.1f} | {r['p50']} / {r['p99']} "
                    f"| {r['produce_cpu_per_gb']:.2f} | {r['consume_mbs']:.1f} | {r['consume_cpu_per_gb']:.2f} "
-                   f"| {r['rss_mib']:.0f} | {r['load_before']} / {r['load_after']} |")
+                   f"| {r['startup_s']:.1f} | {r['idle_rss_mib']:.0f} | {r['rss_mib']:.0f} "
+                   f"| {r['load_before']} / {r['load_after']} |")
+    # Gregor / Kafka, medians over the rounds.
+    cols = [("produce MB/s", "produce_mbs"), ("p99 ms", "p99"), ("CPU-s/GB produced", "produce_cpu_per_gb"),
+            ("consume MB/s", "consume_mbs"), ("CPU-s/GB consumed", "consume_cpu_per_gb"),
+            ("start s", "startup_s"), ("idle RSS", "idle_rss_mib"), ("peak RSS", "rss_mib")]
+    med = {b: {k: statistics.median(r[k] for r in rows if r["broker"] == b) for _, k in cols}
+           for b in ("Kafka", "Gregor")}
+    out += ["", "| Gregor / Kafka (medians) | " + " | ".join(c for c, _ in cols) + " |",
+            "| --- |" + " --- |" * len(cols),
+            "| ratio | " + " | ".join(f"{med['Gregor'][k] / med['Kafka'][k]:.2f}" if med["Kafka"][k] else "-"
+                                    for _, k in cols) + " |"]
     table = "\n".join(out) + "\n"
     print(table)
     if args.out:
