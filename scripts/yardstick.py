@@ -13,10 +13,10 @@ kafka-consumer-perf-test (ConsumerPerformance), one JVM each, the same for both 
 Each row: MB/s as the tool prints it, the broker's CPU seconds (utime+stime of
 /proc/<pid>/stat, before/after) per GB moved, the producer's p50/p99 latency, the seconds from
 the broker's start to its port open, its RSS idle (after the topic's creation) and at peak
-(VmHWM). The machine's load average is recorded before and after every run. A last line gives
+(VmHWM, so far in that round). The machine's load average is recorded before and after every run. A last line gives
 Gregor / Kafka of the medians.
 
-Usage: scripts/yardstick.sh [--records N] [--record-size B] [--partitions P] [--acks A]
+Usage: scripts/yardstick.sh [--records N] [--workloads SIZE:ACKS:PARTITIONS,...]
                             [--rounds R] [--gregor-bin PATH] [--out FILE]
 Writes a Markdown table to --out (default: print only) and prints it.
 """
@@ -194,48 +194,67 @@ PRODUCED = re.compile(r"(\d+) records sent, ([0-9.]+) records/sec \(([0-9.]+) MB
                       r"([0-9.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th")
 
 
-def one_run(cp, broker, args):
-    row = {"broker": broker.name, "load_before": loadavg()}
+def parse_workloads(spec):
+    """'SIZE:ACKS:PARTITIONS,...' -> [(size, acks, partitions)]."""
+    out = []
+    for item in spec.split(","):
+        size, acks, partitions = item.split(":")
+        out.append((int(size), acks, int(partitions)))
+    return out
+
+
+def run_broker(cp, broker, workloads, records, dropped):
+    """Starts the broker once and runs every workload on a fresh topic of its own, the page
+    cache dropped before each; returns one row per workload."""
+    rows = []
+    load_before = loadavg()
     bootstrap = broker.start()
     try:
         pid = broker.proc.pid
-        topic = "yardstick"
-        tool(cp, "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap, "--create", "--topic", topic,
-             "--partitions", args.partitions, "--replication-factor", 1)
-        row.update(startup_s=broker.startup, idle_rss_mib=rss_mib(pid, "VmRSS"))
-        cpu0 = cpu_seconds(pid)
-        out = tool(cp, "org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", args.records,
-                   "--record-size", args.record_size, "--throughput", -1, "--producer-props",
-                   f"bootstrap.servers={bootstrap}", f"acks={args.acks}", "linger.ms=5", "batch.size=65536")
-        cpu1 = cpu_seconds(pid)
-        m = PRODUCED.findall(out)
-        if not m:
-            raise RuntimeError("no summary from the producer perf test:\n" + out[-2000:])
-        sent, _, mbs, _, _, p50, _, p99 = m[-1]
-        gb = int(sent) * args.record_size / 1e9
-        row.update(produce_mbs=float(mbs), produce_cpu_per_gb=(cpu1 - cpu0) / gb, p50=int(p50), p99=int(p99))
-        # Consume what was just written, from the page cache.
-        out = tool(cp, "org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", bootstrap, "--topic", topic,
-                   "--num-records", args.records, "--timeout", 60000)
-        cpu2 = cpu_seconds(pid)
-        lines = [line for line in out.splitlines() if line.strip()]
-        header = [h.strip() for h in lines[-2].split(",")]
-        values = [v.strip() for v in lines[-1].split(",")]
-        result = dict(zip(header, values))
-        row.update(consume_mbs=float(result["MB.sec"]), consume_cpu_per_gb=(cpu2 - cpu1) / gb,
-                   rss_mib=rss_mib(pid))
+        idle = None
+        for n, (size, acks, partitions) in enumerate(workloads):
+            row = {"broker": broker.name, "workload": f"{size} B, acks={acks}, {partitions} p",
+                   "load_before": load_before if n == 0 else loadavg()}
+            topic = f"yardstick-{n}"
+            tool(cp, "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap, "--create", "--topic",
+                 topic, "--partitions", partitions, "--replication-factor", 1)
+            if idle is None:
+                idle = rss_mib(pid, "VmRSS")
+            row.update(startup_s=broker.startup, idle_rss_mib=idle)
+            dropped[0] &= drop_caches()
+            cpu0 = cpu_seconds(pid)
+            out = tool(cp, "org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", records,
+                       "--record-size", size, "--throughput", -1, "--producer-props",
+                       f"bootstrap.servers={bootstrap}", f"acks={acks}", "linger.ms=5", "batch.size=65536")
+            cpu1 = cpu_seconds(pid)
+            m = PRODUCED.findall(out)
+            if not m:
+                raise RuntimeError("no summary from the producer perf test:\n" + out[-2000:])
+            sent, _, mbs, _, _, p50, _, p99 = m[-1]
+            gb = int(sent) * size / 1e9
+            row.update(produce_mbs=float(mbs), produce_cpu_per_gb=(cpu1 - cpu0) / gb, p50=int(p50), p99=int(p99))
+            # Consume what was just written, from the page cache.
+            out = tool(cp, "org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", bootstrap, "--topic",
+                       topic, "--num-records", records, "--timeout", 60000)
+            cpu2 = cpu_seconds(pid)
+            lines = [line for line in out.splitlines() if line.strip()]
+            header = [h.strip() for h in lines[-2].split(",")]
+            values = [v.strip() for v in lines[-1].split(",")]
+            result = dict(zip(header, values))
+            row.update(consume_mbs=float(result["MB.sec"]), consume_cpu_per_gb=(cpu2 - cpu1) / gb,
+                       rss_mib=rss_mib(pid), load_after=loadavg())
+            rows.append(row)
     finally:
         stop(broker)
-    row["load_after"] = loadavg()
-    return row
+    return rows
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--records", type=int, default=500_000)
-    ap.add_argument("--record-size", type=int, default=1024)
-    ap.add_argument("--partitions", type=int, default=8)
-    ap.add_argument("--acks", default="1")
+    ap.add_argument("--records", type=int, default=500_000, help="records per workload")
+    ap.add_argument("--workloads", default="1024:1:1,1024:1:8,1024:all:8,100:1:8",
+                    help="SIZE:ACKS:PARTITIONS,... (default: 1 KiB acks=1 on 1 and 8 partitions, "
+                         "1 KiB acks=all, 100 B acks=1)")
     ap.add_argument("--rounds", type=int, default=2, help="A B rounds (default 2: A B A B)")
     ap.add_argument("--gregor-bin", default=os.path.join(ROOT, "target", "release", "gregor"))
     ap.add_argument("--out", help="write the Markdown table to this file")
@@ -245,19 +264,23 @@ def main():
 
     cp = classpath()
     version = re.search(r"kafka_2\.13-([0-9.]+)\.jar", cp).group(1)
+    workloads = parse_workloads(args.workloads)
     rows = []
-    dropped = True
+    dropped = [True]
     for r in range(args.rounds):
         for make in (lambda d: Kafka(cp, d, version), lambda d: Gregor(args.gregor_bin, d)):
             with tempfile.TemporaryDirectory(prefix="yardstick-") as d:
-                dropped &= drop_caches()
+                dropped[0] &= drop_caches()
                 broker = make(d)
                 print(f"round {r + 1}: {broker.name} ...", file=sys.stderr, flush=True)
-                rows.append(one_run(cp, broker, args))
-                print(f"  {rows[-1]}", file=sys.stderr, flush=True)
+                for row in run_broker(cp, broker, workloads, args.records, dropped):
+                    row["round"] = r + 1
+                    rows.append(row)
+                    print(f"  {row}", file=sys.stderr, flush=True)
+    dropped = dropped[0]
 
-    workload = (f"{args.records:,} records of {args.record_size} B, acks={args.acks}, {args.partitions} partitions, "
-                f"RF 1, one broker; kafka-producer-perf-test (linger.ms=5, batch.size=65536) then "
+    workload = (f"{args.records:,} records per workload, RF 1, one broker started once per round, each workload "
+                f"on a fresh topic; kafka-producer-perf-test (linger.ms=5, batch.size=65536) then "
                 f"kafka-consumer-perf-test of the same records")
     out = [
         f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on `{socket.gethostname()}`: "
@@ -265,13 +288,13 @@ def main():
         f"vs `{os.path.relpath(args.gregor_bin, ROOT)}`. Workload: {workload}. "
         f"Page cache dropped before each run: {'yes' if dropped else 'NO (not root)'}.",
         "",
-        "| run | broker | produce MB/s | produce p50 / p99 ms | broker CPU-s per GB produced | consume MB/s "
+        "| round | broker | workload | produce MB/s | produce p50 / p99 ms | broker CPU-s per GB produced | consume MB/s "
         "| broker CPU-s per GB consumed | start to port open s | idle RSS MiB | peak RSS MiB "
         "| load avg before / after |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for i, r in enumerate(rows):
-        out.append(f"| {i + 1} | {r['broker']} | {r['produce_mbs']:.1f} | {r['p50']} / {r['p99']} "
+    for r in rows:
+        out.append(f"| {r['round']} | {r['broker']} | {r['workload']} | {r['produce_mbs']:.1f} | {r['p50']} / {r['p99']} "
                    f"| {r['produce_cpu_per_gb']:.2f} | {r['consume_mbs']:.1f} | {r['consume_cpu_per_gb']:.2f} "
                    f"| {r['startup_s']:.1f} | {r['idle_rss_mib']:.0f} | {r['rss_mib']:.0f} "
                    f"| {r['load_before']} / {r['load_after']} |")
@@ -279,12 +302,13 @@ def main():
     cols = [("produce MB/s", "produce_mbs"), ("p99 ms", "p99"), ("CPU-s/GB produced", "produce_cpu_per_gb"),
             ("consume MB/s", "consume_mbs"), ("CPU-s/GB consumed", "consume_cpu_per_gb"),
             ("start s", "startup_s"), ("idle RSS", "idle_rss_mib"), ("peak RSS", "rss_mib")]
-    med = {b: {k: statistics.median(r[k] for r in rows if r["broker"] == b) for _, k in cols}
-           for b in ("Kafka", "Gregor")}
-    out += ["", "| Gregor / Kafka (medians) | " + " | ".join(c for c, _ in cols) + " |",
-            "| --- |" + " --- |" * len(cols),
-            "| ratio | " + " | ".join(f"{med['Gregor'][k] / med['Kafka'][k]:.2f}" if med["Kafka"][k] else "-"
-                                    for _, k in cols) + " |"]
+    out += ["", "| Gregor / Kafka (medians over rounds) | " + " | ".join(c for c, _ in cols) + " |",
+            "| --- |" + " --- |" * len(cols)]
+    for w in dict.fromkeys(r["workload"] for r in rows):
+        med = {b: {k: statistics.median(r[k] for r in rows if r["broker"] == b and r["workload"] == w)
+                   for _, k in cols} for b in ("Kafka", "Gregor")}
+        out.append(f"| {w} | " + " | ".join(f"{med['Gregor'][k] / med['Kafka'][k]:.2f}" if med["Kafka"][k] else "-"
+                                           for _, k in cols) + " |")
     table = "\n".join(out) + "\n"
     print(table)
     if args.out:
