@@ -4,7 +4,8 @@ go.sum pinned) whose `go test` covers: an idempotent acks=all producer with each
 back record by record; a two-member consumer group with the classic protocol and with KIP-848
 (kgo.ServerSideBalancer: ConsumerGroupHeartbeat), committing and reading the commits back;
 kadm's create/delete topics, describe and alter configs, list offsets (start, end, by time),
-DeleteRecords, CreatePartitions, ListBrokers, ApiVersions, ListGroups, DescribeGroups.
+DeleteRecords, CreatePartitions, ListBrokers, ApiVersions, ListGroups, DescribeGroups, ACLs,
+client quotas, SCRAM credentials, ElectLeaders, DescribeLogDirs, ListPartitionReassignments.
 
 The modules come from Go's per-machine module cache, which scripts/test.sh fills once
 (`go mod download`), like ~/.m2 for Maven: the test runs with GOPROXY=off, so it never
@@ -30,7 +31,13 @@ def go_binary():
 
 @pytest.fixture
 def franz_cluster(make_cluster):
-    return make_cluster(len(BROKERS), broker_ids=BROKERS, overrides=["file.delete.delay.ms=1000"])
+    # The ACL authorizer, every PLAINTEXT client (User:ANONYMOUS) a super user, so the ACL
+    # APIs answer.
+    return make_cluster(len(BROKERS), broker_ids=BROKERS, overrides=[
+        "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+        "super.users=User:ANONYMOUS",
+        "file.delete.delay.ms=1000",
+    ])
 
 
 def test_franz_go(franz_cluster, tmp_path):
@@ -53,5 +60,6 @@ def test_franz_go(franz_cluster, tmp_path):
                     "scripts/test.sh (`go mod download` in tests/go-franz)\n" + out[-3000:])
     assert done.returncode == 0, f"the franz-go tests failed:\n{out[-12000:]}"
     # Every test ran and passed (a compile error or a skipped test would not say so).
-    for name in ("TestProduceEachCodec", "TestGroupClassic", "TestGroupKIP848", "TestAdmin"):
+    for name in ("TestProduceEachCodec", "TestGroupClassic", "TestGroupKIP848", "TestAdmin",
+                 "TestAdminSecurityAndPlacement"):
         assert f"--- PASS: {name} " in out, f"{name} did not pass:\n{out[-6000:]}"

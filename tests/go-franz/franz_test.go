@@ -481,3 +481,99 @@ func describeGroup(t *testing.T, adm *kadm.Client, protocol, group string) (stri
 	}
 	return g.State, ""
 }
+
+// ACLs (the cluster runs the ACL authorizer), client quotas, SCRAM credentials, preferred
+// leader elections, log dirs and partition reassignments through kadm.
+func TestAdminSecurityAndPlacement(t *testing.T) {
+	adm := newAdmin(t)
+	ctx := ctxT(t, 90*time.Second)
+	topic := unique("franz-admin2")
+	createTopic(t, adm, topic, 2, 2, nil)
+	produce(t, newClient(t), topic, 20)
+
+	// ACLs: create, describe, delete.
+	acl := kadm.NewACLs().Topics(topic).Allow("User:alice").AllowHosts("*").Operations(kadm.OpRead).
+		ResourcePatternType(kadm.ACLPatternLiteral)
+	created, err := adm.CreateACLs(ctx, acl)
+	if err != nil || len(created) != 1 || created[0].Err != nil {
+		t.Fatalf("create ACLs: %v %+v", err, created)
+	}
+	described, err := adm.DescribeACLs(ctx, acl)
+	if err != nil || len(described) != 1 || described[0].Err != nil || len(described[0].Described) != 1 {
+		t.Fatalf("describe ACLs: %v %+v", err, described)
+	}
+	if d := described[0].Described[0]; d.Principal != "User:alice" || d.Name != topic || d.Operation != kadm.OpRead {
+		t.Fatalf("described ACL: %+v", d)
+	}
+	deleted, err := adm.DeleteACLs(ctx, acl)
+	if err != nil || len(deleted) != 1 || deleted[0].Err != nil || len(deleted[0].Deleted) != 1 {
+		t.Fatalf("delete ACLs: %v %+v", err, deleted)
+	}
+
+	// Client quotas: set a user's producer_byte_rate, read it back, remove it.
+	user := unique("franz-user")
+	entity := kadm.ClientQuotaEntity{{Type: "user", Name: &user}}
+	altered, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: entity,
+		Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1048576}}}})
+	if err != nil || len(altered) != 1 || altered[0].Err != nil {
+		t.Fatalf("alter client quotas: %v %+v", err, altered)
+	}
+	quotas, err := adm.DescribeClientQuotas(ctx, true, []kadm.DescribeClientQuotaComponent{{Type: "user", MatchName: &user}})
+	if err != nil || len(quotas) != 1 || len(quotas[0].Values) != 1 ||
+		quotas[0].Values[0].Key != "producer_byte_rate" || quotas[0].Values[0].Value != 1048576 {
+		t.Fatalf("describe client quotas: %v %+v", err, quotas)
+	}
+	if _, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: entity,
+		Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Remove: true}}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	// SCRAM: upsert a credential, describe it, delete it.
+	scram, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: user, Mechanism: kadm.ScramSha256,
+		Iterations: 4096, Password: "secret"}})
+	if err != nil || scram[user].Err != nil {
+		t.Fatalf("upsert SCRAM: %v %+v", err, scram)
+	}
+	users, err := adm.DescribeUserSCRAMs(ctx, user)
+	if err != nil || users[user].Err != nil || len(users[user].CredInfos) != 1 ||
+		users[user].CredInfos[0].Mechanism != kadm.ScramSha256 || users[user].CredInfos[0].Iterations != 4096 {
+		t.Fatalf("describe SCRAM: %v %+v", err, users)
+	}
+	if _, err := adm.AlterUserSCRAMs(ctx, []kadm.DeleteSCRAM{{User: user, Mechanism: kadm.ScramSha256}}, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	// A preferred election where the preferred leaders already lead: ELECTION_NOT_NEEDED.
+	elected, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{topic: {0: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := elected[topic][0]; r.Err != kerr.ElectionNotNeeded {
+		t.Fatalf("preferred election: %v (%s)", r.Err, r.ErrMessage)
+	}
+
+	// Log dirs: every replica of the topic, with its size.
+	dirs, err := adm.DescribeAllLogDirs(ctx, kadm.TopicsSet{topic: {0: {}, 1: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicas, bytes := 0, int64(0)
+	dirs.Each(func(d kadm.DescribedLogDir) {
+		if d.Err != nil {
+			t.Errorf("log dir %s of %d: %v", d.Dir, d.Broker, d.Err)
+		}
+		for _, ps := range d.Topics {
+			replicas += len(ps)
+		}
+		bytes += d.Size()
+	})
+	if replicas != 4 || bytes == 0 {
+		t.Fatalf("log dirs: %d replicas, %d bytes", replicas, bytes)
+	}
+
+	// No reassignment in progress.
+	moving, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{topic: {0: {}, 1: {}}})
+	if err != nil || len(moving) != 0 {
+		t.Fatalf("list reassignments: %v %+v", err, moving)
+	}
+}
