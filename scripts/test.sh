@@ -80,6 +80,14 @@ if [ "${SKIP_INSTALL:-0}" != 1 ]; then
   # on no test.
   mvn -B -q -f tests/java/pom.xml dependency:go-offline test \
     -Dtest=NoSuchTest -Dsurefire.failIfNoSpecifiedTests=false
+
+  # franz-go (tests/e2e/test_go_franz.py) needs Go 1.26: the machines' /usr/local/go, else the
+  # go on PATH. Its modules go into Go's per-machine module cache once, like ~/.m2 for Maven;
+  # the test then runs with GOPROXY=off.
+  step "franz-go modules for tests/go-franz, into Go's module cache"
+  go_bin=/usr/local/go/bin/go
+  [ -x "$go_bin" ] || go_bin=$(command -v go)
+  (cd tests/go-franz && GOFLAGS=-mod=mod GOTOOLCHAIN=local "$go_bin" mod download)
 fi
 
 step "librdkafka's regression-test runner (built once per machine, then cached)"
