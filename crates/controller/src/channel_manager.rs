@@ -484,6 +484,17 @@ async fn send_loop(
                     .await;
                     break;
                 }
+                Err(SendError::Unconfirmed) => {
+                    // Not a verdict on our epoch: the broker could not ask the store (a broker
+                    // paused past its session registers again before its own reads switch to
+                    // the new session). Dropping the request would leave its partitions
+                    // without a leader for good; it is sent again until the broker can check
+                    // it, or leaves the live set (which ends this loop).
+                    warn!(broker, %addr, retry_in_ms = backoff.as_millis() as u64,
+                        "broker could not confirm our controller epoch with the metadata store; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(RECONNECT_BACKOFF_MAX);
+                }
                 Err(SendError::Client(
                     err @ (ClientError::UnsupportedVersion { .. } | ClientError::Config(_)),
                 )) => {
@@ -522,6 +533,17 @@ async fn send_loop(
 /// How often a request refused for its controller epoch is sent again.
 const STALE_EPOCH_RETRIES: u32 = 10;
 
+/// The refusals of a whole control request that sending it again may cure.
+fn refused(error_code: i16) -> Result<(), SendError> {
+    if error_code == ResponseError::StaleControllerEpoch.code() {
+        Err(SendError::StaleControllerEpoch)
+    } else if error_code == ResponseError::NotController.code() {
+        Err(SendError::Unconfirmed)
+    } else {
+        Ok(())
+    }
+}
+
 /// Why a request was not answered.
 #[derive(Debug)]
 enum SendError {
@@ -529,6 +551,9 @@ enum SendError {
     Client(ClientError),
     /// The broker answered STALE_CONTROLLER_EPOCH.
     StaleControllerEpoch,
+    /// The broker answered NOT_CONTROLLER: it could not read the store to confirm us (its
+    /// session is being replaced after an expiry, or the store is unreachable from it).
+    Unconfirmed,
 }
 
 impl From<ClientError> for SendError {
@@ -607,7 +632,6 @@ async fn send_once(
     request: &ControlRequest,
     tags: &BTreeMap<i32, Bytes>,
 ) -> Result<Option<ControllerEvent>, SendError> {
-    let stale = ResponseError::StaleControllerEpoch.code();
     if connection.is_none() {
         *connection = Some(Connection::connect_with(addr, options.clone()).await?);
     }
@@ -627,9 +651,7 @@ async fn send_once(
                 }
             }
             let response = conn.send_version_tagged(req, version, tags).await?;
-            if response.error_code == stale {
-                return Err(SendError::StaleControllerEpoch);
-            }
+            refused(response.error_code)?;
             if response.error_code != 0 {
                 warn!(%addr, error_code = response.error_code, "LeaderAndIsr refused");
             }
@@ -644,9 +666,7 @@ async fn send_once(
             let version =
                 control_version::<UpdateMetadataRequest>(conn, UPDATE_METADATA_MIN_VERSION)?;
             let response = conn.send_version_tagged(req.clone(), version, tags).await?;
-            if response.error_code == stale {
-                return Err(SendError::StaleControllerEpoch);
-            }
+            refused(response.error_code)?;
             if response.error_code != 0 {
                 warn!(%addr, error_code = response.error_code, "UpdateMetadata refused");
             }
@@ -657,9 +677,7 @@ async fn send_once(
             let response = conn
                 .send_version_tagged(request.clone(), version, tags)
                 .await?;
-            if response.error_code == stale {
-                return Err(SendError::StaleControllerEpoch);
-            }
+            refused(response.error_code)?;
             debug!(%addr, error_code = response.error_code, "StopReplica answered");
             if deleted.is_empty() {
                 return Ok(None);
@@ -1194,6 +1212,19 @@ mod tests {
         i32,
         mpsc::UnboundedReceiver<(kafka_protocol::messages::ApiKey, i16)>,
     ) {
+        refusing_broker(ranges, 0).await
+    }
+
+    /// [`recording_broker`] that answers its first `refusals` LeaderAndIsr requests with
+    /// NOT_CONTROLLER (a broker that cannot reach the store to confirm the controller).
+    async fn refusing_broker(
+        ranges: Vec<(kafka_protocol::messages::ApiKey, i16)>,
+        refusals: usize,
+    ) -> (
+        i32,
+        mpsc::UnboundedReceiver<(kafka_protocol::messages::ApiKey, i16)>,
+    ) {
+        let refusals = Arc::new(std::sync::atomic::AtomicUsize::new(refusals));
         use kafka_protocol::messages::api_versions_response::ApiVersion;
         use kafka_protocol::messages::{
             ApiKey, ApiVersionsResponse, LeaderAndIsrResponse, ResponseHeader, StopReplicaResponse,
@@ -1212,6 +1243,7 @@ mod tests {
                 };
                 let ranges = ranges.clone();
                 let seen = seen.clone();
+                let refusals = refusals.clone();
                 tokio::spawn(async move {
                     loop {
                         let mut size = [0u8; 4];
@@ -1247,9 +1279,21 @@ mod tests {
                                     .encode(&mut out, version)
                                     .unwrap();
                             }
-                            ApiKey::LeaderAndIsr => LeaderAndIsrResponse::default()
-                                .encode(&mut out, version)
-                                .unwrap(),
+                            ApiKey::LeaderAndIsr => {
+                                let refuse = refusals
+                                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                                        n.checked_sub(1)
+                                    })
+                                    .is_ok();
+                                LeaderAndIsrResponse::default()
+                                    .with_error_code(if refuse {
+                                        ResponseError::NotController.code()
+                                    } else {
+                                        0
+                                    })
+                                    .encode(&mut out, version)
+                                    .unwrap()
+                            }
                             ApiKey::UpdateMetadata => UpdateMetadataResponse::default()
                                 .encode(&mut out, version)
                                 .unwrap(),
@@ -1317,6 +1361,38 @@ mod tests {
                 "broker offers {offered:?}"
             );
         }
+    }
+
+    #[tokio::test]
+    async fn a_broker_that_cannot_confirm_us_gets_the_request_again() {
+        use kafka_protocol::messages::ApiKey;
+        let mut ctx = ctx();
+        let offered = vec![
+            (ApiKey::LeaderAndIsr, 7),
+            (ApiKey::UpdateMetadata, 8),
+            (ApiKey::StopReplica, 4),
+        ];
+        // More refusals than a stale epoch is retried: NOT_CONTROLLER is no verdict.
+        let refusals = STALE_EPOCH_RETRIES as usize + 2;
+        let (port, mut received) = refusing_broker(offered, refusals).await;
+        ctx.live_brokers.get_mut(&0).unwrap().port = port;
+        let (events, _queue) = mpsc::channel(16);
+        let mut channels = ChannelManager::new(7, Duration::from_secs(60), None, events);
+        channels.add_broker(&ctx.live_brokers[&0]);
+        let mut batch = RequestBatch::default();
+        batch.add_leader_and_isr(&[0], &tp("t", 0), false);
+        batch.add_update_metadata(&[0], &[tp("t", 0)]);
+        channels.send_batch(&ctx, 7, batch);
+        let mut got = Vec::new();
+        while got.last() != Some(&ApiKey::UpdateMetadata) {
+            let (api, _) = tokio::time::timeout(Duration::from_secs(30), received.recv())
+                .await
+                .expect("the broker heard nothing more")
+                .unwrap();
+            got.push(api);
+        }
+        let sent = got.iter().filter(|a| **a == ApiKey::LeaderAndIsr).count();
+        assert_eq!(sent, refusals + 1, "{got:?}");
     }
 
     #[tokio::test]
