@@ -364,6 +364,62 @@ def test_delete_groups_writes_tombstones_and_the_group_stays_gone_after_restart(
     assert committed(g.bootstrap, "doomed", "t", [0], timeout=60) == {0: (-1001, "")}
 
 
+def offset_commit_v2(address, group, topic, offsets, retention_ms):
+    """OffsetCommit v2 (a pre-2.1 client's simple commit, generation -1) with an explicit
+    retention_time_ms, on a raw socket: the partitions' error codes."""
+    host, port = address.split(",")[0].split(":")
+
+    def string(v):
+        return struct.pack(">h", len(v.encode())) + v.encode()
+
+    body = string(group) + struct.pack(">i", -1) + string("") + struct.pack(">q", retention_ms)
+    body += struct.pack(">i", 1) + string(topic) + struct.pack(">i", len(offsets))
+    for partition, offset in sorted(offsets.items()):
+        body += struct.pack(">iq", partition, offset) + string("")
+    client_id = b"e2e-offsets"
+    msg = struct.pack(">hhih", 8, 2, 11, len(client_id)) + client_id + body
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(struct.pack(">i", len(msg)) + msg)
+        r = Reader(recv_exact(s, struct.unpack(">i", recv_exact(s, 4))[0]))
+        assert r.i32() == 11
+        codes = {}
+        for _ in range(r.i32()):
+            r.string()
+            for _ in range(r.i32()):
+                p = r.i32()
+                codes[p] = r.i16()
+        return codes
+
+
+def test_offsets_expire_with_tombstones_kip_211(make_server):
+    """KIP-211 on a short check interval: an offset committed by OffsetCommit v2 with
+    retention_time_ms=2000 is stored as value v1 with its expire timestamp and, its group
+    being empty, expires then (offsets.retention.minutes is far away); the coordinator
+    writes tombstones for the offset and for the group it forgets, and the offset stays gone
+    after a restart (replayed from the log). A v8 commit of another group stays."""
+    g = make_server("offsets.retention.check.interval.ms=500")
+    create_topic(g.bootstrap, "t", 2)
+    coordinator_of(g.bootstrap, "short-lived")
+    commit(g.bootstrap, "kept", {("t", 0): 9})
+    wait_until(lambda: offset_commit_v2(g.bootstrap, "short-lived", "t", {0: 5, 1: 6}, 2000) == {0: 0, 1: 0},
+               timeout=30, interval=0.5, what="the v2 commit")
+    committed_at = time.time()
+    assert committed(g.bootstrap, "short-lived", "t", [0, 1]) == {0: (5, ""), 1: (6, "")}
+    wait_until(lambda: committed(g.bootstrap, "short-lived", "t", [0, 1]) == {0: (-1001, ""), 1: (-1001, "")},
+               timeout=30, interval=0.3, what="the offsets to expire")
+    assert time.time() - committed_at >= 1.5, "expired before its expire timestamp"
+    records = [decode_record(m.key(), m.value()) for m in read_offsets_partition(g.bootstrap, partition_for("short-lived"))]
+    mine = [r for r in records if r["group"] == "short-lived"]
+    values = [r for r in mine if r["type"] == "offset" and not r.get("tombstone")]
+    assert {r["value_version"] for r in values} == {1}, values
+    assert all(r["expire_timestamp"] - r["commit_timestamp"] == 2000 for r in values), values
+    tombstones = {(r["type"], r.get("partition")) for r in mine if r.get("tombstone")}
+    assert tombstones == {("offset", 0), ("offset", 1), ("group", None)}, mine
+    g.restart()
+    assert committed(g.bootstrap, "short-lived", "t", [0, 1], timeout=60) == {0: (-1001, ""), 1: (-1001, "")}
+    assert committed(g.bootstrap, "kept", "t", [0]) == {0: (9, "")}
+
+
 # ---- Three brokers ----
 
 

@@ -376,6 +376,7 @@ fn replay(rm: &replication::ReplicaManager, tp: &TopicPartition) -> Result<Repla
                                         leader_epoch: v.leader_epoch,
                                         metadata: v.metadata,
                                         commit_timestamp_ms: v.commit_timestamp_ms,
+                                        expire_timestamp_ms: v.expire_timestamp_ms,
                                     },
                                 );
                             }
@@ -437,6 +438,7 @@ async fn import_from_store(
                         leader_epoch: -1,
                         metadata: String::new(),
                         commit_timestamp_ms: stored.mtime_ms,
+                        expire_timestamp_ms: None,
                     },
                 )
             })
@@ -481,7 +483,8 @@ fn offsets_tp(partition: i32) -> TopicPartition {
     )
 }
 
-/// One offset commit record: Kafka's key v1 and value v3.
+/// One offset commit record: Kafka's key v1 and value v3 (v1 when the commit carried an
+/// explicit retention).
 fn offset_record(
     group: &str,
     tp: &TopicPartition,
@@ -494,7 +497,7 @@ fn offset_record(
             leader_epoch: offset.leader_epoch,
             metadata: offset.metadata.clone(),
             commit_timestamp_ms: offset.commit_timestamp_ms,
-            expire_timestamp_ms: None,
+            expire_timestamp_ms: offset.expire_timestamp_ms,
         })),
     )
 }
@@ -586,6 +589,12 @@ fn group_config(config: &BrokerConfig) -> GroupConfig {
             "group.max.session.timeout.ms",
             defaults.max_session_timeout_ms,
         ),
+        offsets_retention_ms: u64::try_from(config.offsets_retention.as_millis())
+            .unwrap_or(u64::MAX),
+        offsets_retention_check_interval_ms: u64::try_from(
+            config.offsets_retention_check_interval.as_millis(),
+        )
+        .unwrap_or(u64::MAX),
         ..defaults
     }
 }

@@ -474,6 +474,17 @@ impl<S: OffsetStore> Inner<S> {
                         }
                     });
                 }
+                Output::GroupExpired {
+                    group_id,
+                    partitions,
+                } => {
+                    let store = Arc::clone(&self.store);
+                    tokio::spawn(async move {
+                        if let Err(err) = store.delete_group(&group_id, &partitions).await {
+                            tracing::warn!(group_id, %err, "could not delete an expired group from the store");
+                        }
+                    });
+                }
                 Output::Membership(event) => {
                     if self.events.try_send(event).is_err() {
                         tracing::warn!("membership event queue full or closed; dropping an event");
