@@ -4,6 +4,7 @@ byte, and groups that survive a restart and a kill -9 of their coordinator. Real
 (confluent-kafka, kafka-python, kcat) against real `gregor` processes."""
 
 import os
+import signal
 import socket
 import struct
 import subprocess
@@ -418,6 +419,140 @@ def test_offsets_expire_with_tombstones_kip_211(make_server):
     g.restart()
     assert committed(g.bootstrap, "short-lived", "t", [0, 1], timeout=60) == {0: (-1001, ""), 1: (-1001, "")}
     assert committed(g.bootstrap, "kept", "t", [0]) == {0: (9, "")}
+
+
+class FlexReader(Reader):
+    """Kafka's flexible schema types: unsigned varints, compact strings and arrays (length + 1,
+    0 for null), uuids, and a tagged-field section after every struct."""
+
+    def uvarint(self):
+        out, shift = 0, 0
+        while True:
+            b = self.take(1)[0]
+            out |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return out
+            shift += 7
+
+    def cstring(self, nullable=False):
+        n = self.uvarint()
+        if n == 0:
+            assert nullable, "a non-nullable compact string is null"
+            return None
+        return self.take(n - 1).decode()
+
+    def carray(self, item):
+        return [item() for _ in range(self.uvarint() - 1)]
+
+    def uuid(self):
+        return uuid.UUID(bytes=self.take(16))
+
+    def tags(self):
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self.take(self.uvarint())
+
+
+def decode_consumer_group_record(key, value):
+    """Kafka 4.x's ConsumerGroup* coordinator records (types 3-8): key and value v0."""
+    k = Reader(key)
+    kind = k.i16()
+    assert 3 <= kind <= 8, kind
+    out = {"type": kind, "group": k.string()}
+    if kind in (5, 7, 8):
+        out["member"] = k.string()
+    k.done()
+    if value is None:
+        out["tombstone"] = True
+        return out
+    v = FlexReader(value)
+    assert v.i16() == 0
+
+    def assignment():
+        def topic():
+            t = (v.uuid(), v.carray(v.i32))
+            v.tags()
+            return t
+        return v.carray(topic)
+
+    if kind in (3, 6):
+        out["epoch"] = v.i32()
+    elif kind == 4:
+        def topic():
+            t = {"id": v.uuid(), "name": v.cstring(), "partitions": v.i32()}
+
+            def racks():
+                p = (v.i32(), v.carray(v.cstring))
+                v.tags()
+                return p
+            t["racks"] = v.carray(racks)
+            v.tags()
+            return t
+        out["topics"] = v.carray(topic)
+    elif kind == 5:
+        out.update(instance_id=v.cstring(True), rack_id=v.cstring(True), client_id=v.cstring(),
+                   client_host=v.cstring(), subscribed=v.carray(v.cstring), regex=v.cstring(True),
+                   rebalance_timeout=v.i32(), assignor=v.cstring(True))
+    elif kind == 7:
+        out["assignment"] = assignment()
+    elif kind == 8:
+        out.update(member_epoch=v.i32(), previous_epoch=v.i32(), state=v.take(1)[0],
+                   assigned=assignment(), revoking=assignment())
+    v.tags()
+    v.done()
+    return out
+
+
+def test_a_kip_848_group_survives_a_kill_9_of_its_coordinator(make_server):
+    """A consumer-protocol group is kept in __consumer_offsets as Kafka's ConsumerGroup* records
+    (checked against the published schemas) and replayed on load: after a kill -9 and restart
+    of the broker the member goes on heartbeating with its epoch and its partitions, with no
+    revocation and no second assignment, and consumes what is produced afterwards."""
+    g = make_server()
+    create_topic(g.bootstrap, "k", 2)
+    events = []
+    c = Consumer({"bootstrap.servers": g.bootstrap, "group.id": "kip848", "group.protocol": "consumer",
+                  "group.remote.assignor": "range", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    c.subscribe(["k"], on_assign=lambda _c, ps: events.append(("assign", sorted(p.partition for p in ps))),
+                on_revoke=lambda _c, ps: events.append(("revoke", sorted(p.partition for p in ps))),
+                on_lost=lambda _c, ps: events.append(("lost", sorted(p.partition for p in ps))))
+    try:
+        p = Producer({"bootstrap.servers": g.bootstrap})
+        p.produce("k", b"before", partition=0)
+        p.flush(10)
+        got = []
+        wait_until(lambda: (m := c.poll(0.5)) is not None and not m.error() and got.append(m.value()) is None,
+                   timeout=60, what="the first record")
+        assert events == [("assign", [0, 1])], events
+        records = [decode_consumer_group_record(m.key(), m.value())
+                   for m in read_offsets_partition(g.bootstrap, partition_for("kip848"))
+                   if struct.unpack(">h", m.key()[:2])[0] >= 3]
+        live = {}
+        for r in records:
+            live[(r["type"], r.get("member"))] = r
+        kinds = sorted({t for (t, _), r in live.items() if not r.get("tombstone")})
+        assert kinds == [3, 4, 5, 6, 7, 8], live
+        (member,) = {m for (_, m) in live if m}
+        current = live[(8, member)]
+        assert current["state"] == 0 and current["member_epoch"] == live[(3, None)]["epoch"], current
+        assert sorted(ps for _, ps in current["assigned"])[0] == [0, 1], current
+        assert live[(5, member)]["subscribed"] == ["k"] and live[(5, member)]["assignor"] == "range"
+        assert live[(4, None)]["topics"][0]["name"] == "k" and live[(4, None)]["topics"][0]["partitions"] == 2
+
+        g.stop(signal.SIGKILL)
+        g.start()
+        p = Producer({"bootstrap.servers": g.bootstrap})
+        p.produce("k", b"after", partition=1)
+        p.flush(30)
+        wait_until(lambda: (m := c.poll(0.5)) is not None and not m.error() and m.value() == b"after",
+                   timeout=60, what="the record produced after the restart")
+        for _ in range(6):  # a few heartbeats on the restarted coordinator
+            c.poll(0.5)
+        assert events == [("assign", [0, 1])], f"the member rebalanced after the restart: {events}"
+        assert "consumer_groups=1" in g.log_text()
+    finally:
+        c.close()
 
 
 # ---- Three brokers ----

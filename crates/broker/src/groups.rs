@@ -21,7 +21,10 @@
 //! batch of offset records appended to the group's partition, answered once the high
 //! watermark covers it (acks=all, `offsets.commit.timeout.ms`); a completed rebalance or a
 //! group that became empty appends its group metadata the same way before the SyncGroup
-//! answers leave; DeleteGroups, OffsetDelete, expired offsets and deleted topics append
+//! answers leave; a KIP-848 group appends the `ConsumerGroup*` records that changed
+//! (`group_coordinator::consumer_records`) before the ConsumerGroupHeartbeat answer leaves,
+//! and a coordinator loading the partition resumes it from them (members, epochs,
+//! assignments); DeleteGroups, OffsetDelete, expired offsets and deleted topics append
 //! tombstones. Nothing is fsynced per commit: durability comes from the in-sync replicas.
 //! Member registrations (`/consumers/<group>/ids/<member>`) and owners
 //! (`/consumers/<group>/owners/<t>/<p>`) are still written to the metadata store, for tools.
@@ -310,8 +313,10 @@ async fn load_partition(
         return;
     }
     coordinator.load_groups(replayed.offsets, replayed.groups);
+    let consumer_groups = replayed.consumer_groups.len();
+    coordinator.load_consumer_groups(replayed.consumer_groups);
     held.insert(partition, (epoch, Load::Loaded));
-    info!(%tp, leader_epoch = epoch, groups, offsets, elapsed_ms = started.elapsed().as_millis() as u64,
+    info!(%tp, leader_epoch = epoch, groups, consumer_groups, offsets, elapsed_ms = started.elapsed().as_millis() as u64,
         "loaded consumer groups of offsets partition");
 }
 
@@ -320,6 +325,8 @@ async fn load_partition(
 struct Replayed {
     offsets: GroupOffsets,
     groups: BTreeMap<String, GroupMetadataSnapshot>,
+    /// KIP-848 groups' live records (group -> key -> value).
+    consumer_groups: BTreeMap<String, group_coordinator::consumer_records::GroupRecords>,
     log_end_offset: i64,
 }
 
@@ -331,6 +338,8 @@ fn replay(rm: &replication::ReplicaManager, tp: &TopicPartition) -> Result<Repla
     let mut offset = partition.log_start_offset();
     let mut offsets = GroupOffsets::new();
     let mut groups: BTreeMap<String, Option<GroupMetadataSnapshot>> = BTreeMap::new();
+    let mut consumer_groups: BTreeMap<String, group_coordinator::consumer_records::GroupRecords> =
+        BTreeMap::new();
     let mut skipped = 0usize;
     while offset < end {
         let bytes = partition
@@ -355,6 +364,14 @@ fn replay(rm: &replication::ReplicaManager, tp: &TopicPartition) -> Result<Repla
                     skipped += 1;
                     continue;
                 };
+                if let Some(group) = group_coordinator::consumer_records::group_of_key(key) {
+                    let live = consumer_groups.entry(group).or_default();
+                    match record.value {
+                        Some(value) => live.insert(key.to_vec(), value.to_vec()),
+                        None => live.remove(key),
+                    };
+                    continue;
+                }
                 match log_records::decode(key, record.value) {
                     Ok(LogRecord::Offset {
                         group,
@@ -406,6 +423,10 @@ fn replay(rm: &replication::ReplicaManager, tp: &TopicPartition) -> Result<Repla
         groups: groups
             .into_iter()
             .filter_map(|(group, value)| Some((group, value?)))
+            .collect(),
+        consumer_groups: consumer_groups
+            .into_iter()
+            .filter(|(_, records)| !records.is_empty())
             .collect(),
         log_end_offset: end,
     })
@@ -724,6 +745,14 @@ impl OffsetStore for TopicOffsetStore {
             .collect();
         records.push((log_records::group_key(group_id), None));
         self.write(group_id, records).await
+    }
+
+    async fn store_records(
+        &self,
+        group_id: &str,
+        records: &[group_coordinator::consumer_records::RecordWrite],
+    ) -> Result<(), OffsetStoreError> {
+        self.write(group_id, records.to_vec()).await
     }
 
     async fn store_group(

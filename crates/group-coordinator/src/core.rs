@@ -126,6 +126,14 @@ pub enum Output {
         /// What `GroupMetadataValue` holds.
         value: crate::log_records::GroupMetadataSnapshot,
     },
+    /// Records of a KIP-848 group that changed (a timer fenced a member, the group was
+    /// deleted or expired), to append to the group's offsets partition in this order.
+    ConsumerGroupRecords {
+        /// The group.
+        group_id: String,
+        /// Keys and values (`None`: tombstone).
+        records: Vec<crate::consumer_records::RecordWrite>,
+    },
     /// Offsets that outlived `offsets.retention.minutes`: already gone from the cache, to be
     /// deleted from the [`crate::OffsetStore`].
     OffsetsExpired {
@@ -163,6 +171,8 @@ pub struct CoordinatorCore {
     /// When empty groups without offsets are next forgotten (Kafka's
     /// `offsets.retention.check.interval.ms` cleanup); armed by the first `tick`.
     next_cleanup_ms: Option<u64>,
+    /// The records last written for each KIP-848 group (see `consumer_persist`).
+    pub(crate) consumer_written: BTreeMap<String, crate::consumer_records::GroupRecords>,
 }
 
 /// Kafka's `offsets.retention.check.interval.ms` default: how often empty groups without
@@ -194,6 +204,7 @@ impl CoordinatorCore {
             topics: BTreeMap::new(),
             outbox: Vec::new(),
             next_cleanup_ms: None,
+            consumer_written: BTreeMap::new(),
         }
     }
 
@@ -264,6 +275,8 @@ impl CoordinatorCore {
             }
             self.offsets.remove(group_id);
         }
+        // Their records stay in the log for the next coordinator: no tombstones.
+        self.consumer_written.retain(|group_id, _| !moved(group_id));
         ids.len()
     }
 
@@ -338,6 +351,8 @@ impl CoordinatorCore {
             }
             Some(_) => {}
         }
+        // Fenced members, expired groups: their records change.
+        self.persist_consumer_groups();
     }
 
     /// Kafka's offset expiration (KIP-211): an empty group's offsets expire `retention` after

@@ -82,6 +82,17 @@ pub trait OffsetStore: Send + Sync + 'static {
         let _ = (group_id, value);
         async { Ok(()) }
     }
+
+    /// Appends records of a KIP-848 group (`crate::consumer_records`; `None` values are
+    /// tombstones), in order, as one write. Stores that keep only offsets do nothing.
+    fn store_records(
+        &self,
+        group_id: &str,
+        records: &[crate::consumer_records::RecordWrite],
+    ) -> impl Future<Output = Result<(), OffsetStoreError>> + Send {
+        let _ = (group_id, records);
+        async { Ok(()) }
+    }
 }
 
 /// An [`OffsetStore`] in memory, for tests; it can be told to fail its next call.

@@ -102,6 +102,7 @@ impl Harness {
                     self.expired
                         .extend(partitions.into_iter().map(|tp| format!("{group_id}/{tp}")));
                 }
+                Output::ConsumerGroupRecords { .. } => {}
                 Output::GroupExpired {
                     group_id,
                     partitions,
