@@ -555,6 +555,96 @@ def test_a_kip_848_group_survives_a_kill_9_of_its_coordinator(make_server):
         c.close()
 
 
+def raw_request(address, api_key, version, body, correlation=21):
+    host, port = address.split(",")[0].split(":")
+    client_id = b"e2e-offsets"
+    msg = struct.pack(">hhih", api_key, version, correlation, len(client_id)) + client_id + body
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(struct.pack(">i", len(msg)) + msg)
+        r = Reader(recv_exact(s, struct.unpack(">i", recv_exact(s, 4))[0]))
+        assert r.i32() == correlation
+        return r
+
+
+def kstr(v):
+    return struct.pack(">h", len(v.encode())) + v.encode()
+
+
+def offset_commit_v0(address, group, topic, offsets):
+    """OffsetCommit v0 (Kafka 2.8 keeps these in ZooKeeper): {partition: error code}."""
+    body = kstr(group) + struct.pack(">i", 1) + kstr(topic) + struct.pack(">i", len(offsets))
+    for partition, offset in sorted(offsets.items()):
+        body += struct.pack(">iq", partition, offset) + kstr("")
+    r = raw_request(address, 8, 0, body)
+    codes = {}
+    for _ in range(r.i32()):
+        r.string()
+        for _ in range(r.i32()):
+            p = r.i32()
+            codes[p] = r.i16()
+    return codes
+
+
+def offset_fetch_v0(address, group, topic, partitions):
+    """OffsetFetch v0 (read from ZooKeeper): {partition: (offset, error code)}."""
+    body = kstr(group) + struct.pack(">i", 1) + kstr(topic) + struct.pack(">i", len(partitions))
+    body += b"".join(struct.pack(">i", p) for p in partitions)
+    r = raw_request(address, 9, 0, body)
+    out = {}
+    for _ in range(r.i32()):
+        r.string()
+        for _ in range(r.i32()):
+            p, offset = r.i32(), r.i64()
+            r.string(nullable=True)
+            out[p] = (offset, r.i16())
+    return out
+
+
+def metric(g, name):
+    import urllib.request
+    with urllib.request.urlopen(f"http://127.0.0.1:{g.admin_port}/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + "{") or line.startswith(name + " "):
+                return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_committed_offsets_are_mirrored_to_consumers_and_v0_uses_the_store(make_server):
+    """The seed's /consumers/<group>/offsets/<topic>/<partition> follows the commits made
+    through the coordinators within a few seconds (batched, off the commit's path), deletions
+    included, with the mirror's lag on /metrics; OffsetCommit v0 and OffsetFetch v0 write and
+    read that view directly, as Kafka 2.8 does with ZooKeeper."""
+    g = make_server()
+    create_topic(g.bootstrap, "t", 2)
+    commit(g.bootstrap, "mirrored", {("t", 0): 5, ("t", 1): 7})
+    committed_at = time.time()
+    path = "/consumers/mirrored/offsets/t/{}"
+
+    def mirrored():
+        nodes = [g.meta(path.format(p)) for p in (0, 1)]
+        return [n and n["data"] for n in nodes] == [5, 7]
+
+    wait_until(mirrored, timeout=10, interval=0.1, what="the mirror of the commit")
+    assert time.time() - committed_at < 4, "the mirror is more than a few seconds behind"
+    commit(g.bootstrap, "mirrored", {("t", 0): 6})
+    wait_until(lambda: (g.meta(path.format(0)) or {}).get("data") == 6, timeout=10, what="the next commit mirrored")
+    assert metric(g, "gregor_consumer_offsets_zk_mirror_lag_ms") == 0
+    assert metric(g, "gregor_consumer_offsets_zk_mirror_pending") == 0
+    # v0 reads the view: the coordinator's commits, as mirrored; -1 where there is none.
+    assert offset_fetch_v0(g.bootstrap, "mirrored", "t", [0, 1]) == {0: (6, 0), 1: (7, 0)}
+    assert offset_fetch_v0(g.bootstrap, "nobody", "t", [0]) == {0: (-1, 0)}
+    # v0 writes the view at once, not __consumer_offsets (Kafka 2.8).
+    assert offset_commit_v0(g.bootstrap, "old-client", "t", {0: 42, 5: 1}) == {0: 0, 5: 3}
+    assert g.meta("/consumers/old-client/offsets/t/0")["data"] == 42
+    assert offset_fetch_v0(g.bootstrap, "old-client", "t", [0]) == {0: (42, 0)}
+    assert committed(g.bootstrap, "old-client", "t", [0]) == {0: (-1001, "")}
+    # Deleting the group removes its mirrored offsets too.
+    admin = AdminClient({"bootstrap.servers": g.bootstrap})
+    admin.delete_consumer_groups(["mirrored"])["mirrored"].result(timeout=30)
+    wait_until(lambda: g.meta(path.format(0)) is None and g.meta(path.format(1)) is None,
+               timeout=10, what="the mirrored offsets deleted")
+
+
 # ---- Three brokers ----
 
 

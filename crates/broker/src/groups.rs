@@ -96,6 +96,8 @@ pub(crate) struct Groups {
     /// When this broker last asked the controller to create `__consumer_offsets`.
     offsets_topic_asked: Mutex<Option<std::time::Instant>>,
     ctx: OnceLock<Weak<BrokerContext>>,
+    /// Committed offsets on their way to `/consumers/<group>/offsets` (the seed's view).
+    pub(crate) mirror: crate::offsets_mirror::OffsetsMirror,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -109,6 +111,7 @@ impl Groups {
         let _ = ctx.groups.ctx.set(Arc::downgrade(ctx));
         let weak = Arc::downgrade(ctx);
         let config = group_config(&ctx.config);
+        crate::offsets_mirror::start(ctx);
         tokio::spawn(async move {
             let store = Arc::new(TopicOffsetStore { ctx: weak.clone() });
             let sink = Arc::new(ZkMembershipSink { ctx: weak.clone() });
@@ -680,6 +683,17 @@ pub(crate) struct TopicOffsetStore {
 }
 
 impl TopicOffsetStore {
+    /// Queues written offsets for the metadata store's view (never waits).
+    fn mirror(
+        &self,
+        group_id: &str,
+        changes: impl IntoIterator<Item = (TopicPartition, Option<i64>)>,
+    ) {
+        if let Some(ctx) = self.ctx.upgrade() {
+            ctx.groups.mirror.queue(group_id, changes);
+        }
+    }
+
     async fn write(
         &self,
         group_id: &str,
@@ -704,7 +718,12 @@ impl OffsetStore for TopicOffsetStore {
             .iter()
             .map(|(tp, o)| offset_record(group_id, tp, o))
             .collect();
-        self.write(group_id, records).await
+        self.write(group_id, records).await?;
+        self.mirror(
+            group_id,
+            offsets.iter().map(|(tp, o)| (tp.clone(), Some(o.offset))),
+        );
+        Ok(())
     }
 
     async fn load_all(&self) -> Result<GroupOffsets, OffsetStoreError> {
@@ -726,7 +745,9 @@ impl OffsetStore for TopicOffsetStore {
                 )
             })
             .collect();
-        self.write(group_id, records).await
+        self.write(group_id, records).await?;
+        self.mirror(group_id, partitions.iter().map(|tp| (tp.clone(), None)));
+        Ok(())
     }
 
     async fn delete_group(
@@ -744,7 +765,9 @@ impl OffsetStore for TopicOffsetStore {
             })
             .collect();
         records.push((log_records::group_key(group_id), None));
-        self.write(group_id, records).await
+        self.write(group_id, records).await?;
+        self.mirror(group_id, offsets.iter().map(|tp| (tp.clone(), None)));
+        Ok(())
     }
 
     async fn store_records(
