@@ -337,6 +337,9 @@ impl CoordinatorCore {
 
     /// Fires every timer due at `now_ms`.
     pub fn tick(&mut self, now_ms: u64) {
+        // The timer task also runs after every request; only a timer that fired can change a
+        // consumer group's records here (heartbeats and deletions write their own).
+        let due = self.next_deadline_ms().is_some_and(|d| d <= now_ms);
         self.fire_group_timers(now_ms);
         match self.next_cleanup_ms {
             None => {
@@ -352,7 +355,9 @@ impl CoordinatorCore {
             Some(_) => {}
         }
         // Fenced members, expired groups: their records change.
-        self.persist_consumer_groups();
+        if due {
+            self.persist_consumer_groups();
+        }
     }
 
     /// Kafka's offset expiration (KIP-211): an empty group's offsets expire `retention` after

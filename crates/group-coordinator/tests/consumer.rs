@@ -565,3 +565,38 @@ fn a_consumer_group_resumes_on_another_coordinator_from_its_records() {
     replay_into(&mut log, &mut moved.core);
     assert!(log.is_empty(), "{log:?}");
 }
+
+/// A member fenced by its session timer loses its records in the same tick (tombstones for
+/// its member metadata, target and current assignment); a tick with no timer due writes
+/// nothing.
+#[test]
+fn a_fenced_member_s_records_get_tombstones_from_the_timer() {
+    let (mut g, _) = Group::new(None);
+    let (mut a, _) = g.join("a", Some("range"));
+    let (mut b, _) = g.join("b", Some("range"));
+    settle(&mut g, &mut [&mut a, &mut b]);
+    let mut log = BTreeMap::new();
+    replay_into(&mut log, &mut g.core);
+    g.core.tick(g.now);
+    assert!(
+        g.core.take_outputs().is_empty(),
+        "nothing due, nothing written"
+    );
+    let mut tombstones = Vec::new();
+    for _ in 0..10 {
+        g.now += 5_000;
+        g.core.tick(g.now);
+        for output in g.core.take_outputs() {
+            if let group_coordinator::Output::ConsumerGroupRecords { records, .. } = output {
+                tombstones.extend(
+                    records
+                        .into_iter()
+                        .filter(|(_, v)| v.is_none())
+                        .map(|(k, _)| (i16::from_be_bytes([k[0], k[1]]), k.ends_with(b"b"))),
+                );
+            }
+        }
+        assert_eq!(g.heartbeat(&mut a).error_code, NONE);
+    }
+    assert_eq!(tombstones, [(8, true), (7, true), (5, true)]);
+}
