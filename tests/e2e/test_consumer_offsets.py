@@ -779,3 +779,53 @@ def test_offsets_of_the_old_store_are_imported_once(make_server):
     finally:
         zk.stop()
         zk.close()
+
+
+@pytest.mark.skipif(os.environ.get("GREGOR_BENCH_FAILOVER") != "1",
+                    reason="benchmark: set GREGOR_BENCH_FAILOVER=1 (BENCHMARKS.md, coordinator failover)")
+def test_bench_coordinator_failover_at_1000_groups(tmp_path):
+    """Coordinator failover time at 1,000 groups: three brokers, __consumer_offsets with 50
+    partitions at RF 3, 1,000 groups with a committed offset each; kill -9 of the broker
+    coordinating the most groups; prints how long until every one of its groups took a commit
+    on its new coordinator (found through FindCoordinator, as clients do), and checks that no
+    group lost its offset."""
+    from replication import SESSION_TIMEOUT_MS, Cluster
+
+    groups = [f"bench-{i}" for i in range(int(os.environ.get("GREGOR_BENCH_GROUPS", "1000")))]
+    cluster = Cluster(tmp_path, overrides=["offsets.topic.replication.factor=3"]).start()
+    try:
+        cluster.create_topic("work", partitions=1, rf=3)
+        coordinator_of(cluster.bootstrap, groups[0], timeout=120)
+        wait_until(lambda: all(len(cluster.isr(OFFSETS, p)) == 3 for p in range(50)), timeout=120,
+                   what="offsets partitions fully in sync")
+        where = {}
+        for g in groups:
+            where[g] = coordinator_of(cluster.bootstrap, g)
+            assert offset_commit_v2(cluster.brokers[where[g]].address, g, "work", {0: 1}, -1) == {0: 0}
+        victim = max(set(where.values()), key=lambda n: sum(1 for v in where.values() if v == n))
+        moved = [g for g in groups if where[g] == victim]
+        survivor = next(b for n, b in cluster.brokers.items() if n != victim)
+        load = open("/proc/loadavg").read().split()[:3]
+        killed_at = time.time()
+        cluster.brokers[victim].kill()
+        pending = set(moved)
+        while pending and time.time() - killed_at < SESSION_TIMEOUT_MS / 1000 + 120:
+            for g in sorted(pending):
+                error, node = find_coordinator(survivor.address, g)
+                if error or node == victim or node not in cluster.brokers:
+                    continue
+                try:
+                    if offset_commit_v2(cluster.brokers[node].address, g, "work", {0: 2}, -1) == {0: 0}:
+                        pending.discard(g)
+                except (OSError, AssertionError):
+                    pass
+            time.sleep(0.05)
+        elapsed = time.time() - killed_at
+        print(f"\nfailover: {len(moved)} of {len(groups)} groups moved from broker {victim}; all committing on "
+              f"their new coordinator {elapsed:.1f} s after kill -9 (session timeout {SESSION_TIMEOUT_MS} ms; "
+              f"load average before {' '.join(load)})")
+        assert not pending, f"{len(pending)} groups never resumed"
+        assert committed(survivor.address, moved[0], "work", [0], timeout=60) == {0: (2, "")}
+        assert committed(survivor.address, groups[-1], "work", [0], timeout=60)[0][0] in (1, 2)
+    finally:
+        cluster.stop()
