@@ -4,6 +4,7 @@ byte, and groups that survive a restart and a kill -9 of their coordinator. Real
 (confluent-kafka, kafka-python, kcat) against real `gregor` processes."""
 
 import os
+import signal
 import socket
 import struct
 import subprocess
@@ -364,6 +365,286 @@ def test_delete_groups_writes_tombstones_and_the_group_stays_gone_after_restart(
     assert committed(g.bootstrap, "doomed", "t", [0], timeout=60) == {0: (-1001, "")}
 
 
+def offset_commit_v2(address, group, topic, offsets, retention_ms):
+    """OffsetCommit v2 (a pre-2.1 client's simple commit, generation -1) with an explicit
+    retention_time_ms, on a raw socket: the partitions' error codes."""
+    host, port = address.split(",")[0].split(":")
+
+    def string(v):
+        return struct.pack(">h", len(v.encode())) + v.encode()
+
+    body = string(group) + struct.pack(">i", -1) + string("") + struct.pack(">q", retention_ms)
+    body += struct.pack(">i", 1) + string(topic) + struct.pack(">i", len(offsets))
+    for partition, offset in sorted(offsets.items()):
+        body += struct.pack(">iq", partition, offset) + string("")
+    client_id = b"e2e-offsets"
+    msg = struct.pack(">hhih", 8, 2, 11, len(client_id)) + client_id + body
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(struct.pack(">i", len(msg)) + msg)
+        r = Reader(recv_exact(s, struct.unpack(">i", recv_exact(s, 4))[0]))
+        assert r.i32() == 11
+        codes = {}
+        for _ in range(r.i32()):
+            r.string()
+            for _ in range(r.i32()):
+                p = r.i32()
+                codes[p] = r.i16()
+        return codes
+
+
+def test_offsets_expire_with_tombstones_kip_211(make_server):
+    """KIP-211 on a short check interval: an offset committed by OffsetCommit v2 with
+    retention_time_ms=2000 is stored as value v1 with its expire timestamp and, its group
+    being empty, expires then (offsets.retention.minutes is far away); the coordinator
+    writes tombstones for the offset and for the group it forgets, and the offset stays gone
+    after a restart (replayed from the log). A v8 commit of another group stays."""
+    g = make_server("offsets.retention.check.interval.ms=500")
+    create_topic(g.bootstrap, "t", 2)
+    coordinator_of(g.bootstrap, "short-lived")
+    commit(g.bootstrap, "kept", {("t", 0): 9})
+    wait_until(lambda: offset_commit_v2(g.bootstrap, "short-lived", "t", {0: 5, 1: 6}, 2000) == {0: 0, 1: 0},
+               timeout=30, interval=0.5, what="the v2 commit")
+    committed_at = time.time()
+    assert committed(g.bootstrap, "short-lived", "t", [0, 1]) == {0: (5, ""), 1: (6, "")}
+    wait_until(lambda: committed(g.bootstrap, "short-lived", "t", [0, 1]) == {0: (-1001, ""), 1: (-1001, "")},
+               timeout=30, interval=0.3, what="the offsets to expire")
+    assert time.time() - committed_at >= 1.5, "expired before its expire timestamp"
+    records = [decode_record(m.key(), m.value()) for m in read_offsets_partition(g.bootstrap, partition_for("short-lived"))]
+    mine = [r for r in records if r["group"] == "short-lived"]
+    values = [r for r in mine if r["type"] == "offset" and not r.get("tombstone")]
+    assert {r["value_version"] for r in values} == {1}, values
+    assert all(r["expire_timestamp"] - r["commit_timestamp"] == 2000 for r in values), values
+    tombstones = {(r["type"], r.get("partition")) for r in mine if r.get("tombstone")}
+    assert tombstones == {("offset", 0), ("offset", 1), ("group", None)}, mine
+    g.restart()
+    assert committed(g.bootstrap, "short-lived", "t", [0, 1], timeout=60) == {0: (-1001, ""), 1: (-1001, "")}
+    assert committed(g.bootstrap, "kept", "t", [0]) == {0: (9, "")}
+
+
+class FlexReader(Reader):
+    """Kafka's flexible schema types: unsigned varints, compact strings and arrays (length + 1,
+    0 for null), uuids, and a tagged-field section after every struct."""
+
+    def uvarint(self):
+        out, shift = 0, 0
+        while True:
+            b = self.take(1)[0]
+            out |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return out
+            shift += 7
+
+    def cstring(self, nullable=False):
+        n = self.uvarint()
+        if n == 0:
+            assert nullable, "a non-nullable compact string is null"
+            return None
+        return self.take(n - 1).decode()
+
+    def carray(self, item):
+        return [item() for _ in range(self.uvarint() - 1)]
+
+    def uuid(self):
+        return uuid.UUID(bytes=self.take(16))
+
+    def tags(self):
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self.take(self.uvarint())
+
+
+def decode_consumer_group_record(key, value):
+    """Kafka 4.x's ConsumerGroup* coordinator records (types 3-8): key and value v0."""
+    k = Reader(key)
+    kind = k.i16()
+    assert 3 <= kind <= 8, kind
+    out = {"type": kind, "group": k.string()}
+    if kind in (5, 7, 8):
+        out["member"] = k.string()
+    k.done()
+    if value is None:
+        out["tombstone"] = True
+        return out
+    v = FlexReader(value)
+    assert v.i16() == 0
+
+    def assignment():
+        def topic():
+            t = (v.uuid(), v.carray(v.i32))
+            v.tags()
+            return t
+        return v.carray(topic)
+
+    if kind in (3, 6):
+        out["epoch"] = v.i32()
+    elif kind == 4:
+        def topic():
+            t = {"id": v.uuid(), "name": v.cstring(), "partitions": v.i32()}
+
+            def racks():
+                p = (v.i32(), v.carray(v.cstring))
+                v.tags()
+                return p
+            t["racks"] = v.carray(racks)
+            v.tags()
+            return t
+        out["topics"] = v.carray(topic)
+    elif kind == 5:
+        out.update(instance_id=v.cstring(True), rack_id=v.cstring(True), client_id=v.cstring(),
+                   client_host=v.cstring(), subscribed=v.carray(v.cstring), regex=v.cstring(True),
+                   rebalance_timeout=v.i32(), assignor=v.cstring(True))
+    elif kind == 7:
+        out["assignment"] = assignment()
+    elif kind == 8:
+        out.update(member_epoch=v.i32(), previous_epoch=v.i32(), state=v.take(1)[0],
+                   assigned=assignment(), revoking=assignment())
+    v.tags()
+    v.done()
+    return out
+
+
+def test_a_kip_848_group_survives_a_kill_9_of_its_coordinator(make_server):
+    """A consumer-protocol group is kept in __consumer_offsets as Kafka's ConsumerGroup* records
+    (checked against the published schemas) and replayed on load: after a kill -9 and restart
+    of the broker the member goes on heartbeating with its epoch and its partitions, with no
+    revocation and no second assignment, and consumes what is produced afterwards."""
+    g = make_server()
+    create_topic(g.bootstrap, "k", 2)
+    events = []
+    c = Consumer({"bootstrap.servers": g.bootstrap, "group.id": "kip848", "group.protocol": "consumer",
+                  "group.remote.assignor": "range", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    c.subscribe(["k"], on_assign=lambda _c, ps: events.append(("assign", sorted(p.partition for p in ps))),
+                on_revoke=lambda _c, ps: events.append(("revoke", sorted(p.partition for p in ps))),
+                on_lost=lambda _c, ps: events.append(("lost", sorted(p.partition for p in ps))))
+    try:
+        p = Producer({"bootstrap.servers": g.bootstrap})
+        p.produce("k", b"before", partition=0)
+        p.flush(10)
+        got = []
+        wait_until(lambda: (m := c.poll(0.5)) is not None and not m.error() and got.append(m.value()) is None,
+                   timeout=60, what="the first record")
+        assert events == [("assign", [0, 1])], events
+        records = [decode_consumer_group_record(m.key(), m.value())
+                   for m in read_offsets_partition(g.bootstrap, partition_for("kip848"))
+                   if struct.unpack(">h", m.key()[:2])[0] >= 3]
+        live = {}
+        for r in records:
+            live[(r["type"], r.get("member"))] = r
+        kinds = sorted({t for (t, _), r in live.items() if not r.get("tombstone")})
+        assert kinds == [3, 4, 5, 6, 7, 8], live
+        (member,) = {m for (_, m) in live if m}
+        current = live[(8, member)]
+        assert current["state"] == 0 and current["member_epoch"] == live[(3, None)]["epoch"], current
+        assert sorted(ps for _, ps in current["assigned"])[0] == [0, 1], current
+        assert live[(5, member)]["subscribed"] == ["k"] and live[(5, member)]["assignor"] == "range"
+        assert live[(4, None)]["topics"][0]["name"] == "k" and live[(4, None)]["topics"][0]["partitions"] == 2
+
+        g.stop(signal.SIGKILL)
+        g.start()
+        p = Producer({"bootstrap.servers": g.bootstrap})
+        p.produce("k", b"after", partition=1)
+        p.flush(30)
+        wait_until(lambda: (m := c.poll(0.5)) is not None and not m.error() and m.value() == b"after",
+                   timeout=60, what="the record produced after the restart")
+        for _ in range(6):  # a few heartbeats on the restarted coordinator
+            c.poll(0.5)
+        assert events == [("assign", [0, 1])], f"the member rebalanced after the restart: {events}"
+        assert "consumer_groups=1" in g.log_text()
+    finally:
+        c.close()
+
+
+def raw_request(address, api_key, version, body, correlation=21):
+    host, port = address.split(",")[0].split(":")
+    client_id = b"e2e-offsets"
+    msg = struct.pack(">hhih", api_key, version, correlation, len(client_id)) + client_id + body
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(struct.pack(">i", len(msg)) + msg)
+        r = Reader(recv_exact(s, struct.unpack(">i", recv_exact(s, 4))[0]))
+        assert r.i32() == correlation
+        return r
+
+
+def kstr(v):
+    return struct.pack(">h", len(v.encode())) + v.encode()
+
+
+def offset_commit_v0(address, group, topic, offsets):
+    """OffsetCommit v0 (Kafka 2.8 keeps these in ZooKeeper): {partition: error code}."""
+    body = kstr(group) + struct.pack(">i", 1) + kstr(topic) + struct.pack(">i", len(offsets))
+    for partition, offset in sorted(offsets.items()):
+        body += struct.pack(">iq", partition, offset) + kstr("")
+    r = raw_request(address, 8, 0, body)
+    codes = {}
+    for _ in range(r.i32()):
+        r.string()
+        for _ in range(r.i32()):
+            p = r.i32()
+            codes[p] = r.i16()
+    return codes
+
+
+def offset_fetch_v0(address, group, topic, partitions):
+    """OffsetFetch v0 (read from ZooKeeper): {partition: (offset, error code)}."""
+    body = kstr(group) + struct.pack(">i", 1) + kstr(topic) + struct.pack(">i", len(partitions))
+    body += b"".join(struct.pack(">i", p) for p in partitions)
+    r = raw_request(address, 9, 0, body)
+    out = {}
+    for _ in range(r.i32()):
+        r.string()
+        for _ in range(r.i32()):
+            p, offset = r.i32(), r.i64()
+            r.string(nullable=True)
+            out[p] = (offset, r.i16())
+    return out
+
+
+def metric(g, name):
+    import urllib.request
+    with urllib.request.urlopen(f"http://127.0.0.1:{g.admin_port}/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + "{") or line.startswith(name + " "):
+                return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_committed_offsets_are_mirrored_to_consumers_and_v0_uses_the_store(make_server):
+    """The seed's /consumers/<group>/offsets/<topic>/<partition> follows the commits made
+    through the coordinators within a few seconds (batched, off the commit's path), deletions
+    included, with the mirror's lag on /metrics; OffsetCommit v0 and OffsetFetch v0 write and
+    read that view directly, as Kafka 2.8 does with ZooKeeper."""
+    g = make_server()
+    create_topic(g.bootstrap, "t", 2)
+    commit(g.bootstrap, "mirrored", {("t", 0): 5, ("t", 1): 7})
+    committed_at = time.time()
+    path = "/consumers/mirrored/offsets/t/{}"
+
+    def mirrored():
+        nodes = [g.meta(path.format(p)) for p in (0, 1)]
+        return [n and n["data"] for n in nodes] == [5, 7]
+
+    wait_until(mirrored, timeout=10, interval=0.1, what="the mirror of the commit")
+    assert time.time() - committed_at < 4, "the mirror is more than a few seconds behind"
+    commit(g.bootstrap, "mirrored", {("t", 0): 6})
+    wait_until(lambda: (g.meta(path.format(0)) or {}).get("data") == 6, timeout=10, what="the next commit mirrored")
+    assert metric(g, "gregor_consumer_offsets_zk_mirror_lag_ms") == 0
+    assert metric(g, "gregor_consumer_offsets_zk_mirror_pending") == 0
+    # v0 reads the view: the coordinator's commits, as mirrored; -1 where there is none.
+    assert offset_fetch_v0(g.bootstrap, "mirrored", "t", [0, 1]) == {0: (6, 0), 1: (7, 0)}
+    assert offset_fetch_v0(g.bootstrap, "nobody", "t", [0]) == {0: (-1, 0)}
+    # v0 writes the view at once, not __consumer_offsets (Kafka 2.8).
+    assert offset_commit_v0(g.bootstrap, "old-client", "t", {0: 42, 5: 1}) == {0: 0, 5: 3}
+    assert g.meta("/consumers/old-client/offsets/t/0")["data"] == 42
+    assert offset_fetch_v0(g.bootstrap, "old-client", "t", [0]) == {0: (42, 0)}
+    assert committed(g.bootstrap, "old-client", "t", [0]) == {0: (-1001, "")}
+    # Deleting the group removes its mirrored offsets too.
+    admin = AdminClient({"bootstrap.servers": g.bootstrap})
+    admin.delete_consumer_groups(["mirrored"])["mirrored"].result(timeout=30)
+    wait_until(lambda: g.meta(path.format(0)) is None and g.meta(path.format(1)) is None,
+               timeout=10, what="the mirrored offsets deleted")
+
+
 # ---- Three brokers ----
 
 
@@ -498,3 +779,53 @@ def test_offsets_of_the_old_store_are_imported_once(make_server):
     finally:
         zk.stop()
         zk.close()
+
+
+@pytest.mark.skipif(os.environ.get("GREGOR_BENCH_FAILOVER") != "1",
+                    reason="benchmark: set GREGOR_BENCH_FAILOVER=1 (BENCHMARKS.md, coordinator failover)")
+def test_bench_coordinator_failover_at_1000_groups(tmp_path):
+    """Coordinator failover time at 1,000 groups: three brokers, __consumer_offsets with 50
+    partitions at RF 3, 1,000 groups with a committed offset each; kill -9 of the broker
+    coordinating the most groups; prints how long until every one of its groups took a commit
+    on its new coordinator (found through FindCoordinator, as clients do), and checks that no
+    group lost its offset."""
+    from replication import SESSION_TIMEOUT_MS, Cluster
+
+    groups = [f"bench-{i}" for i in range(int(os.environ.get("GREGOR_BENCH_GROUPS", "1000")))]
+    cluster = Cluster(tmp_path, overrides=["offsets.topic.replication.factor=3"]).start()
+    try:
+        cluster.create_topic("work", partitions=1, rf=3)
+        coordinator_of(cluster.bootstrap, groups[0], timeout=120)
+        wait_until(lambda: all(len(cluster.isr(OFFSETS, p)) == 3 for p in range(50)), timeout=120,
+                   what="offsets partitions fully in sync")
+        where = {}
+        for g in groups:
+            where[g] = coordinator_of(cluster.bootstrap, g)
+            assert offset_commit_v2(cluster.brokers[where[g]].address, g, "work", {0: 1}, -1) == {0: 0}
+        victim = max(set(where.values()), key=lambda n: sum(1 for v in where.values() if v == n))
+        moved = [g for g in groups if where[g] == victim]
+        survivor = next(b for n, b in cluster.brokers.items() if n != victim)
+        load = open("/proc/loadavg").read().split()[:3]
+        killed_at = time.time()
+        cluster.brokers[victim].kill()
+        pending = set(moved)
+        while pending and time.time() - killed_at < SESSION_TIMEOUT_MS / 1000 + 120:
+            for g in sorted(pending):
+                error, node = find_coordinator(survivor.address, g)
+                if error or node == victim or node not in cluster.brokers:
+                    continue
+                try:
+                    if offset_commit_v2(cluster.brokers[node].address, g, "work", {0: 2}, -1) == {0: 0}:
+                        pending.discard(g)
+                except (OSError, AssertionError):
+                    pass
+            time.sleep(0.05)
+        elapsed = time.time() - killed_at
+        print(f"\nfailover: {len(moved)} of {len(groups)} groups moved from broker {victim}; all committing on "
+              f"their new coordinator {elapsed:.1f} s after kill -9 (session timeout {SESSION_TIMEOUT_MS} ms; "
+              f"load average before {' '.join(load)})")
+        assert not pending, f"{len(pending)} groups never resumed"
+        assert committed(survivor.address, moved[0], "work", [0], timeout=60) == {0: (2, "")}
+        assert committed(survivor.address, groups[-1], "work", [0], timeout=60)[0][0] in (1, 2)
+    finally:
+        cluster.stop()

@@ -190,6 +190,12 @@ pub struct BrokerConfig {
     /// `offsets.commit.timeout.ms` (5000): how long a commit waits for the offsets topic's
     /// in-sync replicas.
     pub offsets_commit_timeout: Duration,
+    /// `offsets.retention.minutes` (10080, 7 days): how long committed offsets outlive an
+    /// empty group (KIP-211), or a topic the group no longer subscribes to.
+    pub offsets_retention: Duration,
+    /// `offsets.retention.check.interval.ms` (600000): how often coordinators look for
+    /// expired offsets and forget empty groups without offsets.
+    pub offsets_retention_check_interval: Duration,
     /// `delete.topic.enable`.
     pub delete_topic_enable: bool,
     /// `file.delete.delay.ms`: how long a deleted partition's `-delete` directory stays.
@@ -307,6 +313,8 @@ const KNOWN_KEYS: &[&str] = &[
     "offsets.topic.segment.bytes",
     "offsets.topic.compression.codec",
     "offsets.commit.timeout.ms",
+    "offsets.retention.minutes",
+    "offsets.retention.check.interval.ms",
     "log.retention.check.interval.ms",
     "log.flush.offset.checkpoint.interval.ms",
     "log.flush.scheduler.interval.ms",
@@ -545,6 +553,16 @@ impl BrokerConfig {
                 &props,
                 "offsets.commit.timeout.ms",
                 5_000,
+                1,
+            )?),
+            offsets_retention: Duration::from_secs(
+                parse_num::<u64>(&props, "offsets.retention.minutes", 10_080, 1)?
+                    .saturating_mul(60),
+            ),
+            offsets_retention_check_interval: Duration::from_millis(parse_num(
+                &props,
+                "offsets.retention.check.interval.ms",
+                600_000,
                 1,
             )?),
             delete_topic_enable: parse_bool(&props, "delete.topic.enable", true)?,
@@ -1435,6 +1453,27 @@ mod tests {
         assert_eq!(config.offsets_topic_segment_bytes, 104_857_600);
         assert_eq!(config.offsets_topic_compression_codec, 0);
         assert_eq!(config.offsets_commit_timeout, Duration::from_secs(5));
+        assert_eq!(config.offsets_retention, Duration::from_secs(10_080 * 60));
+        assert_eq!(
+            config.offsets_retention_check_interval,
+            Duration::from_secs(600)
+        );
+        let config = load(
+            "offsets.retention.minutes=1\noffsets.retention.check.interval.ms=250\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(config.offsets_retention, Duration::from_secs(60));
+        assert_eq!(
+            config.offsets_retention_check_interval,
+            Duration::from_millis(250)
+        );
+        for bad in [
+            "offsets.retention.minutes=0",
+            "offsets.retention.check.interval.ms=0",
+        ] {
+            assert!(load(bad, &[]).is_err(), "{bad}");
+        }
         let config = load(
             "offsets.topic.num.partitions=3\noffsets.topic.compression.codec=4\n",
             &[],

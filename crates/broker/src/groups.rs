@@ -21,7 +21,10 @@
 //! batch of offset records appended to the group's partition, answered once the high
 //! watermark covers it (acks=all, `offsets.commit.timeout.ms`); a completed rebalance or a
 //! group that became empty appends its group metadata the same way before the SyncGroup
-//! answers leave; DeleteGroups, OffsetDelete, expired offsets and deleted topics append
+//! answers leave; a KIP-848 group appends the `ConsumerGroup*` records that changed
+//! (`group_coordinator::consumer_records`) before the ConsumerGroupHeartbeat answer leaves,
+//! and a coordinator loading the partition resumes it from them (members, epochs,
+//! assignments); DeleteGroups, OffsetDelete, expired offsets and deleted topics append
 //! tombstones. Nothing is fsynced per commit: durability comes from the in-sync replicas.
 //! Member registrations (`/consumers/<group>/ids/<member>`) and owners
 //! (`/consumers/<group>/owners/<t>/<p>`) are still written to the metadata store, for tools.
@@ -93,6 +96,8 @@ pub(crate) struct Groups {
     /// When this broker last asked the controller to create `__consumer_offsets`.
     offsets_topic_asked: Mutex<Option<std::time::Instant>>,
     ctx: OnceLock<Weak<BrokerContext>>,
+    /// Committed offsets on their way to `/consumers/<group>/offsets` (the seed's view).
+    pub(crate) mirror: crate::offsets_mirror::OffsetsMirror,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -106,6 +111,7 @@ impl Groups {
         let _ = ctx.groups.ctx.set(Arc::downgrade(ctx));
         let weak = Arc::downgrade(ctx);
         let config = group_config(&ctx.config);
+        crate::offsets_mirror::start(ctx);
         tokio::spawn(async move {
             let store = Arc::new(TopicOffsetStore { ctx: weak.clone() });
             let sink = Arc::new(ZkMembershipSink { ctx: weak.clone() });
@@ -310,8 +316,10 @@ async fn load_partition(
         return;
     }
     coordinator.load_groups(replayed.offsets, replayed.groups);
+    let consumer_groups = replayed.consumer_groups.len();
+    coordinator.load_consumer_groups(replayed.consumer_groups);
     held.insert(partition, (epoch, Load::Loaded));
-    info!(%tp, leader_epoch = epoch, groups, offsets, elapsed_ms = started.elapsed().as_millis() as u64,
+    info!(%tp, leader_epoch = epoch, groups, consumer_groups, offsets, elapsed_ms = started.elapsed().as_millis() as u64,
         "loaded consumer groups of offsets partition");
 }
 
@@ -320,6 +328,8 @@ async fn load_partition(
 struct Replayed {
     offsets: GroupOffsets,
     groups: BTreeMap<String, GroupMetadataSnapshot>,
+    /// KIP-848 groups' live records (group -> key -> value).
+    consumer_groups: BTreeMap<String, group_coordinator::consumer_records::GroupRecords>,
     log_end_offset: i64,
 }
 
@@ -331,6 +341,8 @@ fn replay(rm: &replication::ReplicaManager, tp: &TopicPartition) -> Result<Repla
     let mut offset = partition.log_start_offset();
     let mut offsets = GroupOffsets::new();
     let mut groups: BTreeMap<String, Option<GroupMetadataSnapshot>> = BTreeMap::new();
+    let mut consumer_groups: BTreeMap<String, group_coordinator::consumer_records::GroupRecords> =
+        BTreeMap::new();
     let mut skipped = 0usize;
     while offset < end {
         let bytes = partition
@@ -355,6 +367,14 @@ fn replay(rm: &replication::ReplicaManager, tp: &TopicPartition) -> Result<Repla
                     skipped += 1;
                     continue;
                 };
+                if let Some(group) = group_coordinator::consumer_records::group_of_key(key) {
+                    let live = consumer_groups.entry(group).or_default();
+                    match record.value {
+                        Some(value) => live.insert(key.to_vec(), value.to_vec()),
+                        None => live.remove(key),
+                    };
+                    continue;
+                }
                 match log_records::decode(key, record.value) {
                     Ok(LogRecord::Offset {
                         group,
@@ -376,6 +396,7 @@ fn replay(rm: &replication::ReplicaManager, tp: &TopicPartition) -> Result<Repla
                                         leader_epoch: v.leader_epoch,
                                         metadata: v.metadata,
                                         commit_timestamp_ms: v.commit_timestamp_ms,
+                                        expire_timestamp_ms: v.expire_timestamp_ms,
                                     },
                                 );
                             }
@@ -405,6 +426,10 @@ fn replay(rm: &replication::ReplicaManager, tp: &TopicPartition) -> Result<Repla
         groups: groups
             .into_iter()
             .filter_map(|(group, value)| Some((group, value?)))
+            .collect(),
+        consumer_groups: consumer_groups
+            .into_iter()
+            .filter(|(_, records)| !records.is_empty())
             .collect(),
         log_end_offset: end,
     })
@@ -437,6 +462,7 @@ async fn import_from_store(
                         leader_epoch: -1,
                         metadata: String::new(),
                         commit_timestamp_ms: stored.mtime_ms,
+                        expire_timestamp_ms: None,
                     },
                 )
             })
@@ -481,7 +507,8 @@ fn offsets_tp(partition: i32) -> TopicPartition {
     )
 }
 
-/// One offset commit record: Kafka's key v1 and value v3.
+/// One offset commit record: Kafka's key v1 and value v3 (v1 when the commit carried an
+/// explicit retention).
 fn offset_record(
     group: &str,
     tp: &TopicPartition,
@@ -494,7 +521,7 @@ fn offset_record(
             leader_epoch: offset.leader_epoch,
             metadata: offset.metadata.clone(),
             commit_timestamp_ms: offset.commit_timestamp_ms,
-            expire_timestamp_ms: None,
+            expire_timestamp_ms: offset.expire_timestamp_ms,
         })),
     )
 }
@@ -586,6 +613,12 @@ fn group_config(config: &BrokerConfig) -> GroupConfig {
             "group.max.session.timeout.ms",
             defaults.max_session_timeout_ms,
         ),
+        offsets_retention_ms: u64::try_from(config.offsets_retention.as_millis())
+            .unwrap_or(u64::MAX),
+        offsets_retention_check_interval_ms: u64::try_from(
+            config.offsets_retention_check_interval.as_millis(),
+        )
+        .unwrap_or(u64::MAX),
         ..defaults
     }
 }
@@ -650,6 +683,17 @@ pub(crate) struct TopicOffsetStore {
 }
 
 impl TopicOffsetStore {
+    /// Queues written offsets for the metadata store's view (never waits).
+    fn mirror(
+        &self,
+        group_id: &str,
+        changes: impl IntoIterator<Item = (TopicPartition, Option<i64>)>,
+    ) {
+        if let Some(ctx) = self.ctx.upgrade() {
+            ctx.groups.mirror.queue(group_id, changes);
+        }
+    }
+
     async fn write(
         &self,
         group_id: &str,
@@ -674,7 +718,12 @@ impl OffsetStore for TopicOffsetStore {
             .iter()
             .map(|(tp, o)| offset_record(group_id, tp, o))
             .collect();
-        self.write(group_id, records).await
+        self.write(group_id, records).await?;
+        self.mirror(
+            group_id,
+            offsets.iter().map(|(tp, o)| (tp.clone(), Some(o.offset))),
+        );
+        Ok(())
     }
 
     async fn load_all(&self) -> Result<GroupOffsets, OffsetStoreError> {
@@ -696,7 +745,9 @@ impl OffsetStore for TopicOffsetStore {
                 )
             })
             .collect();
-        self.write(group_id, records).await
+        self.write(group_id, records).await?;
+        self.mirror(group_id, partitions.iter().map(|tp| (tp.clone(), None)));
+        Ok(())
     }
 
     async fn delete_group(
@@ -714,7 +765,17 @@ impl OffsetStore for TopicOffsetStore {
             })
             .collect();
         records.push((log_records::group_key(group_id), None));
-        self.write(group_id, records).await
+        self.write(group_id, records).await?;
+        self.mirror(group_id, offsets.iter().map(|tp| (tp.clone(), None)));
+        Ok(())
+    }
+
+    async fn store_records(
+        &self,
+        group_id: &str,
+        records: &[group_coordinator::consumer_records::RecordWrite],
+    ) -> Result<(), OffsetStoreError> {
+        self.write(group_id, records.to_vec()).await
     }
 
     async fn store_group(

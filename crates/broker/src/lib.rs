@@ -29,6 +29,7 @@ mod limits;
 mod log_cleaner;
 pub mod metadata_cache;
 mod metrics;
+mod offsets_mirror;
 mod open_files;
 mod quotas;
 mod server;

@@ -889,3 +889,181 @@ fn is_subset(a: &TopicAssignment, b: &TopicAssignment) -> bool {
     a.iter()
         .all(|(topic, ps)| ps.is_empty() || b.get(topic).is_some_and(|other| ps.is_subset(other)))
 }
+
+/// How a group is written to and read back from `__consumer_offsets`
+/// ([`crate::consumer_records`]): topic names become ids through the group's subscription
+/// metadata (or the cluster's topics), and back.
+impl ConsumerGroup {
+    pub(crate) fn to_records_state(
+        &self,
+        topics: &BTreeMap<String, TopicMetadata>,
+    ) -> crate::consumer_records::ConsumerGroupState {
+        use crate::consumer_records as cr;
+        let id_of = |name: &str| {
+            self.subscription_metadata
+                .get(name)
+                .map(|(id, _)| *id)
+                .or_else(|| topics.get(name).map(|t| t.topic_id))
+        };
+        let by_id = |assignment: &TopicAssignment| -> cr::IdAssignment {
+            assignment
+                .iter()
+                .filter_map(|(name, partitions)| {
+                    Some((id_of(name)?, partitions.iter().copied().collect()))
+                })
+                .collect()
+        };
+        cr::ConsumerGroupState {
+            epoch: self.group_epoch,
+            topics: self
+                .subscription_metadata
+                .iter()
+                .map(|(name, (id, partitions))| cr::TopicMeta {
+                    id: *id,
+                    name: name.clone(),
+                    partitions: *partitions,
+                })
+                .collect(),
+            members: self
+                .members
+                .values()
+                .map(|m| {
+                    (
+                        m.member_id.clone(),
+                        cr::MemberMeta {
+                            instance_id: m.instance_id.clone(),
+                            rack_id: m.rack_id.clone(),
+                            client_id: m.client.client_id.clone(),
+                            client_host: m.client.client_host.clone(),
+                            subscribed_topics: m.subscribed_topics.iter().cloned().collect(),
+                            subscribed_regex: None,
+                            rebalance_timeout_ms: m.rebalance_timeout_ms,
+                            server_assignor: m.server_assignor.clone(),
+                        },
+                    )
+                })
+                .collect(),
+            assignment_epoch: self.assignment_epoch,
+            target: self
+                .target
+                .iter()
+                .map(|(member, assignment)| (member.clone(), by_id(assignment)))
+                .collect(),
+            current: self
+                .members
+                .values()
+                .map(|m| {
+                    (
+                        m.member_id.clone(),
+                        cr::CurrentAssignment {
+                            member_epoch: m.member_epoch,
+                            previous_member_epoch: m.previous_member_epoch,
+                            state: match m.state {
+                                MemberState::Stable => cr::MEMBER_STATE_STABLE,
+                                MemberState::UnrevokedPartitions => {
+                                    cr::MEMBER_STATE_UNREVOKED_PARTITIONS
+                                }
+                                MemberState::UnreleasedPartitions => {
+                                    cr::MEMBER_STATE_UNRELEASED_PARTITIONS
+                                }
+                            },
+                            assigned: by_id(&m.assigned),
+                            pending_revocation: by_id(&m.pending_revocation),
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// The group a replayed set of records describes. Every member's session (and a pending
+    /// revocation's deadline) restarts at `now_ms`, as Kafka's coordinator does on load.
+    pub(crate) fn from_records_state(
+        state: crate::consumer_records::ConsumerGroupState,
+        topics: &BTreeMap<String, TopicMetadata>,
+        now_ms: u64,
+        session_timeout_ms: i32,
+        assignors: &[ServerAssignor],
+    ) -> ConsumerGroup {
+        use crate::consumer_records as cr;
+        let mut group = ConsumerGroup {
+            group_epoch: state.epoch,
+            assignment_epoch: state.assignment_epoch,
+            subscription_metadata: state
+                .topics
+                .iter()
+                .map(|t| (t.name.clone(), (t.id, t.partitions)))
+                .collect(),
+            ..ConsumerGroup::default()
+        };
+        let name_of = |id: &Uuid| {
+            state
+                .topics
+                .iter()
+                .find(|t| t.id == *id)
+                .map(|t| t.name.clone())
+                .or_else(|| {
+                    topics
+                        .values()
+                        .find(|t| t.topic_id == *id)
+                        .map(|t| t.name.as_str().to_owned())
+                })
+        };
+        let by_name = |assignment: &cr::IdAssignment| -> TopicAssignment {
+            let mut out = TopicAssignment::new();
+            for (id, partitions) in assignment {
+                if let Some(name) = name_of(id) {
+                    insert_nonempty(&mut out, &name, partitions.iter().copied().collect());
+                }
+            }
+            out
+        };
+        group.target = state
+            .target
+            .iter()
+            .map(|(member, assignment)| (member.clone(), by_name(assignment)))
+            .collect();
+        for (member_id, meta) in state.members {
+            let current = state.current.get(&member_id);
+            let assigned = current.map(|c| by_name(&c.assigned)).unwrap_or_default();
+            let pending_revocation = current
+                .map(|c| by_name(&c.pending_revocation))
+                .unwrap_or_default();
+            let member = ConsumerMember {
+                member_id: member_id.clone(),
+                instance_id: meta.instance_id,
+                rack_id: meta.rack_id,
+                client: ClientInfo {
+                    client_id: meta.client_id,
+                    client_host: meta.client_host,
+                },
+                rebalance_timeout_ms: meta.rebalance_timeout_ms,
+                subscribed_topics: meta.subscribed_topics.into_iter().collect(),
+                server_assignor: meta.server_assignor,
+                state: match current.map(|c| c.state) {
+                    Some(cr::MEMBER_STATE_UNREVOKED_PARTITIONS) => MemberState::UnrevokedPartitions,
+                    Some(cr::MEMBER_STATE_UNRELEASED_PARTITIONS) => {
+                        MemberState::UnreleasedPartitions
+                    }
+                    _ => MemberState::Stable,
+                },
+                member_epoch: current.map_or(0, |c| c.member_epoch),
+                previous_member_epoch: current.map_or(-1, |c| c.previous_member_epoch),
+                revocation_deadline_ms: (!pending_revocation.is_empty())
+                    .then(|| now_ms + meta.rebalance_timeout_ms.max(0) as u64),
+                assigned,
+                pending_revocation,
+                session_deadline_ms: now_ms + session_timeout_ms.max(0) as u64,
+            };
+            if let Some(instance_id) = &member.instance_id {
+                group
+                    .static_members
+                    .insert(instance_id.clone(), member_id.clone());
+            }
+            group.set_member_ownership(&member);
+            group.members.insert(member_id, member);
+        }
+        group.assignor = Some(group.choose_assignor(assignors));
+        group
+    }
+}

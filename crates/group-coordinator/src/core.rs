@@ -54,6 +54,9 @@ pub struct GroupConfig {
     /// `offsets.retention.minutes` in ms (7 days): how long offsets outlive an empty group,
     /// or a commit to a topic the group no longer subscribes to.
     pub offsets_retention_ms: u64,
+    /// `offsets.retention.check.interval.ms` (600000): how often expired offsets are removed
+    /// and empty groups without offsets forgotten.
+    pub offsets_retention_check_interval_ms: u64,
 }
 
 impl Default for GroupConfig {
@@ -69,6 +72,7 @@ impl Default for GroupConfig {
             consumer_assignors: vec![ServerAssignor::Uniform, ServerAssignor::Range],
             consumer_max_size: i32::MAX as usize,
             offsets_retention_ms: 7 * 24 * 60 * 60 * 1000,
+            offsets_retention_check_interval_ms: GROUP_CLEANUP_INTERVAL_MS,
         }
     }
 }
@@ -122,12 +126,29 @@ pub enum Output {
         /// What `GroupMetadataValue` holds.
         value: crate::log_records::GroupMetadataSnapshot,
     },
+    /// Records of a KIP-848 group that changed (a timer fenced a member, the group was
+    /// deleted or expired), to append to the group's offsets partition in this order.
+    ConsumerGroupRecords {
+        /// The group.
+        group_id: String,
+        /// Keys and values (`None`: tombstone).
+        records: Vec<crate::consumer_records::RecordWrite>,
+    },
     /// Offsets that outlived `offsets.retention.minutes`: already gone from the cache, to be
     /// deleted from the [`crate::OffsetStore`].
     OffsetsExpired {
         /// The group.
         group_id: String,
         /// The expired partitions.
+        partitions: Vec<TopicPartition>,
+    },
+    /// An empty group without offsets that the periodic cleanup forgot (Kafka's transition to
+    /// Dead): already gone from the cache; its metadata (and these last expired offsets) to be
+    /// deleted from the [`crate::OffsetStore`] with tombstones.
+    GroupExpired {
+        /// The group.
+        group_id: String,
+        /// Offsets that expired in the same cleanup.
         partitions: Vec<TopicPartition>,
     },
 }
@@ -150,6 +171,8 @@ pub struct CoordinatorCore {
     /// When empty groups without offsets are next forgotten (Kafka's
     /// `offsets.retention.check.interval.ms` cleanup); armed by the first `tick`.
     next_cleanup_ms: Option<u64>,
+    /// The records last written for each KIP-848 group (see `consumer_persist`).
+    pub(crate) consumer_written: BTreeMap<String, crate::consumer_records::GroupRecords>,
 }
 
 /// Kafka's `offsets.retention.check.interval.ms` default: how often empty groups without
@@ -181,6 +204,7 @@ impl CoordinatorCore {
             topics: BTreeMap::new(),
             outbox: Vec::new(),
             next_cleanup_ms: None,
+            consumer_written: BTreeMap::new(),
         }
     }
 
@@ -251,6 +275,8 @@ impl CoordinatorCore {
             }
             self.offsets.remove(group_id);
         }
+        // Their records stay in the log for the next coordinator: no tombstones.
+        self.consumer_written.retain(|group_id, _| !moved(group_id));
         ids.len()
     }
 
@@ -311,22 +337,35 @@ impl CoordinatorCore {
 
     /// Fires every timer due at `now_ms`.
     pub fn tick(&mut self, now_ms: u64) {
+        // The timer task also runs after every request; only a timer that fired can change a
+        // consumer group's records here (heartbeats and deletions write their own).
+        let due = self.next_deadline_ms().is_some_and(|d| d <= now_ms);
         self.fire_group_timers(now_ms);
         match self.next_cleanup_ms {
-            None => self.next_cleanup_ms = Some(now_ms + GROUP_CLEANUP_INTERVAL_MS),
+            None => {
+                self.next_cleanup_ms =
+                    Some(now_ms + self.config.offsets_retention_check_interval_ms)
+            }
             Some(due) if due <= now_ms => {
                 self.expire_offsets(now_ms);
                 self.forget_empty_groups();
-                self.next_cleanup_ms = Some(now_ms + GROUP_CLEANUP_INTERVAL_MS);
+                self.next_cleanup_ms =
+                    Some(now_ms + self.config.offsets_retention_check_interval_ms);
             }
             Some(_) => {}
+        }
+        // Fenced members, expired groups: their records change.
+        if due {
+            self.persist_consumer_groups();
         }
     }
 
     /// Kafka's offset expiration (KIP-211): an empty group's offsets expire `retention` after
     /// the group became empty (or after their commit, for a group loaded from the store); a
     /// group with members loses only the offsets of topics it no longer subscribes to,
-    /// `retention` after their commit.
+    /// `retention` after their commit. An offset committed with an explicit retention
+    /// (OffsetCommit v2-v4, stored as value v1) expires at its expire timestamp instead, under
+    /// the same conditions (Kafka's `GroupMetadata.getExpiredOffsets`).
     fn expire_offsets(&mut self, now_ms: u64) {
         let retention = self.config.offsets_retention_ms;
         for (group_id, offsets) in self.offsets.iter_mut() {
@@ -353,13 +392,14 @@ impl CoordinatorCore {
                 .iter()
                 .filter(|(tp, offset)| {
                     let committed = offset.commit_timestamp_ms.max(0) as u64;
+                    let expired_since = |base: u64| match offset.expire_timestamp_ms {
+                        Some(expire) => now_ms >= expire.max(0) as u64,
+                        None => now_ms.saturating_sub(base) >= retention,
+                    };
                     match (&empty_since, &subscribed) {
-                        (Some(since), _) => {
-                            now_ms.saturating_sub(since.unwrap_or(committed)) >= retention
-                        }
+                        (Some(since), _) => expired_since(since.unwrap_or(committed)),
                         (None, Some(topics)) => {
-                            !topics.contains(tp.topic.as_str())
-                                && now_ms.saturating_sub(committed) >= retention
+                            !topics.contains(tp.topic.as_str()) && expired_since(committed)
                         }
                         (None, None) => false,
                     }
@@ -383,15 +423,42 @@ impl CoordinatorCore {
 
     /// Drops empty groups that have no committed offsets, as Kafka's periodic cleanup does, so
     /// that short-lived groups (console consumers with random group ids) do not accumulate.
+    ///
+    /// Each forgotten group leaves as [`Output::GroupExpired`] (its metadata and the offsets
+    /// that expired in the same cleanup get tombstones, as Kafka's `cleanupGroupMetadata`
+    /// writes for a group turned Dead), so a coordinator loading the log later does not bring
+    /// it back.
     fn forget_empty_groups(&mut self) {
         let offsets = &self.offsets;
+        let mut forgotten = Vec::new();
         self.groups.retain(|group_id, group| {
             let empty = match group {
                 Group::Classic(g) => g.state == crate::classic::ClassicGroupState::Empty,
                 Group::Consumer(g) => g.is_empty(),
             };
-            !empty || offsets.contains_key(group_id)
+            let keep = !empty || offsets.contains_key(group_id);
+            if !keep {
+                forgotten.push(group_id.clone());
+            }
+            keep
         });
+        for group_id in forgotten {
+            let mut partitions = Vec::new();
+            self.outbox.retain_mut(|output| match output {
+                Output::OffsetsExpired {
+                    group_id: expired_group,
+                    partitions: expired,
+                } if *expired_group == group_id => {
+                    partitions.append(expired);
+                    false
+                }
+                _ => true,
+            });
+            self.outbox.push(Output::GroupExpired {
+                group_id,
+                partitions,
+            });
+        }
     }
 
     fn fire_group_timers(&mut self, now_ms: u64) {

@@ -12,9 +12,9 @@
 //! | classic group | v2: group | v3: protocol type, generation, protocol, leader, state timestamp, members |
 //! | deletion | same key | none (a tombstone) |
 //!
-//! Keys of version 3 and up are the KIP-848 records of Kafka 3.7+ (consumer group metadata,
-//! member subscriptions, assignments); this coordinator reads past them
-//! ([`LogRecord::Unsupported`]) and does not write them.
+//! Keys of versions 3-8 are the KIP-848 records of Kafka 3.7+ (consumer group metadata,
+//! member subscriptions, assignments), encoded and decoded by [`crate::consumer_records`];
+//! [`decode`] reports them (and any later type) as [`LogRecord::Unsupported`].
 //!
 //! Pure: no I/O. The broker wraps these keys and values in record batches.
 

@@ -87,7 +87,17 @@ impl CoordinatorCore {
                         offset: partition.committed_offset,
                         leader_epoch: partition.committed_leader_epoch,
                         metadata,
-                        commit_timestamp_ms: now_ms as i64,
+                        // OffsetCommit v1 may name the commit time; v2-v4 may ask for a
+                        // retention of their own (Kafka 2.1+'s KafkaApis: expire = now +
+                        // retention_time_ms, the old expiration rule for that offset).
+                        commit_timestamp_ms: if version == 1 && partition.commit_timestamp != -1 {
+                            partition.commit_timestamp
+                        } else {
+                            now_ms as i64
+                        },
+                        expire_timestamp_ms: (request.retention_time_ms != -1
+                            && (2..=4).contains(&version))
+                        .then(|| (now_ms as i64).saturating_add(request.retention_time_ms)),
                     };
                     to_store.push((tp, offset));
                     Ok(())
@@ -344,6 +354,7 @@ impl CoordinatorCore {
             leader_epoch: -1,
             metadata: String::new(),
             commit_timestamp_ms: -1,
+            expire_timestamp_ms: None,
         };
         let topics = match wanted {
             Some(wanted) => wanted

@@ -27,6 +27,10 @@ pub struct OffsetAndMetadata {
     pub metadata: String,
     /// When the coordinator accepted the commit (ms since the Unix epoch, the injected clock).
     pub commit_timestamp_ms: i64,
+    /// An explicit expiry (ms since the Unix epoch): OffsetCommit v2-v4's `retention_time_ms`
+    /// added to the commit time, stored as `OffsetCommitValue` v1. `None` (every newer
+    /// commit): the offset expires by `offsets.retention.minutes` (KIP-211).
+    pub expire_timestamp_ms: Option<i64>,
 }
 
 /// All offsets of all groups: group -> partition -> offset.
@@ -76,6 +80,17 @@ pub trait OffsetStore: Send + Sync + 'static {
         value: &GroupMetadataSnapshot,
     ) -> impl Future<Output = Result<(), OffsetStoreError>> + Send {
         let _ = (group_id, value);
+        async { Ok(()) }
+    }
+
+    /// Appends records of a KIP-848 group (`crate::consumer_records`; `None` values are
+    /// tombstones), in order, as one write. Stores that keep only offsets do nothing.
+    fn store_records(
+        &self,
+        group_id: &str,
+        records: &[crate::consumer_records::RecordWrite],
+    ) -> impl Future<Output = Result<(), OffsetStoreError>> + Send {
+        let _ = (group_id, records);
         async { Ok(()) }
     }
 }

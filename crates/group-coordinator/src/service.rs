@@ -87,6 +87,10 @@ struct State {
 struct GroupWrite {
     groups: Vec<(String, GroupMetadataSnapshot)>,
     held: Vec<(oneshot::Sender<SyncGroupResponse>, SyncGroupResponse)>,
+    /// KIP-848 groups' changed records, by group, in order.
+    records: Vec<(String, Vec<crate::consumer_records::RecordWrite>)>,
+    /// Told whether everything was stored (a ConsumerGroupHeartbeat waits for it).
+    done: Option<oneshot::Sender<bool>>,
 }
 
 /// Wall-clock milliseconds that advance with tokio's clock.
@@ -156,6 +160,15 @@ impl<S: OffsetStore, M: MembershipSink> GroupCoordinator<S, M> {
                         stored = Err(err);
                     }
                 }
+                for (group_id, records) in &write.records {
+                    if let Err(err) = store.store_records(group_id, records).await {
+                        tracing::warn!(group_id, %err, "could not store consumer group records");
+                        stored = Err(err);
+                    }
+                }
+                if let Some(done) = write.done {
+                    let _ = done.send(stored.is_ok());
+                }
                 for (tx, response) in write.held {
                     let response = match &stored {
                         Ok(()) => response,
@@ -224,6 +237,16 @@ impl<S: OffsetStore, M: MembershipSink> GroupCoordinator<S, M> {
         self.with_core(|core, _| core.load_groups(now, offsets, groups));
     }
 
+    /// Adds the KIP-848 groups replayed from an offsets partition's records (see
+    /// [`CoordinatorCore::load_consumer_groups`]); call after [`GroupCoordinator::load_groups`].
+    pub fn load_consumer_groups(
+        &self,
+        groups: std::collections::BTreeMap<String, crate::consumer_records::GroupRecords>,
+    ) {
+        let now = self.now_ms();
+        self.with_core(|core, _| core.load_consumer_groups(now, groups));
+    }
+
     /// Forgets the groups `moved` names (see [`CoordinatorCore::unload_groups`]).
     pub fn unload_groups(&self, moved: impl Fn(&str) -> bool) -> usize {
         self.with_core(|core, _| core.unload_groups(moved))
@@ -279,13 +302,49 @@ impl<S: OffsetStore, M: MembershipSink> GroupCoordinator<S, M> {
     }
 
     /// ConsumerGroupHeartbeat (KIP-848).
-    pub fn consumer_group_heartbeat(
+    pub async fn consumer_group_heartbeat(
         &self,
         request: &ConsumerGroupHeartbeatRequest,
         client: &ClientInfo,
     ) -> ConsumerGroupHeartbeatResponse {
         let now = self.now_ms();
-        self.with_core(|core, _| core.consumer_group_heartbeat(now, request, client))
+        let group_id = request.group_id.0.as_str();
+        let (response, stored) = self.with_core(|core, _| {
+            let response = core.consumer_group_heartbeat(now, request, client);
+            let records = core.consumer_group_writes(group_id);
+            if records.is_empty() {
+                return (response, None);
+            }
+            // Queued under the coordinator lock, so a group's writes keep their order.
+            let (tx, rx) = oneshot::channel();
+            let write = GroupWrite {
+                groups: Vec::new(),
+                held: Vec::new(),
+                records: vec![(group_id.to_owned(), records)],
+                done: Some(tx),
+            };
+            match self.inner.group_writes.try_send(write) {
+                Ok(()) => (response, Some(rx)),
+                Err(_) => {
+                    // Written again in full with the next change.
+                    core.consumer_written.remove(group_id);
+                    (
+                        ConsumerGroupHeartbeatResponse::default()
+                            .with_error_code(GroupError::CoordinatorNotAvailable.code()),
+                        None,
+                    )
+                }
+            }
+        });
+        // Answered once the records are in the offsets topic, as Kafka's coordinator does.
+        match stored {
+            None => response,
+            Some(rx) => match rx.await {
+                Ok(true) => response,
+                _ => ConsumerGroupHeartbeatResponse::default()
+                    .with_error_code(GroupError::CoordinatorNotAvailable.code()),
+            },
+        }
     }
 
     /// ConsumerGroupDescribe (KIP-848).
@@ -374,7 +433,12 @@ impl<S: OffsetStore, M: MembershipSink> GroupCoordinator<S, M> {
                 self.inner.store.delete_group(group_id, &offsets).await,
             ));
         }
-        self.with_core(|core, _| core.complete_delete_groups(plan, &deleted))
+        self.with_core(|core, _| {
+            let response = core.complete_delete_groups(plan, &deleted);
+            // A deleted consumer group's records get tombstones.
+            core.persist_consumer_groups();
+            response
+        })
     }
 
     /// The coordinator's clock, in ms since the Unix epoch.
@@ -443,10 +507,15 @@ impl<S: OffsetStore> Inner<S> {
         let mut write = GroupWrite {
             groups: Vec::new(),
             held: Vec::new(),
+            records: Vec::new(),
+            done: None,
         };
         for output in outputs {
             match output {
                 Output::GroupMetadata { group_id, value } => write.groups.push((group_id, value)),
+                Output::ConsumerGroupRecords { group_id, records } => {
+                    write.records.push((group_id, records))
+                }
                 Output::SyncGroup { token, response } if store_groups => {
                     if let Some(tx) = waiters.syncs.remove(&token) {
                         write.held.push((tx, response));
@@ -474,6 +543,17 @@ impl<S: OffsetStore> Inner<S> {
                         }
                     });
                 }
+                Output::GroupExpired {
+                    group_id,
+                    partitions,
+                } => {
+                    let store = Arc::clone(&self.store);
+                    tokio::spawn(async move {
+                        if let Err(err) = store.delete_group(&group_id, &partitions).await {
+                            tracing::warn!(group_id, %err, "could not delete an expired group from the store");
+                        }
+                    });
+                }
                 Output::Membership(event) => {
                     if self.events.try_send(event).is_err() {
                         tracing::warn!("membership event queue full or closed; dropping an event");
@@ -481,7 +561,7 @@ impl<S: OffsetStore> Inner<S> {
                 }
             }
         }
-        if store_groups {
+        if store_groups || !write.records.is_empty() {
             if let Err(refused) = self.group_writes.try_send(write) {
                 tracing::warn!("group metadata queue full or closed; members must rejoin");
                 let write = match refused {

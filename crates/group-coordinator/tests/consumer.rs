@@ -489,3 +489,114 @@ fn server_side_range_orders_static_members_first_like_java_and_librdkafka() {
     let result = settle(&mut g, &mut [&mut a, &mut z]);
     assert_eq!(owned(&result), [("a", vec![2, 3]), ("z", vec![0, 1])]);
 }
+
+/// Applies the records a core wrote (key -> value, tombstones remove) to a replayed log.
+fn replay_into(log: &mut BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>, core: &mut CoordinatorCore) {
+    core.persist_consumer_groups();
+    for output in core.take_outputs() {
+        if let group_coordinator::Output::ConsumerGroupRecords { group_id, records } = output {
+            let live = log.entry(group_id).or_default();
+            for (key, value) in records {
+                match value {
+                    Some(value) => live.insert(key, value),
+                    None => live.remove(&key),
+                };
+            }
+        }
+    }
+    log.retain(|_, records| !records.is_empty());
+}
+
+/// A KIP-848 group survives its coordinator: the records it wrote, replayed into another
+/// coordinator, give the same members, epochs and assignment, and the members go on
+/// heartbeating with their epochs (no fencing, no rebalance). Members leaving write tombstones
+/// for their records; deleting the group leaves no record behind.
+#[test]
+fn a_consumer_group_resumes_on_another_coordinator_from_its_records() {
+    let (mut g, _) = Group::new(Some("range"));
+    let (mut a, _) = g.join("a", Some("range"));
+    let (mut b, _) = g.join("b", Some("range"));
+    let settled = settle(&mut g, &mut [&mut a, &mut b]);
+    let mut log = BTreeMap::new();
+    replay_into(&mut log, &mut g.core);
+    assert_eq!(
+        log[GROUP].len(),
+        3 + 3 * 2,
+        "group, partitions, target meta + 3 per member"
+    );
+    let before = g.core.consumer_group_describe(
+        &ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s(GROUP))]),
+    );
+
+    let mut moved = Group {
+        core: CoordinatorCore::new(config()),
+        now: g.now + 60_000,
+    };
+    moved.core.set_topics([topic("t", T_ID, 4)]);
+    moved.core.load_consumer_groups(moved.now, log.clone());
+    let after = moved.core.consumer_group_describe(
+        &ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s(GROUP))]),
+    );
+    assert_eq!(before, after, "same members, epochs and assignment");
+    for c in [&mut a, &mut b] {
+        let (epoch, owned) = (c.epoch, c.owned.clone());
+        let response = moved.heartbeat(c);
+        assert_eq!(response.error_code, NONE, "{:?}", response.error_message);
+        assert_eq!((c.epoch, c.owned.clone()), (epoch, owned));
+    }
+    assert_eq!(settle(&mut moved, &mut [&mut a, &mut b]), settled);
+    // Nothing changed: nothing to write.
+    let mut unchanged = log.clone();
+    replay_into(&mut unchanged, &mut moved.core);
+    assert_eq!(unchanged, log);
+
+    // b leaves: its three records get tombstones; a takes every partition.
+    assert_eq!(moved.leave(&b).error_code, NONE);
+    settle(&mut moved, &mut [&mut a]);
+    replay_into(&mut log, &mut moved.core);
+    assert_eq!(log[GROUP].len(), 3 + 3, "b's records are gone");
+    assert_eq!(a.owned, vec![0, 1, 2, 3]);
+    assert_eq!(moved.leave(&a).error_code, NONE);
+    let request = kafka_protocol::messages::DeleteGroupsRequest::default()
+        .with_groups_names(vec![GroupId(s(GROUP))]);
+    let plan = moved.core.prepare_delete_groups(&request);
+    let deleted: Vec<_> = plan.eligible.iter().map(|g| (g.clone(), Ok(()))).collect();
+    moved.core.complete_delete_groups(plan, &deleted);
+    replay_into(&mut log, &mut moved.core);
+    assert!(log.is_empty(), "{log:?}");
+}
+
+/// A member fenced by its session timer loses its records in the same tick (tombstones for
+/// its member metadata, target and current assignment); a tick with no timer due writes
+/// nothing.
+#[test]
+fn a_fenced_member_s_records_get_tombstones_from_the_timer() {
+    let (mut g, _) = Group::new(None);
+    let (mut a, _) = g.join("a", Some("range"));
+    let (mut b, _) = g.join("b", Some("range"));
+    settle(&mut g, &mut [&mut a, &mut b]);
+    let mut log = BTreeMap::new();
+    replay_into(&mut log, &mut g.core);
+    g.core.tick(g.now);
+    assert!(
+        g.core.take_outputs().is_empty(),
+        "nothing due, nothing written"
+    );
+    let mut tombstones = Vec::new();
+    for _ in 0..10 {
+        g.now += 5_000;
+        g.core.tick(g.now);
+        for output in g.core.take_outputs() {
+            if let group_coordinator::Output::ConsumerGroupRecords { records, .. } = output {
+                tombstones.extend(
+                    records
+                        .into_iter()
+                        .filter(|(_, v)| v.is_none())
+                        .map(|(k, _)| (i16::from_be_bytes([k[0], k[1]]), k.ends_with(b"b"))),
+                );
+            }
+        }
+        assert_eq!(g.heartbeat(&mut a).error_code, NONE);
+    }
+    assert_eq!(tombstones, [(8, true), (7, true), (5, true)]);
+}

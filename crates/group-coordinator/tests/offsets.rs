@@ -309,6 +309,7 @@ fn deleted_topics_lose_their_offsets_and_offsets_survive_a_reload() {
             leader_epoch: -1,
             metadata: String::new(),
             commit_timestamp_ms: 0,
+            expire_timestamp_ms: None,
         },
     );
     let mut restarted = CoordinatorCore::new(config());
@@ -357,4 +358,56 @@ fn offsets_expire_after_the_retention_period() {
     );
     h.expired.sort();
     assert_eq!(h.expired, ["g/old-0", "simple/t-0"]);
+    assert_eq!(
+        h.expired_groups,
+        ["simple"],
+        "the forgotten group gets a tombstone"
+    );
+}
+
+/// `offsets.retention.check.interval.ms` sets how often the check runs, and an offset
+/// committed with OffsetCommit v2-v4's `retention_time_ms` expires at its own expire
+/// timestamp (Kafka's old rule, kept for such offsets) once the group is empty, however long
+/// `offsets.retention.minutes` is; a v8 commit of the same group waits for the retention.
+#[test]
+fn explicit_retention_of_v2_commits_expires_at_its_timestamp_on_the_configured_interval() {
+    let mut h = Harness::new(GroupConfig {
+        offsets_retention_ms: 7 * 24 * 3_600_000,
+        offsets_retention_check_interval_ms: 1_000,
+        ..config()
+    });
+    h.advance(0);
+    let mut v2 = commit_request(-1, "", &[("t", 0, 1)]);
+    v2.group_id = GroupId(s("old-client"));
+    v2.retention_time_ms = 3_000;
+    let plan = h.core.prepare_offset_commit(h.now, 2, &v2);
+    assert_eq!(
+        plan.to_store[0].1.expire_timestamp_ms,
+        Some(h.now as i64 + 3_000)
+    );
+    h.core.complete_offset_commit(plan, Ok(()));
+    // v5+ carries no retention: the field is ignored even if set.
+    let mut v8 = commit_request(-1, "", &[("t", 0, 2)]);
+    v8.retention_time_ms = 3_000;
+    let plan = h.core.prepare_offset_commit(h.now, 8, &v8);
+    assert_eq!(plan.to_store[0].1.expire_timestamp_ms, None);
+    h.core.complete_offset_commit(plan, Ok(()));
+    h.advance(2_000);
+    assert!(h.expired.is_empty(), "not yet: {:?}", h.expired);
+    h.advance(1_000);
+    assert_eq!(h.expired, ["old-client/t-0"]);
+    assert_eq!(h.expired_groups, ["old-client"]);
+    assert_eq!(fetch(&h.core, None), "t-0=2", "the v8 commit stays");
+}
+
+/// OffsetCommit v1's per-partition commit timestamp is the commit's time, as Kafka 2.x.
+#[test]
+fn a_v1_commit_timestamp_is_kept() {
+    let mut core = CoordinatorCore::new(config());
+    let mut v1 = commit_request(-1, "", &[("t", 0, 1)]);
+    v1.topics[0].partitions[0].commit_timestamp = 12_345;
+    let plan = core.prepare_offset_commit(99_999, 1, &v1);
+    assert_eq!(plan.to_store[0].1.commit_timestamp_ms, 12_345);
+    let plan = core.prepare_offset_commit(99_999, 2, &commit_request(-1, "", &[("t", 0, 1)]));
+    assert_eq!(plan.to_store[0].1.commit_timestamp_ms, 99_999);
 }

@@ -171,6 +171,27 @@ impl KafkaZkClient {
         Ok(all)
     }
 
+    /// One committed offset from `/consumers/<group>/offsets/<topic>/<partition>`, or `None`
+    /// when there is none (OffsetFetch v0, as Kafka 2.8's `getConsumerOffset`).
+    pub async fn get_consumer_offset(
+        &self,
+        group: &str,
+        tp: &TopicPartition,
+    ) -> Result<Option<i64>> {
+        let path = paths::consumer_offset(group, &tp.topic, tp.partition);
+        let data = match self.client().get_data(&path, false).await {
+            Ok((data, _)) => data,
+            Err(metastore::Error::NoNode(_)) => return Ok(None),
+            Err(err) => return Err(err.into()),
+        };
+        decode_consumer_offset(&data)
+            .map(Some)
+            .map_err(|err| ZkClientError::Decode {
+                path,
+                reason: err.to_string(),
+            })
+    }
+
     /// Deletes some committed offsets of one group in one multi (missing ones are skipped).
     pub async fn delete_consumer_offsets(
         &self,

@@ -115,6 +115,9 @@ async fn group_gauges(
     let listed = views::list_groups(cluster, caller).await.ok()?;
     let snapshot = ctx.metadata_cache.snapshot();
     let mut gauges = GroupGauges::default();
+    let (lag, pending) = ctx.groups.mirror.lag();
+    gauges.zk_mirror_lag_ms = u64::try_from(lag.as_millis()).unwrap_or(u64::MAX);
+    gauges.zk_mirror_pending = pending as u64;
     for group in listed {
         *gauges.by_state.entry(group.state.clone()).or_default() += 1;
         let Ok(described) =

@@ -19,7 +19,11 @@ pub(super) async fn handle(
         Err(super::GROUP_AUTHORIZATION_FAILED)
     };
     match serving {
-        Ok(groups) => groups.consumer_group_heartbeat(request, &client_info(client_id)),
+        Ok(groups) => {
+            groups
+                .consumer_group_heartbeat(request, &client_info(client_id))
+                .await
+        }
         Err(code) => ConsumerGroupHeartbeatResponse::default().with_error_code(code),
     }
 }

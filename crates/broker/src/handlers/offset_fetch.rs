@@ -43,6 +43,13 @@ pub(super) async fn handle(
         }));
         return response;
     }
+    if version == 0 && super::authorized_group(ctx, rctx, Operation::Describe, &request.group_id) {
+        let mut response = fetch_v0(ctx, request).await;
+        if ctx.authorizer.is_some() {
+            authorize_answer(ctx, rctx, request, &mut response);
+        }
+        return response;
+    }
     let serving = if super::authorized_group(ctx, rctx, Operation::Describe, &request.group_id) {
         ctx.groups.serving(ctx, &request.group_id).await
     } else {
@@ -93,6 +100,52 @@ pub(super) async fn handle(
                 .with_groups(groups)
         }
     }
+}
+
+/// OffsetFetch v0 reads `/consumers/<group>/offsets/<topic>/<partition>` from the metadata
+/// store on any broker, as Kafka 2.8 does: a partition without an offset there (or that does
+/// not exist) answers offset -1 with no error; a store failure answers
+/// COORDINATOR_NOT_AVAILABLE for that partition.
+async fn fetch_v0(ctx: &BrokerContext, request: &OffsetFetchRequest) -> OffsetFetchResponse {
+    let snapshot = ctx.metadata_cache.snapshot();
+    let group = request.group_id.0.as_str();
+    let zk = ctx.zk();
+    let mut topics = Vec::new();
+    for topic in request.topics.iter().flatten() {
+        let known = snapshot.topics.get(topic.name.0.as_str());
+        let name = topic.name.0.as_str().parse::<model::TopicName>().ok();
+        let mut partitions = Vec::new();
+        for &p in &topic.partition_indexes {
+            let exists =
+                known.is_some_and(|t| usize::try_from(p).is_ok_and(|i| i < t.partitions.len()));
+            let (offset, code) = match (&name, exists) {
+                (Some(name), true) => {
+                    let tp = model::TopicPartition::new(name.clone(), p);
+                    match zk.get_consumer_offset(group, &tp).await {
+                        Ok(offset) => (offset.unwrap_or(-1), 0),
+                        Err(err) => {
+                            tracing::warn!(group, %tp, %err, "OffsetFetch v0: cannot read /consumers");
+                            (-1, crate::groups::COORDINATOR_NOT_AVAILABLE)
+                        }
+                    }
+                }
+                _ => (-1, 0),
+            };
+            partitions.push(
+                OffsetFetchResponsePartition::default()
+                    .with_partition_index(p)
+                    .with_committed_offset(offset)
+                    .with_metadata(Some(Default::default()))
+                    .with_error_code(code),
+            );
+        }
+        topics.push(
+            OffsetFetchResponseTopic::default()
+                .with_name(topic.name.clone())
+                .with_partitions(partitions),
+        );
+    }
+    OffsetFetchResponse::default().with_topics(topics)
 }
 
 /// Applies the group and topic checks to a computed answer.

@@ -84,6 +84,11 @@ pub(crate) struct GroupGauges {
     pub by_state: BTreeMap<String, u64>,
     /// Per group: its members and its committed partitions.
     pub groups: BTreeMap<String, GroupLag>,
+    /// How long the oldest commit not yet mirrored to `/consumers` has waited (ms), and how
+    /// many partitions wait.
+    pub zk_mirror_lag_ms: u64,
+    /// See `zk_mirror_lag_ms`.
+    pub zk_mirror_pending: u64,
 }
 
 /// One group's members and lag.
@@ -551,6 +556,23 @@ fn groups(out: &mut String, samples: &[BrokerSample<'_>]) {
                 .and_then(|g| g.by_state.get(state).copied())
                 .unwrap_or(0);
             sample(out, name, &broker(s), n);
+        }
+    }
+    for (name, help, value) in [
+        (
+            "gregor_consumer_offsets_zk_mirror_lag_ms",
+            "How long the oldest committed offset not yet mirrored to /consumers/<group>/offsets has waited, ms (0: the mirror is current).",
+            (|g: &GroupGauges| g.zk_mirror_lag_ms) as fn(&GroupGauges) -> u64,
+        ),
+        (
+            "gregor_consumer_offsets_zk_mirror_pending",
+            "Partitions whose committed offset is queued for /consumers/<group>/offsets.",
+            |g: &GroupGauges| g.zk_mirror_pending,
+        ),
+    ] {
+        family(out, name, "gauge", help);
+        for s in samples {
+            sample(out, name, &broker(s), s.groups.as_ref().map_or(0, value));
         }
     }
     family(

@@ -49,6 +49,8 @@ pub struct Harness {
     pub events: Vec<MembershipEvent>,
     /// `group/topic-partition` of every expired offset.
     pub expired: Vec<String>,
+    /// Every group the periodic cleanup forgot (its metadata gets a tombstone).
+    pub expired_groups: Vec<String>,
     /// Group metadata the core asked to store, in order.
     pub stored: Vec<(String, group_coordinator::GroupMetadataSnapshot)>,
 }
@@ -63,6 +65,7 @@ impl Harness {
             syncs: BTreeMap::new(),
             events: Vec::new(),
             expired: Vec::new(),
+            expired_groups: Vec::new(),
             stored: Vec::new(),
         }
     }
@@ -98,6 +101,15 @@ impl Harness {
                 } => {
                     self.expired
                         .extend(partitions.into_iter().map(|tp| format!("{group_id}/{tp}")));
+                }
+                Output::ConsumerGroupRecords { .. } => {}
+                Output::GroupExpired {
+                    group_id,
+                    partitions,
+                } => {
+                    self.expired
+                        .extend(partitions.into_iter().map(|tp| format!("{group_id}/{tp}")));
+                    self.expired_groups.push(group_id);
                 }
             }
         }
