@@ -35,6 +35,7 @@ mod offset_for_leader_epoch;
 mod sasl;
 mod stop_replica;
 mod sync_group;
+mod transactions;
 pub(crate) mod unsupported;
 mod update_metadata;
 mod user_scram_credentials;
@@ -394,6 +395,7 @@ async fn dispatch(
             let response = leader_and_isr::handle(ctx, rctx, header, req).await;
             // A group coordinator moves with the leadership of its offsets partition.
             crate::groups::on_leadership_change(ctx);
+            ctx.transactions.reconcile(ctx);
             ResponseKind::LeaderAndIsr(response)
         }
         RequestKind::AlterPartition(req) => ResponseKind::AlterPartition(
@@ -405,6 +407,7 @@ async fn dispatch(
         RequestKind::StopReplica(req) => {
             let response = stop_replica::handle(ctx, rctx, header, req).await;
             crate::groups::on_leadership_change(ctx);
+            ctx.transactions.reconcile(ctx);
             ResponseKind::StopReplica(response)
         }
         RequestKind::ControlledShutdown(req) => ResponseKind::ControlledShutdown(
@@ -434,7 +437,7 @@ async fn dispatch(
             ResponseKind::DeleteRecords(delete_records::handle(ctx, rctx, req).await)
         }
         RequestKind::InitProducerId(req) => {
-            ResponseKind::InitProducerId(init_producer_id::handle(ctx, rctx, req).await)
+            ResponseKind::InitProducerId(init_producer_id::handle(ctx, rctx, req, version).await)
         }
         RequestKind::FindCoordinator(req) => {
             ResponseKind::FindCoordinator(find_coordinator::handle(ctx, rctx, &req, version))
@@ -475,6 +478,24 @@ async fn dispatch(
         RequestKind::ConsumerGroupDescribe(req) => ResponseKind::ConsumerGroupDescribe(
             consumer_group_describe::handle(ctx, rctx, &req).await,
         ),
+        RequestKind::AddPartitionsToTxn(req) => ResponseKind::AddPartitionsToTxn(
+            transactions::add_partitions(ctx, rctx, req, version).await,
+        ),
+        RequestKind::AddOffsetsToTxn(req) => {
+            ResponseKind::AddOffsetsToTxn(transactions::add_offsets(ctx, rctx, req, version).await)
+        }
+        RequestKind::EndTxn(req) => {
+            ResponseKind::EndTxn(transactions::end_txn(ctx, rctx, req, version).await)
+        }
+        RequestKind::TxnOffsetCommit(req) => ResponseKind::TxnOffsetCommit(
+            crate::groups::txn_offset_commit(ctx, rctx, &req, version).await,
+        ),
+        RequestKind::DescribeTransactions(req) => {
+            ResponseKind::DescribeTransactions(transactions::describe(ctx, rctx, &req).await)
+        }
+        RequestKind::ListTransactions(req) => {
+            ResponseKind::ListTransactions(transactions::list(ctx, rctx, &req).await)
+        }
         // SUPPORTED_APIS and this match list the same APIs; a request reaching here is one
         // whose row was added without a handler, so answer it as unsupported.
         other => unsupported::error_response(&other, version).unwrap_or_else(|| {
