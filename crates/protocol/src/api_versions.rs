@@ -69,6 +69,7 @@ pub const SUPPORTED_APIS: &[ApiVersionRange] = &[
     row(ApiKey::DeleteRecords, 0, 2),
     row(ApiKey::InitProducerId, 0, 5),
     row(ApiKey::OffsetForLeaderEpoch, 0, 4),
+    row(ApiKey::WriteTxnMarkers, 0, 1),
     row(ApiKey::DescribeAcls, 0, 3),
     row(ApiKey::CreateAcls, 0, 3),
     row(ApiKey::DeleteAcls, 0, 3),
