@@ -72,6 +72,7 @@ pub const SUPPORTED_APIS: &[ApiVersionRange] = &[
     row(ApiKey::AddPartitionsToTxn, 0, 5),
     row(ApiKey::AddOffsetsToTxn, 0, 4),
     row(ApiKey::EndTxn, 0, 4),
+    row(ApiKey::WriteTxnMarkers, 0, 1),
     row(ApiKey::TxnOffsetCommit, 0, 4),
     row(ApiKey::DescribeAcls, 0, 3),
     row(ApiKey::CreateAcls, 0, 3),

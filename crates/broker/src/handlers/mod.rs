@@ -39,6 +39,7 @@ mod transactions;
 pub(crate) mod unsupported;
 mod update_metadata;
 mod user_scram_credentials;
+mod write_txn_markers;
 
 mod delete_records;
 mod fetch;
@@ -310,7 +311,8 @@ fn request_quota_exempt(request: &RequestKind, version: i16) -> bool {
         | RequestKind::UpdateMetadata(_)
         | RequestKind::StopReplica(_)
         | RequestKind::ControlledShutdown(_)
-        | RequestKind::AlterPartition(_) => true,
+        | RequestKind::AlterPartition(_)
+        | RequestKind::WriteTxnMarkers(_) => true,
         RequestKind::Fetch(fetch) => fetch::replica_id(fetch, version) >= 0,
         _ => false,
     }
@@ -475,6 +477,9 @@ async fn dispatch(
         RequestKind::ConsumerGroupHeartbeat(req) => ResponseKind::ConsumerGroupHeartbeat(
             consumer_group_heartbeat::handle(ctx, rctx, &req, header.client_id.as_deref()).await,
         ),
+        RequestKind::WriteTxnMarkers(req) => {
+            ResponseKind::WriteTxnMarkers(write_txn_markers::handle(ctx, rctx, req).await)
+        }
         RequestKind::ConsumerGroupDescribe(req) => ResponseKind::ConsumerGroupDescribe(
             consumer_group_describe::handle(ctx, rctx, &req).await,
         ),
