@@ -64,18 +64,30 @@ fn results(
         .collect()
 }
 
+/// One transaction of an AddPartitionsToTxn request.
+struct Txn<'a> {
+    id: &'a str,
+    producer_id: i64,
+    producer_epoch: i16,
+    /// KIP-890's VerifyOnly (v4+): only check, add nothing.
+    verify_only: bool,
+}
+
 /// One transaction of AddPartitionsToTxn: authorization and topic checks, then the
 /// coordinator; per-partition codes.
 async fn add_one(
     ctx: &Arc<BrokerContext>,
     rctx: &RequestContext,
-    id: &str,
-    producer_id: i64,
-    producer_epoch: i16,
+    txn: Txn<'_>,
     topics: &Partitions,
-    verify_only: bool,
     version: i16,
 ) -> Vec<AddPartitionsToTxnTopicResult> {
+    let Txn {
+        id,
+        producer_id,
+        producer_epoch,
+        verify_only,
+    } = txn;
     let all = |err: ResponseError| {
         let code = for_version(err, version).code();
         results(topics, |_, _| code)
@@ -151,17 +163,13 @@ pub(super) async fn add_partitions(
     };
     if version < 4 {
         let topics = topics_of(&request.v3_and_below_topics);
-        let results = add_one(
-            ctx,
-            rctx,
-            request.v3_and_below_transactional_id.0.as_str(),
-            request.v3_and_below_producer_id.0,
-            request.v3_and_below_producer_epoch,
-            &topics,
-            false,
-            version,
-        )
-        .await;
+        let txn = Txn {
+            id: request.v3_and_below_transactional_id.0.as_str(),
+            producer_id: request.v3_and_below_producer_id.0,
+            producer_epoch: request.v3_and_below_producer_epoch,
+            verify_only: false,
+        };
+        let results = add_one(ctx, rctx, txn, &topics, version).await;
         return AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results);
     }
     // v4+ is sent by brokers (KIP-890): CLUSTER_ACTION, as Kafka.
@@ -172,17 +180,13 @@ pub(super) async fn add_partitions(
     let mut out = Vec::with_capacity(request.transactions.len());
     for txn in &request.transactions {
         let topics = topics_of(&txn.topics);
-        let topic_results = add_one(
-            ctx,
-            rctx,
-            txn.transactional_id.0.as_str(),
-            txn.producer_id.0,
-            txn.producer_epoch,
-            &topics,
-            txn.verify_only,
-            version,
-        )
-        .await;
+        let one = Txn {
+            id: txn.transactional_id.0.as_str(),
+            producer_id: txn.producer_id.0,
+            producer_epoch: txn.producer_epoch,
+            verify_only: txn.verify_only,
+        };
+        let topic_results = add_one(ctx, rctx, one, &topics, version).await;
         out.push(
             AddPartitionsToTxnResult::default()
                 .with_transactional_id(txn.transactional_id.clone())

@@ -115,7 +115,7 @@ async fn run(
             }
         }
         if !pending.is_empty() {
-            if attempts % 50 == 0 {
+            if attempts.is_multiple_of(50) {
                 warn!(transactional_id = %id, pending = ?pending, attempts, "markers still not written; retrying");
             }
             tokio::time::sleep(RETRY_BACKOFF).await;

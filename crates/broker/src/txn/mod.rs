@@ -662,7 +662,7 @@ async fn expire_ids(ctx: &Arc<BrokerContext>) {
         let Ok(dead) = meta.moved(TxnState::Dead, now) else {
             continue;
         };
-        *meta = dead;
+        let before = std::mem::replace(&mut *meta, dead);
         match write(ctx, partition, epoch, &id, None).await {
             Ok(()) => {
                 info!(transactional_id = %id, "transactional id expired");
@@ -670,7 +670,7 @@ async fn expire_ids(ctx: &Arc<BrokerContext>) {
             }
             Err(err) => {
                 warn!(transactional_id = %id, %err, "cannot expire a transactional id");
-                meta.state = TxnState::Empty;
+                *meta = before;
             }
         }
     }
