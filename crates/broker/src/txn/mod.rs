@@ -420,11 +420,13 @@ pub(crate) async fn init_producer_id(
         }
     };
     let mut meta = entry.lock().await;
+    // Kafka's isValidProducerId: a new id's metadata, the current producer id, or the
+    // previous one with an exhausted epoch (a retry after a new id was handed out). The epoch
+    // is checked where it is bumped.
     let valid_expected = |m: &TxnMetadata, (pid, epoch): (i64, i16)| {
         m.producer_epoch == -1
-            || (pid == m.producer_id
-                && (epoch == m.producer_epoch || epoch == m.last_producer_epoch))
-            || (pid == m.last_producer_id && m.producer_epoch == 0)
+            || pid == m.producer_id
+            || (pid == m.last_producer_id && epoch >= i16::MAX - 1)
     };
     if let Some(expected) = expected {
         if !valid_expected(&meta, expected) {
@@ -453,16 +455,20 @@ pub(crate) async fn init_producer_id(
             Err(ResponseError::ConcurrentTransactions)
         }
         TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort => {
-            // A retry of the InitProducerId that bumped the epoch: answer the same.
+            // A retry of the InitProducerId that bumped the epoch: answer the same. Any other
+            // epoch but the current one is a fenced producer (Kafka's
+            // prepareIncrementProducerEpoch).
             if let Some((pid, epoch)) = expected {
-                if pid == meta.producer_id
-                    && epoch == meta.last_producer_epoch
-                    && meta.last_producer_epoch >= 0
-                {
-                    return Ok(InitResult {
-                        producer_id: meta.producer_id,
-                        producer_epoch: meta.producer_epoch,
-                    });
+                if meta.producer_epoch != -1 && pid == meta.producer_id {
+                    if epoch == meta.last_producer_epoch && meta.last_producer_epoch >= 0 {
+                        return Ok(InitResult {
+                            producer_id: meta.producer_id,
+                            producer_epoch: meta.producer_epoch,
+                        });
+                    }
+                    if epoch != meta.producer_epoch {
+                        return Err(ResponseError::ProducerFenced);
+                    }
                 }
             }
             let mut new_id = None;

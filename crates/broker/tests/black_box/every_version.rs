@@ -816,6 +816,26 @@ async fn exercise(wire: &mut Wire, fx: &mut Fixture, api: ApiKey, version: i16) 
                 "InitProducerId v{version}"
             );
             fx.txn.1 += 1;
+            if version >= 3 {
+                // KIP-360: a retry naming the previous epoch gets the same answer; an older
+                // epoch is a fenced producer.
+                let retry = InitProducerIdRequest::default()
+                    .with_transactional_id(Some(txn_id(TXN_ID)))
+                    .with_transaction_timeout_ms(60_000)
+                    .with_producer_id(ProducerId(fx.txn.0))
+                    .with_producer_epoch(fx.txn.1 - 1);
+                let response = wire.call(retry.clone(), version).await;
+                assert_eq!(response.error_code, NONE, "InitProducerId v{version} retry");
+                assert_eq!((response.producer_id.0, response.producer_epoch), fx.txn);
+                let stale = retry.with_producer_epoch(fx.txn.1 - 2);
+                let response = wire.call(stale, version).await;
+                // PRODUCER_FENCED (90) from v4, INVALID_PRODUCER_EPOCH (47) before.
+                let fenced = if version >= 4 { 90 } else { 47 };
+                assert_eq!(
+                    response.error_code, fenced,
+                    "InitProducerId v{version} stale"
+                );
+            }
             // Past transaction.max.timeout.ms (15 minutes).
             let request = InitProducerIdRequest::default()
                 .with_transactional_id(Some(txn_id(TXN_ID)))
@@ -887,6 +907,26 @@ async fn exercise(wire: &mut Wire, fx: &mut Fixture, api: ApiKey, version: i16) 
                 .with_committed(true);
             let response = wire.call(request, version).await;
             assert_eq!(response.error_code, INVALID_TXN_STATE, "EndTxn v{version}");
+        }
+        ApiKey::WriteTxnMarkers => {
+            // A marker for a partition this broker does not host.
+            let request = WriteTxnMarkersRequest::default().with_markers(vec![
+                write_txn_markers_request::WritableTxnMarker::default()
+                    .with_producer_id(ProducerId(fx.txn.0))
+                    .with_producer_epoch(fx.txn.1)
+                    .with_transaction_result(false)
+                    .with_coordinator_epoch(0)
+                    .with_topics(vec![
+                        write_txn_markers_request::WritableTxnMarkerTopic::default()
+                            .with_name(topic_name("no-such-topic"))
+                            .with_partition_indexes(vec![0]),
+                    ]),
+            ]);
+            let response = wire.call(request, version).await;
+            assert_eq!(
+                response.markers[0].topics[0].partitions[0].error_code, UNKNOWN_TOPIC_OR_PARTITION,
+                "WriteTxnMarkers v{version}"
+            );
         }
         ApiKey::TxnOffsetCommit => {
             let request = TxnOffsetCommitRequest::default()
