@@ -196,6 +196,8 @@ pub struct BrokerConfig {
     /// `offsets.retention.check.interval.ms` (600000): how often coordinators look for
     /// expired offsets and forget empty groups without offsets.
     pub offsets_retention_check_interval: Duration,
+    /// The transaction coordinator's settings (`transaction.*`, `transactional.id.*`).
+    pub transactions: TransactionConfig,
     /// `delete.topic.enable`.
     pub delete_topic_enable: bool,
     /// `file.delete.delay.ms`: how long a deleted partition's `-delete` directory stays.
@@ -315,6 +317,15 @@ const KNOWN_KEYS: &[&str] = &[
     "offsets.commit.timeout.ms",
     "offsets.retention.minutes",
     "offsets.retention.check.interval.ms",
+    "transaction.state.log.num.partitions",
+    "transaction.state.log.replication.factor",
+    "transaction.state.log.min.isr",
+    "transaction.state.log.segment.bytes",
+    "transaction.max.timeout.ms",
+    "transactional.id.expiration.ms",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+    "transaction.remove.expired.transaction.cleanup.interval.ms",
+    "transaction.partition.verification.enable",
     "log.retention.check.interval.ms",
     "log.flush.offset.checkpoint.interval.ms",
     "log.flush.scheduler.interval.ms",
@@ -565,6 +576,51 @@ impl BrokerConfig {
                 600_000,
                 1,
             )?),
+            transactions: TransactionConfig {
+                state_log_num_partitions: parse_num(
+                    &props,
+                    "transaction.state.log.num.partitions",
+                    50,
+                    1,
+                )?,
+                state_log_replication_factor: parse_num(
+                    &props,
+                    "transaction.state.log.replication.factor",
+                    3,
+                    1,
+                )?,
+                state_log_min_isr: parse_num(&props, "transaction.state.log.min.isr", 2, 1)?,
+                state_log_segment_bytes: parse_num(
+                    &props,
+                    "transaction.state.log.segment.bytes",
+                    100 * 1024 * 1024,
+                    1,
+                )?,
+                max_timeout_ms: parse_num(&props, "transaction.max.timeout.ms", 900_000, 1)?,
+                id_expiration_ms: parse_num(
+                    &props,
+                    "transactional.id.expiration.ms",
+                    604_800_000,
+                    1,
+                )?,
+                abort_timed_out_interval_ms: parse_num(
+                    &props,
+                    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+                    10_000,
+                    1,
+                )?,
+                remove_expired_interval_ms: parse_num(
+                    &props,
+                    "transaction.remove.expired.transaction.cleanup.interval.ms",
+                    3_600_000,
+                    1,
+                )?,
+                partition_verification_enable: parse_bool(
+                    &props,
+                    "transaction.partition.verification.enable",
+                    true,
+                )?,
+            },
             delete_topic_enable: parse_bool(&props, "delete.topic.enable", true)?,
             file_delete_delay: Duration::from_millis(parse_num(
                 &props,
@@ -1228,6 +1284,33 @@ fn parse_admin_listener(value: &str) -> Result<Option<SocketAddr>, ConfigError> 
     })
 }
 
+/// The transaction coordinator's settings, Kafka's keys and defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransactionConfig {
+    /// `transaction.state.log.num.partitions` (50): partitions of `__transaction_state`.
+    pub state_log_num_partitions: i32,
+    /// `transaction.state.log.replication.factor` (3): its replication factor; creation
+    /// waits until that many brokers are alive.
+    pub state_log_replication_factor: i16,
+    /// `transaction.state.log.min.isr` (2): its `min.insync.replicas`.
+    pub state_log_min_isr: i32,
+    /// `transaction.state.log.segment.bytes` (100 MiB).
+    pub state_log_segment_bytes: i32,
+    /// `transaction.max.timeout.ms` (15 min): the largest `transaction.timeout.ms` a producer
+    /// may ask for (INVALID_TRANSACTION_TIMEOUT above it).
+    pub max_timeout_ms: i32,
+    /// `transactional.id.expiration.ms` (7 days): a transactional id idle this long (no
+    /// transaction open) is forgotten.
+    pub id_expiration_ms: i64,
+    /// `transaction.abort.timed.out.transaction.cleanup.interval.ms` (10 s): how often
+    /// transactions past their timeout are looked for and aborted.
+    pub abort_timed_out_interval_ms: u64,
+    /// `transaction.remove.expired.transaction.cleanup.interval.ms` (1 h).
+    pub remove_expired_interval_ms: u64,
+    /// `transaction.partition.verification.enable` (true, KIP-890).
+    pub partition_verification_enable: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1383,14 +1466,19 @@ mod tests {
         // shipped file sets to 1 as Kafka's does (its default of 3 needs three brokers).
         assert_eq!(
             props,
-            BTreeMap::from([(
-                "offsets.topic.replication.factor".to_owned(),
-                "1".to_owned()
-            )]),
+            BTreeMap::from(
+                [
+                    ("offsets.topic.replication.factor", "1"),
+                    ("transaction.state.log.replication.factor", "1"),
+                    ("transaction.state.log.min.isr", "1"),
+                ]
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            ),
             "every other key is commented out"
         );
         let shipped = BrokerConfig::from_properties(props, Path::new("./data")).unwrap();
         assert_eq!(shipped.offsets_topic_replication_factor, 1);
+        assert_eq!(shipped.transactions.state_log_replication_factor, 1);
         let uncommented: String = text
             .lines()
             .map(|l| {

@@ -54,6 +54,8 @@ pub(crate) struct BrokerContext {
     pub broker_epoch: AtomicI64,
     /// Consumer groups (coordinated here while this broker is the controller).
     pub groups: Arc<Groups>,
+    /// The transaction coordinator (the `__transaction_state` partitions led here).
+    pub transactions: crate::txn::Transactions,
     /// Wakes the stray-log scan (`stray_logs`).
     pub stray_scan: tokio::sync::Notify,
     /// The broker epoch whose first UpdateMetadata started a stray-log scan (-1: none yet).

@@ -55,6 +55,9 @@ use crate::config::BrokerConfig;
 use crate::context::BrokerContext;
 use crate::data_plane::now_ms;
 
+/// Pending transactional offsets: group -> producer id -> offsets.
+type PendingOffsets = BTreeMap<String, BTreeMap<i64, BTreeMap<TopicPartition, OffsetAndMetadata>>>;
+
 /// The coordinator type this broker runs.
 pub(crate) type Coordinator = GroupCoordinator<TopicOffsetStore, ZkMembershipSink>;
 
@@ -95,6 +98,10 @@ pub(crate) struct Groups {
     known_topics: Mutex<Option<BTreeSet<String>>>,
     /// When this broker last asked the controller to create `__consumer_offsets`.
     offsets_topic_asked: Mutex<Option<std::time::Instant>>,
+    /// Transactional offsets written but not yet committed (TxnOffsetCommit before the
+    /// COMMIT marker): group -> producer id -> offsets. A COMMIT marker makes them the
+    /// group's offsets, an ABORT drops them.
+    pending: Mutex<PendingOffsets>,
     ctx: OnceLock<Weak<BrokerContext>>,
     /// Committed offsets on their way to `/consumers/<group>/offsets` (the seed's view).
     pub(crate) mirror: crate::offsets_mirror::OffsetsMirror,
@@ -262,6 +269,8 @@ impl Groups {
             let n = offsets_partitions(&ctx);
             let dropped = coordinator
                 .unload_groups(|group| to_unload.contains(&log_records::partition_for(group, n)));
+            lock(&self.pending)
+                .retain(|group, _| !to_unload.contains(&log_records::partition_for(group, n)));
             info!(partitions = ?to_unload, groups = dropped, "unloaded groups of offsets partitions led elsewhere now");
         }
         for (partition, epoch) in to_load {
@@ -318,6 +327,12 @@ async fn load_partition(
     coordinator.load_groups(replayed.offsets, replayed.groups);
     let consumer_groups = replayed.consumer_groups.len();
     coordinator.load_consumer_groups(replayed.consumer_groups);
+    {
+        let mut pending = lock(&ctx.groups.pending);
+        for (group, by_producer) in replayed.pending {
+            pending.insert(group, by_producer);
+        }
+    }
     held.insert(partition, (epoch, Load::Loaded));
     info!(%tp, leader_epoch = epoch, groups, consumer_groups, offsets, elapsed_ms = started.elapsed().as_millis() as u64,
         "loaded consumer groups of offsets partition");
@@ -327,6 +342,8 @@ async fn load_partition(
 #[derive(Debug, Default)]
 struct Replayed {
     offsets: GroupOffsets,
+    /// Transactional offsets whose transaction has no marker yet.
+    pending: PendingOffsets,
     groups: BTreeMap<String, GroupMetadataSnapshot>,
     /// KIP-848 groups' live records (group -> key -> value).
     consumer_groups: BTreeMap<String, group_coordinator::consumer_records::GroupRecords>,
@@ -344,6 +361,8 @@ fn replay(rm: &replication::ReplicaManager, tp: &TopicPartition) -> Result<Repla
     let mut consumer_groups: BTreeMap<String, group_coordinator::consumer_records::GroupRecords> =
         BTreeMap::new();
     let mut skipped = 0usize;
+    // Transactional offsets by producer until their marker: group -> offsets.
+    let mut open: BTreeMap<i64, GroupOffsets> = BTreeMap::new();
     while offset < end {
         let bytes = partition
             .read_to_log_end(offset, LOAD_READ_BYTES)
@@ -356,8 +375,23 @@ fn replay(rm: &replication::ReplicaManager, tp: &TopicPartition) -> Result<Repla
             let header = batch.header;
             offset = header.next_offset();
             if header.is_control() {
+                let section =
+                    records::records_section(&bytes[batch.range()]).map_err(|e| e.to_string())?;
+                let commit = records::record::records(&section, header.records_count)
+                    .ok()
+                    .and_then(|r| r.into_iter().next())
+                    .and_then(|r| r.key.map(marker_is_commit))
+                    .unwrap_or(None);
+                if let Some(txn) = open.remove(&header.producer_id) {
+                    if commit == Some(true) {
+                        for (group, committed) in txn {
+                            offsets.entry(group).or_default().extend(committed);
+                        }
+                    }
+                }
                 continue;
             }
+            let transactional = header.is_transactional();
             let section =
                 records::records_section(&bytes[batch.range()]).map_err(|e| e.to_string())?;
             let records = records::record::records(&section, header.records_count)
@@ -387,6 +421,25 @@ fn replay(rm: &replication::ReplicaManager, tp: &TopicPartition) -> Result<Repla
                             continue;
                         };
                         let tp = TopicPartition::new(topic, partition);
+                        if transactional {
+                            if let Some(v) = value {
+                                open.entry(header.producer_id)
+                                    .or_default()
+                                    .entry(group)
+                                    .or_default()
+                                    .insert(
+                                        tp,
+                                        OffsetAndMetadata {
+                                            offset: v.offset,
+                                            leader_epoch: v.leader_epoch,
+                                            metadata: v.metadata,
+                                            commit_timestamp_ms: v.commit_timestamp_ms,
+                                            expire_timestamp_ms: v.expire_timestamp_ms,
+                                        },
+                                    );
+                            }
+                            continue;
+                        }
                         match value {
                             Some(v) => {
                                 offsets.entry(group).or_default().insert(
@@ -421,8 +474,18 @@ fn replay(rm: &replication::ReplicaManager, tp: &TopicPartition) -> Result<Repla
     if skipped > 0 {
         warn!(%tp, skipped, "records of the offsets partition that this broker does not read");
     }
+    let mut pending = PendingOffsets::new();
+    for (producer_id, txn) in open {
+        for (group, group_offsets) in txn {
+            pending
+                .entry(group)
+                .or_default()
+                .insert(producer_id, group_offsets.into_iter().collect());
+        }
+    }
     Ok(Replayed {
         offsets,
+        pending,
         groups: groups
             .into_iter()
             .filter_map(|(group, value)| Some((group, value?)))
@@ -536,6 +599,18 @@ async fn append(
     timestamp: i64,
     wait_for_isr: bool,
 ) -> Result<(), OffsetStoreError> {
+    append_as(ctx, partition, records, timestamp, wait_for_isr, None).await
+}
+
+/// [`append`], as a transactional batch of producer (id, epoch) when given (TxnOffsetCommit).
+async fn append_as(
+    ctx: &BrokerContext,
+    partition: i32,
+    records: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    timestamp: i64,
+    wait_for_isr: bool,
+    producer: Option<(i64, i16)>,
+) -> Result<(), OffsetStoreError> {
     if records.is_empty() {
         return Ok(());
     }
@@ -545,6 +620,23 @@ async fn append(
             .unwrap_or(records::Compression::None);
     let mut spec = records::builder::BatchSpec::new(0);
     spec.compression = compression;
+    if let Some((producer_id, producer_epoch)) = producer {
+        spec.transactional = true;
+        spec.producer_id = producer_id;
+        spec.producer_epoch = producer_epoch;
+        // The next sequence of this producer on the partition (the coordinator's batches
+        // follow the same sequence rules as a client's here).
+        spec.base_sequence = ctx
+            .replica_manager
+            .get(&tp)
+            .and_then(|p| {
+                p.active_producers()
+                    .into_iter()
+                    .find(|a| a.producer_id == producer_id && a.producer_epoch == producer_epoch)
+                    .map(|a| a.last_sequence.wrapping_add(1).max(0))
+            })
+            .unwrap_or(0);
+    }
     let mut builder = records::builder::BatchBuilder::new(spec);
     for (i, (key, value)) in records.iter().enumerate() {
         builder.push(&records::builder::NewRecord {
@@ -841,4 +933,230 @@ fn member_registration(subscription: &BTreeSet<String>, timestamp_ms: u64) -> Co
         pattern: "white_list".to_owned(),
         timestamp: i64::try_from(timestamp_ms).unwrap_or(i64::MAX),
     }
+}
+
+/// Whether a control record's key is a COMMIT marker (`Some(true)`), an ABORT (`Some(false)`),
+/// or something else (Kafka's `ControlRecordType`: version INT16, type INT16, 0 abort, 1 commit).
+fn marker_is_commit(key: &[u8]) -> Option<bool> {
+    match key.get(2..4)? {
+        [0, 0] => Some(false),
+        [0, 1] => Some(true),
+        _ => None,
+    }
+}
+
+impl Groups {
+    /// Whether some transaction has written an offset of `group` for `tp` that its marker has
+    /// not settled yet (OffsetFetch with RequireStable answers UNSTABLE_OFFSET_COMMIT).
+    pub(crate) fn has_pending(&self, group: &str, topic: &str, partition: i32) -> bool {
+        lock(&self.pending).get(group).is_some_and(|by_producer| {
+            by_producer.values().any(|offsets| {
+                offsets
+                    .keys()
+                    .any(|tp| tp.topic.as_str() == topic && tp.partition == partition)
+            })
+        })
+    }
+
+    /// A COMMIT or ABORT marker reached offsets partition `partition` for `producer_id`: its
+    /// pending offsets become the groups' (commit) or are dropped (abort).
+    pub(crate) fn on_txn_marker(&self, partition: i32, producer_id: i64, commit: bool) {
+        let Some(ctx) = self.ctx() else { return };
+        let n = offsets_partitions(&ctx);
+        let mut settled: Vec<(String, BTreeMap<TopicPartition, OffsetAndMetadata>)> = Vec::new();
+        {
+            let mut pending = lock(&self.pending);
+            for (group, by_producer) in pending.iter_mut() {
+                if log_records::partition_for(group, n) != partition {
+                    continue;
+                }
+                if let Some(offsets) = by_producer.remove(&producer_id) {
+                    settled.push((group.clone(), offsets));
+                }
+            }
+            pending.retain(|_, by_producer| !by_producer.is_empty());
+        }
+        if !commit || settled.is_empty() {
+            return;
+        }
+        let Some(coordinator) = self.coordinator() else {
+            return;
+        };
+        for (group, offsets) in settled {
+            coordinator.apply_txn_offsets(&group, offsets.into_iter().collect());
+        }
+    }
+}
+
+/// After WriteTxnMarkers appended a marker to a partition: if it is an offsets partition,
+/// settles the pending transactional offsets of that producer there.
+pub(crate) fn on_txn_marker(
+    ctx: &BrokerContext,
+    tp: &TopicPartition,
+    producer_id: i64,
+    commit: bool,
+) {
+    if tp.topic.as_str() == OFFSETS_TOPIC {
+        ctx.groups.on_txn_marker(tp.partition, producer_id, commit);
+    }
+}
+
+/// TxnOffsetCommit (v0-4, Kafka's `handleTxnOffsetCommitRequest`): READ on the group, WRITE
+/// on the transactional id (v? all), READ on each topic; the group's coordinator checks the
+/// generation and member (KIP-447, v3+), then the offsets are appended to the group's
+/// partition as a transactional batch of the producer (acks=all) and held pending until the
+/// transaction's marker.
+pub(crate) async fn txn_offset_commit(
+    ctx: &BrokerContext,
+    rctx: &crate::auth::RequestContext,
+    request: &kafka_protocol::messages::TxnOffsetCommitRequest,
+    _version: i16,
+) -> kafka_protocol::messages::TxnOffsetCommitResponse {
+    use kafka_protocol::error::ResponseError;
+    use kafka_protocol::messages::txn_offset_commit_response::{
+        TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+    };
+    use security::acl::{Operation, ResourceType};
+    let group = request.group_id.0.as_str();
+    let answer = |code_of: &dyn Fn(&str, i32) -> i16| {
+        kafka_protocol::messages::TxnOffsetCommitResponse::default().with_topics(
+            request
+                .topics
+                .iter()
+                .map(|t| {
+                    TxnOffsetCommitResponseTopic::default()
+                        .with_name(t.name.clone())
+                        .with_partitions(
+                            t.partitions
+                                .iter()
+                                .map(|p| {
+                                    TxnOffsetCommitResponsePartition::default()
+                                        .with_partition_index(p.partition_index)
+                                        .with_error_code(code_of(
+                                            t.name.0.as_str(),
+                                            p.partition_index,
+                                        ))
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        )
+    };
+    let all = |code: i16| answer(&|_, _| code);
+    if !crate::handlers::authorized(
+        ctx,
+        rctx,
+        Operation::Write,
+        ResourceType::TransactionalId,
+        request.transactional_id.0.as_str(),
+    ) {
+        return all(ResponseError::TransactionalIdAuthorizationFailed.code());
+    }
+    if !crate::handlers::authorized_group(ctx, rctx, Operation::Read, group) {
+        return all(ResponseError::GroupAuthorizationFailed.code());
+    }
+    let denied = crate::handlers::denied_topics(
+        ctx,
+        rctx,
+        Operation::Read,
+        request.topics.iter().map(|t| t.name.0.as_str()),
+    );
+    let snapshot = ctx.metadata_cache.snapshot();
+    let unknown = |t: &str, p: i32| {
+        snapshot
+            .topics
+            .get(t)
+            .is_none_or(|info| !info.partitions.contains_key(&p))
+    };
+    let coordinator = match ctx.groups.serving(ctx, group).await {
+        Ok(c) => c,
+        Err(code) => return all(code),
+    };
+    if let Err(code) = coordinator.check_txn_offset_commit(
+        group,
+        request.generation_id,
+        request.member_id.as_str(),
+        request.group_instance_id.as_ref().map(|s| s.as_str()),
+    ) {
+        return all(code);
+    }
+    let now = now_ms();
+    let mut to_write: Vec<(TopicPartition, OffsetAndMetadata)> = Vec::new();
+    for topic in &request.topics {
+        let name = topic.name.0.as_str();
+        if denied.contains(name) {
+            continue;
+        }
+        let Ok(parsed) = name.parse::<TopicName>() else {
+            continue;
+        };
+        for p in &topic.partitions {
+            if unknown(name, p.partition_index) {
+                continue;
+            }
+            to_write.push((
+                TopicPartition::new(parsed.clone(), p.partition_index),
+                OffsetAndMetadata {
+                    offset: p.committed_offset,
+                    leader_epoch: p.committed_leader_epoch,
+                    metadata: p
+                        .committed_metadata
+                        .as_ref()
+                        .map_or(String::new(), |m| m.as_str().to_owned()),
+                    commit_timestamp_ms: now,
+                    // TxnOffsetCommit carries no retention (Kafka writes no expire timestamp).
+                    expire_timestamp_ms: None,
+                },
+            ));
+        }
+    }
+    let stored = if to_write.is_empty() {
+        Ok(())
+    } else {
+        let records = to_write
+            .iter()
+            .map(|(tp, o)| offset_record(group, tp, o))
+            .collect();
+        let partition = log_records::partition_for(group, offsets_partitions(ctx));
+        append_as(
+            ctx,
+            partition,
+            records,
+            now,
+            true,
+            Some((request.producer_id.0, request.producer_epoch)),
+        )
+        .await
+    };
+    let store_code = match &stored {
+        Ok(()) => {
+            let mut pending = lock(&ctx.groups.pending);
+            pending
+                .entry(group.to_owned())
+                .or_default()
+                .entry(request.producer_id.0)
+                .or_default()
+                .extend(to_write);
+            0
+        }
+        Err(err) => {
+            warn!(group, %err, "transactional offset commit failed");
+            // A stale producer epoch is refused by the partition: the producer is fenced.
+            if err.0.contains("epoch") {
+                ResponseError::ProducerFenced.code()
+            } else {
+                COORDINATOR_NOT_AVAILABLE
+            }
+        }
+    };
+    answer(&|t, p| {
+        if denied.contains(t) {
+            ResponseError::TopicAuthorizationFailed.code()
+        } else if unknown(t, p) {
+            ResponseError::UnknownTopicOrPartition.code()
+        } else {
+            store_code
+        }
+    })
 }

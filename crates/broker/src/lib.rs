@@ -35,6 +35,7 @@ mod quotas;
 mod server;
 mod socket_server;
 mod stray_logs;
+mod txn;
 mod zero_copy;
 
 pub use config::BrokerConfig;

@@ -237,6 +237,7 @@ impl Broker {
             controller_epoch: AtomicI32::new(0),
             broker_epoch: AtomicI64::new(broker_epoch),
             groups,
+            transactions: Default::default(),
             stray_scan: tokio::sync::Notify::new(),
             stray_scan_epoch: AtomicI64::new(-1),
             control_plane: ControlPlaneGuard::new(control_plane_key),
@@ -249,6 +250,7 @@ impl Broker {
                 Arc::downgrade(&ctx),
             )));
         Groups::start(&ctx);
+        crate::txn::Transactions::start(&ctx);
         ctx.quotas.load(&ctx.zk()).await;
         crate::data_plane::load_replication_rates(&ctx).await;
         let cleaner = crate::log_cleaner::LogCleaner::start(
@@ -429,6 +431,7 @@ impl Broker {
         self.lifecycle.abort();
         let _ = self.lifecycle.await;
         self.ctx.groups.stop("the broker is shutting down");
+        self.ctx.transactions.stop();
         for server in self.socket_servers {
             if let Err(err) = server.await {
                 warn!(error = %err, "listener task failed");

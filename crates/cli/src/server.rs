@@ -55,8 +55,9 @@ pub struct DevClusterArgs {
 
 /// The shipped `config/server.properties`: what `gregor server` runs with when it is given no
 /// `--config`, so that the one-command start behaves as the shipped file says (as Kafka's
-/// quick start does with its own file): today one key, `offsets.topic.replication.factor=1`,
-/// without which a lone broker could never create `__consumer_offsets` (Kafka's default is 3).
+/// quick start does with its own file): the replication factors of `__consumer_offsets` and
+/// `__transaction_state` (and the latter's min.isr) at 1, without which a lone broker could
+/// never create those topics (Kafka's defaults are 3).
 const SHIPPED_SERVER_PROPERTIES: &str = include_str!("../../../config/server.properties");
 
 /// The settings of the shipped file, as overrides that the user's own come after (and so win).
@@ -205,10 +206,18 @@ mod tests {
     #[test]
     fn without_a_config_file_the_server_runs_the_shipped_settings() {
         let settings = shipped_settings();
-        assert_eq!(settings, ["offsets.topic.replication.factor=1"]);
+        assert_eq!(
+            settings,
+            [
+                "offsets.topic.replication.factor=1",
+                "transaction.state.log.min.isr=1",
+                "transaction.state.log.replication.factor=1"
+            ]
+        );
         let dir = tempfile::tempdir().unwrap();
         let config = BrokerConfig::load(None, &settings, dir.path()).unwrap();
         assert_eq!(config.offsets_topic_replication_factor, 1);
+        assert_eq!(config.transactions.state_log_replication_factor, 1);
         // A user's override comes after, and wins.
         let mine: Vec<String> = settings
             .into_iter()

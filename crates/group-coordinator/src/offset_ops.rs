@@ -150,6 +150,65 @@ impl CoordinatorCore {
         OffsetCommitResponse::default().with_topics(topics)
     }
 
+    /// TxnOffsetCommit's group checks (Kafka's `doTxnCommitOffsets`, KIP-447): an unknown
+    /// group is created for its offsets; a member id, when given, must be a member; a
+    /// generation, when given (>= 0), must be the group's. Kafka's error code otherwise.
+    pub fn check_txn_offset_commit(
+        &mut self,
+        group_id: &str,
+        generation: i32,
+        member_id: &str,
+        instance_id: Option<&str>,
+    ) -> Result<(), i16> {
+        if group_id.is_empty() {
+            return Err(GroupError::InvalidGroupId.code());
+        }
+        let Some(group) = self.groups.get(group_id) else {
+            self.groups
+                .insert(group_id.to_owned(), Group::Classic(ClassicGroup::new()));
+            return Ok(());
+        };
+        let err = match group {
+            Group::Classic(group) => {
+                if group.state == ClassicGroupState::Dead {
+                    Some(GroupError::CoordinatorNotAvailable)
+                } else if group.is_static_member_fenced(member_id, instance_id) {
+                    Some(GroupError::FencedInstanceId)
+                } else if !member_id.is_empty() && !group.has(member_id) {
+                    Some(GroupError::UnknownMemberId)
+                } else if generation >= 0 && generation != group.generation_id {
+                    Some(GroupError::IllegalGeneration)
+                } else {
+                    None
+                }
+            }
+            Group::Consumer(group) => match group.member_epoch(member_id) {
+                None if !member_id.is_empty() => Some(GroupError::UnknownMemberId),
+                Some(epoch) if generation >= 0 && generation != epoch => {
+                    Some(GroupError::IllegalGeneration)
+                }
+                _ => None,
+            },
+        };
+        err.map_or(Ok(()), |e| Err(e.code()))
+    }
+
+    /// Makes committed transactional offsets visible (the COMMIT marker reached the group's
+    /// partition), over what the group had.
+    pub fn apply_txn_offsets(
+        &mut self,
+        group_id: &str,
+        offsets: impl IntoIterator<Item = (TopicPartition, OffsetAndMetadata)>,
+    ) {
+        self.groups
+            .entry(group_id.to_owned())
+            .or_insert_with(|| Group::Classic(ClassicGroup::new()));
+        self.offsets
+            .entry(group_id.to_owned())
+            .or_default()
+            .extend(offsets);
+    }
+
     fn check_commit(
         &mut self,
         now_ms: u64,

@@ -18,7 +18,7 @@ use kafka_protocol::messages::{
     OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest,
     SyncGroupResponse,
 };
-use model::TopicName;
+use model::{TopicName, TopicPartition};
 use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -396,6 +396,29 @@ impl<S: OffsetStore, M: MembershipSink> GroupCoordinator<S, M> {
             tracing::warn!(group_id, %err, "offset commit failed in the store");
         }
         self.with_core(|core, _| core.complete_offset_commit(plan, stored))
+    }
+
+    /// TxnOffsetCommit's group checks (see [`CoordinatorCore::check_txn_offset_commit`]).
+    pub fn check_txn_offset_commit(
+        &self,
+        group_id: &str,
+        generation: i32,
+        member_id: &str,
+        instance_id: Option<&str>,
+    ) -> Result<(), i16> {
+        self.with_core(|core, _| {
+            core.check_txn_offset_commit(group_id, generation, member_id, instance_id)
+        })
+    }
+
+    /// Committed transactional offsets become visible (see
+    /// [`CoordinatorCore::apply_txn_offsets`]).
+    pub fn apply_txn_offsets(
+        &self,
+        group_id: &str,
+        offsets: Vec<(TopicPartition, crate::OffsetAndMetadata)>,
+    ) {
+        self.with_core(|core, _| core.apply_txn_offsets(group_id, offsets));
     }
 
     /// OffsetDelete.

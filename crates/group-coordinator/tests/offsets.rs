@@ -411,3 +411,46 @@ fn a_v1_commit_timestamp_is_kept() {
     let plan = core.prepare_offset_commit(99_999, 2, &commit_request(-1, "", &[("t", 0, 1)]));
     assert_eq!(plan.to_store[0].1.commit_timestamp_ms, 99_999);
 }
+
+#[test]
+fn transactional_commits_check_member_and_generation_when_given_and_apply_on_commit() {
+    let mut h = Harness::new(config());
+    let (member, token) = h.new_member(&["t"]);
+    h.advance(0);
+    assert_eq!(h.join_answer(token).unwrap().generation_id, 1);
+    // KIP-447: a producer without group metadata (generation -1, no member) may commit.
+    assert_eq!(h.core.check_txn_offset_commit(GROUP, -1, "", None), Ok(()));
+    assert_eq!(
+        h.core.check_txn_offset_commit(GROUP, 1, &member, None),
+        Ok(())
+    );
+    assert_eq!(
+        h.core.check_txn_offset_commit(GROUP, 2, &member, None),
+        Err(ILLEGAL_GENERATION)
+    );
+    assert_eq!(
+        h.core.check_txn_offset_commit(GROUP, 1, "stranger", None),
+        Err(UNKNOWN_MEMBER_ID)
+    );
+    // An unknown group is created for its offsets.
+    assert_eq!(
+        h.core.check_txn_offset_commit("fresh", -1, "", None),
+        Ok(())
+    );
+    assert!(h.core.group_states().contains_key("fresh"));
+    // The COMMIT marker makes them the group's offsets, over what it had.
+    let tp = model::TopicPartition::new("t".parse().unwrap(), 0);
+    h.core.apply_txn_offsets(
+        GROUP,
+        [(
+            tp,
+            group_coordinator::OffsetAndMetadata {
+                offset: 42,
+                leader_epoch: -1,
+                metadata: String::new(),
+                commit_timestamp_ms: 0,
+            },
+        )],
+    );
+    assert_eq!(fetch(&h.core, Some(&[("t", &[0])])), "t-0=42");
+}

@@ -120,21 +120,21 @@ fn flexible_metadata_request_round_trips() {
 
 #[test]
 fn unsupported_api_is_still_decoded_for_an_error_reply() {
-    // AddPartitionsToTxn (transactions) is not served at all.
+    // AlterReplicaLogDirs (moving replicas between log dirs) is not served at all.
     assert!(!protocol::api_versions::is_supported(
-        ApiKey::AddPartitionsToTxn,
-        3
+        ApiKey::AlterReplicaLogDirs,
+        1
     ));
     let bytes = request_bytes(
-        ApiKey::AddPartitionsToTxn,
-        3,
+        ApiKey::AlterReplicaLogDirs,
+        1,
         5,
-        &RequestKind::AddPartitionsToTxn(Default::default()),
+        &RequestKind::AlterReplicaLogDirs(Default::default()),
     );
     let req = decode_request(bytes).unwrap();
     assert!(matches!(
         req.body,
-        RequestBody::Unsupported(RequestKind::AddPartitionsToTxn(_))
+        RequestBody::Unsupported(RequestKind::AlterReplicaLogDirs(_))
     ));
 }
 

@@ -29,6 +29,7 @@ pub const CRC_COVERED_FROM: usize = ATTRIBUTES;
 
 pub mod builder;
 pub mod codec;
+pub mod control;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod legacy;
@@ -55,8 +56,8 @@ pub(crate) const RECORDS_COUNT: usize = 57;
 
 const COMPRESSION_MASK: i16 = 0x07;
 pub(crate) const TIMESTAMP_TYPE_BIT: i16 = 0x08;
-pub(crate) const TRANSACTIONAL_BIT: i16 = 0x10;
-pub(crate) const CONTROL_BIT: i16 = 0x20;
+pub const TRANSACTIONAL_BIT: i16 = 0x10;
+pub const CONTROL_BIT: i16 = 0x20;
 
 /// Why a batch was refused. The broker maps these to Kafka error codes at its boundary.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -221,6 +221,12 @@ impl ReplicationError {
             ReplicationError::Sequence(SequenceError::OutOfOrderSequence { .. }) => {
                 ResponseError::OutOfOrderSequenceNumber
             }
+            ReplicationError::Sequence(SequenceError::InvalidTxnState { .. }) => {
+                ResponseError::InvalidTxnState
+            }
+            ReplicationError::Sequence(SequenceError::CoordinatorFenced { .. }) => {
+                ResponseError::TransactionCoordinatorFenced
+            }
         }
     }
 
@@ -698,6 +704,23 @@ impl ReplicaManager {
             self.notify_changed(tp);
         }
         Ok(result)
+    }
+
+    /// Appends a transaction marker to a partition this broker leads (see
+    /// [`Partition::append_marker`]) and wakes waiting fetches. Returns the marker's offset.
+    pub fn append_marker(
+        &self,
+        tp: &TopicPartition,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: records::control::EndTxnMarker,
+        now_ms: i64,
+    ) -> Result<i64, ReplicationError> {
+        let (offset, _) =
+            self.partition(tp)?
+                .append_marker(producer_id, producer_epoch, marker, now_ms)?;
+        self.notify_changed(tp);
+        Ok(offset)
     }
 
     /// A follower's fetch: see [`Partition::read_for_follower`]. Sends a proposed ISR

@@ -11,13 +11,13 @@ use std::sync::{Mutex, MutexGuard};
 
 use model::TopicPartition;
 use records::BatchHeader;
-use storage::log::{Log, LogConfig, LogError};
+use storage::log::{AbortedTxn, Log, LogConfig, LogError};
 use tracing::{debug, info, warn};
 
 use crate::alter_partition::{AlterIsrItem, AlterIsrResult};
 use crate::isr::{self, IsrState, RemoteReplica};
 use crate::leader_epoch::LeaderEpochCache;
-use crate::producer_state::{ProducerStateMap, SequenceCheck};
+use crate::producer_state::{CompletedTxn, ProducerStateMap, SequenceCheck};
 use crate::ReplicationError;
 
 /// Chunk size used when scanning batch headers at open.
@@ -56,10 +56,14 @@ pub struct ReadResult {
     pub records: Vec<u8>,
     /// The high watermark.
     pub high_watermark: i64,
-    /// The last stable offset (the high watermark: there are no transactions).
+    /// The last stable offset: the first offset of the earliest open transaction, or the
+    /// high watermark when that is lower.
     pub last_stable_offset: i64,
     /// The log start offset.
     pub log_start_offset: i64,
+    /// READ_COMMITTED: the aborted transactions the read's range overlaps (`None` for a
+    /// READ_UNCOMMITTED read).
+    pub aborted_transactions: Option<Vec<AbortedTxn>>,
 }
 
 /// What [`Partition::read_region`] found: the records' place in a segment file.
@@ -69,10 +73,14 @@ pub struct RegionRead {
     pub region: Option<storage::log::FileRegion>,
     /// The high watermark.
     pub high_watermark: i64,
-    /// The last stable offset (the high watermark: there are no transactions).
+    /// The last stable offset: the first offset of the earliest open transaction, or the
+    /// high watermark when that is lower.
     pub last_stable_offset: i64,
     /// The log start offset.
     pub log_start_offset: i64,
+    /// READ_COMMITTED: the aborted transactions the read's range overlaps (`None` for a
+    /// READ_UNCOMMITTED read).
+    pub aborted_transactions: Option<Vec<AbortedTxn>>,
 }
 
 /// This broker's role for a partition.
@@ -156,6 +164,9 @@ pub(crate) struct PartitionState {
     pub(crate) log: Log,
     pub(crate) config: PartitionConfig,
     pub(crate) producers: ProducerStateMap,
+    /// The aborted transactions with a marker in the log, in marker order (what the
+    /// segments' `.txnindex` files hold).
+    aborted: Vec<AbortedTxn>,
     /// `None` until the first LeaderAndIsr.
     role: Option<Role>,
     epochs: LeaderEpochCache,
@@ -179,6 +190,52 @@ pub(crate) struct PartitionState {
 impl PartitionState {
     fn leader_epoch(&self) -> i32 {
         self.role.map_or(-1, Role::leader_epoch)
+    }
+
+    /// The last stable offset (Kafka's `UnifiedLog.lastStableOffset`): below it every
+    /// transaction is decided; the first offset of the earliest open transaction, or the
+    /// high watermark when that is lower.
+    fn last_stable_offset(&self) -> i64 {
+        self.producers
+            .first_unstable_offset()
+            .map_or(self.high_watermark, |first| first.min(self.high_watermark))
+    }
+
+    /// How far a consumer may read: the LSO at READ_COMMITTED, else the high watermark.
+    fn fetch_limit(&self, read_committed: bool) -> i64 {
+        if read_committed {
+            self.last_stable_offset()
+        } else {
+            self.high_watermark
+        }
+    }
+
+    /// The aborted transactions a READ_COMMITTED read of `from..upper` must know of (Kafka's
+    /// `collectAbortedTransactions`): those whose marker is at or past `from` and whose first
+    /// offset is below `upper`.
+    fn aborted_between(&self, from: i64, upper: i64) -> Vec<AbortedTxn> {
+        let start = self.aborted.partition_point(|t| t.last_offset < from);
+        self.aborted[start..]
+            .iter()
+            .filter(|t| t.first_offset < upper)
+            .copied()
+            .collect()
+    }
+
+    /// Records an ended transaction: an aborted one goes to the aborted list and the
+    /// `.txnindex` of the segment holding its marker.
+    fn complete(&mut self, completed: Option<CompletedTxn>) -> Result<(), ReplicationError> {
+        if let Some(txn) = completed.filter(|t| t.aborted) {
+            let entry = AbortedTxn {
+                producer_id: txn.producer_id,
+                first_offset: txn.first_offset,
+                last_offset: txn.last_offset,
+                last_stable_offset: txn.last_stable_offset,
+            };
+            self.aborted.push(entry);
+            self.log.append_aborted_txn(&entry)?;
+        }
+        Ok(())
     }
 
     fn is_leader(&self) -> bool {
@@ -272,7 +329,7 @@ impl PartitionState {
     fn after_truncation(&mut self, tp: &TopicPartition) -> Result<(), ReplicationError> {
         let end = self.log.log_end_offset();
         self.epochs.truncate_from_end(end)?;
-        self.producers = rebuild_producer_state(&self.log)?;
+        (self.producers, self.aborted) = rebuild_producer_state(&self.log)?;
         if self.high_watermark > end {
             info!(%tp, high_watermark = self.high_watermark, log_end_offset = end,
                 "truncated below the high watermark");
@@ -293,6 +350,9 @@ pub enum OffsetsReader {
     /// A client on ListOffsets v0 (Kafka's legacy path): up to the high watermark, without
     /// that check (such clients predate the error code).
     LegacyClient,
+    /// A client on ListOffsets v2+ at READ_COMMITTED (isolation level 1): as `Client`, up to
+    /// the last stable offset instead of the high watermark.
+    CommittedClient,
 }
 
 /// One hosted partition.
@@ -331,13 +391,17 @@ impl Partition {
             Some(rp) => Log::open(dir, config.log.clone(), rp, log_start_offset)?,
             None => Log::open_clean(dir, config.log.clone(), log_start_offset)?,
         };
-        let producers = rebuild_producer_state(&log)?;
+        let (producers, aborted) = rebuild_producer_state(&log)?;
+        if recovery_point.is_some() {
+            // Not closed cleanly: the indexes follow what recovery kept of the log.
+            log.sync_txn_indexes(&aborted)?;
+        }
         let epochs = LeaderEpochCache::open(dir)?;
         Partition::with_log(
             tp,
             dir,
             log,
-            producers,
+            (producers, aborted),
             epochs,
             config,
             high_watermark,
@@ -366,7 +430,7 @@ impl Partition {
             tp,
             dir,
             log,
-            ProducerStateMap::default(),
+            (ProducerStateMap::default(), Vec::new()),
             epochs,
             config,
             0,
@@ -382,7 +446,7 @@ impl Partition {
         tp: TopicPartition,
         dir: &Path,
         log: Log,
-        producers: ProducerStateMap,
+        (producers, aborted): (ProducerStateMap, Vec<AbortedTxn>),
         mut epochs: LeaderEpochCache,
         config: PartitionConfig,
         high_watermark: i64,
@@ -414,6 +478,7 @@ impl Partition {
                 log,
                 config,
                 producers,
+                aborted,
                 role: None,
                 epochs,
                 last_flush_ms: now_ms,
@@ -668,6 +733,49 @@ impl Partition {
         Ok((result, moved))
     }
 
+    /// WriteTxnMarkers on the leader: appends a COMMIT or ABORT marker for `producer_id`'s
+    /// transaction (Kafka's `appendAsLeader` with origin COORDINATOR), after Kafka's checks:
+    /// an older producer epoch is INVALID_PRODUCER_EPOCH, an older coordinator epoch than the
+    /// producer's last marker TRANSACTION_COORDINATOR_FENCED. The transaction leaves the open
+    /// ones (the last stable offset moves), an ABORT goes to the `.txnindex`. Returns the
+    /// marker's offset and whether the high watermark moved.
+    pub fn append_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: records::control::EndTxnMarker,
+        now_ms: i64,
+    ) -> Result<(i64, bool), ReplicationError> {
+        let mut batch = marker.batch(producer_id, producer_epoch, now_ms);
+        let batches = records::validate_record_set(&batch).map_err(LogError::from)?;
+        let mut state = self.lock();
+        let leader_epoch = state.leader_epoch_checked(&self.tp, -1)?;
+        // Markers are written with acks=-1 (Kafka's appendRecords for WriteTxnMarkers).
+        let isr = state.isr.isr().len();
+        let min = state.config.min_insync_replicas;
+        if (isr as i64) < i64::from(min) {
+            return Err(ReplicationError::NotEnoughReplicas {
+                tp: self.tp.clone(),
+                isr,
+                min,
+            });
+        }
+        state
+            .producers
+            .check_marker(producer_id, producer_epoch, &marker)?;
+        state.epochs.write_pending()?;
+        let info = state
+            .log
+            .append_validated(&mut batch, &batches, leader_epoch, now_ms)?;
+        let mut header = batches[0].header;
+        header.base_offset = info.first_offset;
+        let completed = state.producers.record_marker(&header, &marker);
+        state.complete(completed)?;
+        state.epochs.assign(leader_epoch, info.first_offset)?;
+        let moved = state.update_high_watermark(self.local_id, now_ms, self.lag_time_max_ms);
+        Ok((info.first_offset, moved))
+    }
+
     /// acks=-1: `Ok(true)` once the high watermark reached `required_offset` with enough
     /// replicas in the (maximal) ISR, `Ok(false)` while it has not, NOT_ENOUGH_REPLICAS_AFTER_
     /// APPEND when it did but the ISR shrank below `min.insync.replicas` meanwhile, and
@@ -704,22 +812,43 @@ impl Partition {
         max_bytes: usize,
         current_leader_epoch: i32,
     ) -> Result<ReadResult, ReplicationError> {
+        self.read_isolated(offset, max_bytes, current_leader_epoch, false)
+    }
+
+    /// [`Partition::read`] at an isolation level: READ_COMMITTED (`read_committed`) reads
+    /// below the last stable offset only, and lists the aborted transactions in range.
+    pub fn read_isolated(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        current_leader_epoch: i32,
+        read_committed: bool,
+    ) -> Result<ReadResult, ReplicationError> {
         let state = self.lock();
         state.leader_epoch_checked(&self.tp, current_leader_epoch)?;
         let hw = state.high_watermark;
-        let records = if offset >= hw {
+        let limit = state.fetch_limit(read_committed);
+        let records = if offset >= limit {
             check_in_range(&state, offset)?;
             Vec::new()
         } else {
             let mut records = state.log.read(offset, max_bytes)?;
-            records.truncate(bytes_below(&records, hw));
+            records.truncate(bytes_below(&records, limit));
             records
         };
+        let aborted_transactions = read_committed.then(|| {
+            if records.is_empty() {
+                Vec::new()
+            } else {
+                state.aborted_between(offset, limit)
+            }
+        });
         Ok(ReadResult {
             records,
             high_watermark: hw,
-            last_stable_offset: hw,
+            last_stable_offset: state.last_stable_offset(),
             log_start_offset: state.log.log_start_offset(),
+            aborted_transactions,
         })
     }
 
@@ -747,23 +876,43 @@ impl Partition {
         max_bytes: usize,
         current_leader_epoch: i32,
     ) -> Result<RegionRead, ReplicationError> {
+        self.read_region_isolated(offset, max_bytes, current_leader_epoch, false)
+    }
+
+    /// [`Partition::read_region`] at an isolation level (see [`Partition::read_isolated`]).
+    pub fn read_region_isolated(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        current_leader_epoch: i32,
+        read_committed: bool,
+    ) -> Result<RegionRead, ReplicationError> {
         let state = self.lock();
         state.leader_epoch_checked(&self.tp, current_leader_epoch)?;
         let hw = state.high_watermark;
-        let region = if offset >= hw {
+        let limit = state.fetch_limit(read_committed);
+        let region = if offset >= limit {
             check_in_range(&state, offset)?;
             None
         } else {
             state
                 .log
-                .read_region(offset, max_bytes, hw)?
+                .read_region(offset, max_bytes, limit)?
                 .filter(|region| region.len > 0)
         };
+        let aborted_transactions = read_committed.then(|| {
+            if region.is_none() {
+                Vec::new()
+            } else {
+                state.aborted_between(offset, limit)
+            }
+        });
         Ok(RegionRead {
             region,
             high_watermark: hw,
-            last_stable_offset: hw,
+            last_stable_offset: state.last_stable_offset(),
             log_start_offset: state.log.log_start_offset(),
+            aborted_transactions,
         })
     }
 
@@ -775,8 +924,9 @@ impl Partition {
         Ok(ReadResult {
             records: Vec::new(),
             high_watermark: state.high_watermark,
-            last_stable_offset: state.high_watermark,
+            last_stable_offset: state.last_stable_offset(),
             log_start_offset: state.log.log_start_offset(),
+            aborted_transactions: None,
         })
     }
 
@@ -838,8 +988,9 @@ impl Partition {
             read: ReadResult {
                 records,
                 high_watermark: hw,
-                last_stable_offset: hw,
+                last_stable_offset: state.last_stable_offset(),
                 log_start_offset: state.log.log_start_offset(),
+                aborted_transactions: None,
             },
             high_watermark_moved: moved,
             expand,
@@ -1022,9 +1173,10 @@ impl Partition {
             state.log.append_replicated(records, now_ms)?;
             let mut position = 0;
             while let Some(header) = records.get(position..).and_then(BatchHeader::read) {
-                state
-                    .producers
-                    .record(&header, header.base_offset, header.last_offset());
+                let batch =
+                    &records[position..(position + header.size_in_bytes()).min(records.len())];
+                let completed = state.producers.record_batch(&header, batch);
+                state.complete(completed)?;
                 state
                     .epochs
                     .assign(header.partition_leader_epoch, header.base_offset)?;
@@ -1073,6 +1225,7 @@ impl Partition {
         state.log.truncate_fully_and_start_at(offset)?;
         state.epochs.clear()?;
         state.producers = ProducerStateMap::default();
+        state.aborted.clear();
         state.high_watermark = offset;
         Ok(())
     }
@@ -1180,10 +1333,13 @@ impl Partition {
     ) -> Result<(i64, i64, Option<i32>), ReplicationError> {
         let state = self.lock();
         let epoch = state.leader_epoch_checked(&self.tp, current_leader_epoch)?;
+        let client = matches!(
+            reader,
+            OffsetsReader::Client | OffsetsReader::CommittedClient
+        );
+        let limit = state.fetch_limit(reader == OffsetsReader::CommittedClient);
         let lagging = || match state.leader_epoch_start_offset {
-            Some(epoch_start)
-                if reader == OffsetsReader::Client && epoch_start > state.high_watermark =>
-            {
+            Some(epoch_start) if client && epoch_start > state.high_watermark => {
                 Err(ReplicationError::OffsetNotAvailable {
                     tp: self.tp.clone(),
                     high_watermark: state.high_watermark,
@@ -1202,13 +1358,13 @@ impl Partition {
                 }
                 -1 => {
                     lagging()?;
-                    return Ok((-1, state.high_watermark, Some(epoch)));
+                    return Ok((-1, limit, Some(epoch)));
                 }
                 t => state.log.offset_for_timestamp(t)?,
             }
         };
         Ok(match found {
-            Some((ts, offset, batch_epoch)) if offset < state.high_watermark => {
+            Some((ts, offset, batch_epoch)) if offset < limit => {
                 (ts, offset, (batch_epoch >= 0).then_some(batch_epoch))
             }
             _ => {
@@ -1236,6 +1392,7 @@ impl Partition {
         };
         let start = state.log.delete_records_before(target)?;
         state.producers.truncate_head(start);
+        state.aborted.retain(|t| t.last_offset >= start);
         state.epochs.truncate_from_start(start)?;
         Ok(start)
     }
@@ -1248,6 +1405,7 @@ impl Partition {
         if removed > 0 {
             let start = state.log.log_start_offset();
             state.producers.truncate_head(start);
+            state.aborted.retain(|t| t.last_offset >= start);
             state.epochs.truncate_from_start(start)?;
             info!(tp = %self.tp, removed, log_start_offset = start, "retention removed segments");
         }
@@ -1363,10 +1521,14 @@ fn bytes_below(records: &[u8], limit: i64) -> usize {
     position
 }
 
-/// Rebuilds the producer state by scanning the batch headers of the whole log (there are no
-/// producer-state snapshots yet).
-fn rebuild_producer_state(log: &Log) -> Result<ProducerStateMap, ReplicationError> {
+/// Rebuilds the producer state, and the aborted transactions, by scanning the batches of the
+/// whole log (there are no producer-state snapshots yet): the headers, and the record of each
+/// transaction marker.
+fn rebuild_producer_state(
+    log: &Log,
+) -> Result<(ProducerStateMap, Vec<AbortedTxn>), ReplicationError> {
     let mut state = ProducerStateMap::default();
+    let mut aborted = Vec::new();
     let mut offset = log.log_start_offset();
     let end = log.log_end_offset();
     while offset < end {
@@ -1384,7 +1546,17 @@ fn rebuild_producer_state(log: &Log) -> Result<ProducerStateMap, ReplicationErro
             if position + size > chunk.len() {
                 break;
             }
-            state.record(&header, header.base_offset, header.last_offset());
+            if let Some(txn) = state
+                .record_batch(&header, &chunk[position..position + size])
+                .filter(|t| t.aborted)
+            {
+                aborted.push(AbortedTxn {
+                    producer_id: txn.producer_id,
+                    first_offset: txn.first_offset,
+                    last_offset: txn.last_offset,
+                    last_stable_offset: txn.last_stable_offset,
+                });
+            }
             offset = header.next_offset();
             position += size;
             advanced = true;
@@ -1395,5 +1567,5 @@ fn rebuild_producer_state(log: &Log) -> Result<ProducerStateMap, ReplicationErro
         }
     }
     state.truncate_head(log.log_start_offset());
-    Ok(state)
+    Ok((state, aborted))
 }

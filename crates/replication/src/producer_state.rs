@@ -1,9 +1,13 @@
-//! Idempotent-producer state of one partition (Kafka's `ProducerStateManager`, without
-//! transactions): per producer id, its epoch and the last five batches it wrote, so a retried
-//! batch is answered with its original offsets instead of being appended twice.
+//! Producer state of one partition (Kafka's `ProducerStateManager`): per producer id, its
+//! epoch and the last five batches it wrote, so a retried batch is answered with its original
+//! offsets instead of being appended twice; and, for transactional producers, the first
+//! offset of the transaction each has open here (a transactional batch opens one, a COMMIT or
+//! ABORT marker closes it) and the coordinator epoch of its last marker. The earliest open
+//! transaction bounds the last stable offset.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
+use records::control::EndTxnMarker;
 use records::BatchHeader;
 
 /// How many recent batches are remembered per producer (Kafka's
@@ -19,12 +23,47 @@ struct BatchMetadata {
     last_offset: i64,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 struct ProducerEntry {
     epoch: i16,
     batches: VecDeque<BatchMetadata>,
     /// The max timestamp of the producer's last batch (Kafka's `lastTimestamp`).
     last_timestamp: i64,
+    /// The coordinator epoch of the producer's last marker (-1 before any).
+    coordinator_epoch: i32,
+    /// The first offset of the transaction the producer has open here.
+    current_txn_first_offset: Option<i64>,
+    /// The offset of the producer's last batch or marker (what retention compares).
+    last_offset: i64,
+}
+
+impl Default for ProducerEntry {
+    fn default() -> Self {
+        ProducerEntry {
+            epoch: 0,
+            batches: VecDeque::new(),
+            last_timestamp: -1,
+            coordinator_epoch: -1,
+            current_txn_first_offset: None,
+            last_offset: -1,
+        }
+    }
+}
+
+/// A transaction a marker ended (Kafka's `CompletedTxn`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompletedTxn {
+    /// The producer.
+    pub producer_id: i64,
+    /// The offset of its first batch in the transaction.
+    pub first_offset: i64,
+    /// The offset of the marker.
+    pub last_offset: i64,
+    /// ABORT (true) or COMMIT (false).
+    pub aborted: bool,
+    /// The last stable offset once it ended: the first offset of the earliest transaction
+    /// still open, else the offset after the marker.
+    pub last_stable_offset: i64,
 }
 
 /// One idempotent producer as DescribeProducers shows it.
@@ -38,6 +77,10 @@ pub struct ActiveProducer {
     pub last_sequence: i32,
     /// The max timestamp of its last batch.
     pub last_timestamp: i64,
+    /// The coordinator epoch of its last marker (-1: none).
+    pub coordinator_epoch: i32,
+    /// The first offset of its open transaction (-1: none).
+    pub current_txn_start_offset: i64,
 }
 
 impl ProducerEntry {
@@ -65,6 +108,16 @@ pub enum SequenceError {
         expected: i32,
         found: i32,
     },
+    /// A non-transactional batch from a producer with an open transaction (INVALID_TXN_STATE).
+    #[error("expected a transactional write from producer {producer_id}: its transaction opened at offset {first_offset} is still open")]
+    InvalidTxnState { producer_id: i64, first_offset: i64 },
+    /// A marker from an older transaction coordinator (TRANSACTION_COORDINATOR_FENCED).
+    #[error("invalid coordinator epoch for producer {producer_id}: {marker} (zombie), {current} (current)")]
+    CoordinatorFenced {
+        producer_id: i64,
+        current: i32,
+        marker: i32,
+    },
 }
 
 /// What [`ProducerStateMap::check`] decided about a batch.
@@ -80,6 +133,8 @@ pub enum SequenceCheck {
 #[derive(Debug, Clone, Default)]
 pub struct ProducerStateMap {
     producers: HashMap<i64, ProducerEntry>,
+    /// The open transactions: first offset -> producer id.
+    ongoing: BTreeMap<i64, i64>,
 }
 
 impl ProducerStateMap {
@@ -120,7 +175,7 @@ impl ProducerStateMap {
                     found: header.base_sequence,
                 });
             }
-            return Ok(SequenceCheck::Append);
+            return check_txn(header, entry);
         }
         let last_seq = header.last_sequence();
         if let Some(dup) = entry
@@ -141,8 +196,91 @@ impl ProducerStateMap {
                     found: header.base_sequence,
                 })
             }
-            _ => Ok(SequenceCheck::Append),
+            _ => check_txn(header, entry),
         }
+    }
+
+    /// Checks a marker the transaction coordinator asks to write (Kafka's
+    /// `ProducerAppendInfo.appendEndTxnMarker`): an older producer epoch is
+    /// INVALID_PRODUCER_EPOCH, an older coordinator epoch TRANSACTION_COORDINATOR_FENCED.
+    pub fn check_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: &EndTxnMarker,
+    ) -> Result<(), SequenceError> {
+        let Some(entry) = self.producers.get(&producer_id) else {
+            return Ok(());
+        };
+        if producer_epoch < entry.epoch {
+            return Err(SequenceError::InvalidProducerEpoch {
+                producer_id,
+                current: entry.epoch,
+                batch: producer_epoch,
+            });
+        }
+        if entry.coordinator_epoch > marker.coordinator_epoch {
+            return Err(SequenceError::CoordinatorFenced {
+                producer_id,
+                current: entry.coordinator_epoch,
+                marker: marker.coordinator_epoch,
+            });
+        }
+        Ok(())
+    }
+
+    /// Records one whole batch as stored (a follower's fetch, the scan at open): a data
+    /// batch as [`ProducerStateMap::record`], a marker as [`ProducerStateMap::record_marker`].
+    /// Nothing is checked: the leader did.
+    pub fn record_batch(&mut self, header: &BatchHeader, batch: &[u8]) -> Option<CompletedTxn> {
+        if header.producer_id < 0 {
+            return None;
+        }
+        if header.is_control() {
+            let marker = EndTxnMarker::of_batch(batch)?;
+            return self.record_marker(header, &marker);
+        }
+        self.record(header, header.base_offset, header.last_offset());
+        None
+    }
+
+    /// Records a marker written at `header.base_offset`: the producer's open transaction (if
+    /// any) ends, the producer takes the marker's epochs.
+    pub fn record_marker(
+        &mut self,
+        header: &BatchHeader,
+        marker: &EndTxnMarker,
+    ) -> Option<CompletedTxn> {
+        let offset = header.base_offset;
+        let entry = self.producers.entry(header.producer_id).or_default();
+        let first = entry.current_txn_first_offset.take();
+        if header.producer_epoch != entry.epoch {
+            entry.epoch = header.producer_epoch;
+            entry.batches.clear();
+        }
+        entry.coordinator_epoch = marker.coordinator_epoch;
+        entry.last_timestamp = header.max_timestamp;
+        entry.last_offset = offset;
+        let first_offset = first?;
+        self.ongoing.remove(&first_offset);
+        Some(CompletedTxn {
+            producer_id: header.producer_id,
+            first_offset,
+            last_offset: offset,
+            aborted: !marker.commit,
+            last_stable_offset: self.first_unstable_offset().unwrap_or(offset + 1),
+        })
+    }
+
+    /// The first offset of the earliest open transaction: the last stable offset is never
+    /// past it.
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        self.ongoing.keys().next().copied()
+    }
+
+    /// The open transactions as (first offset, producer id), earliest first.
+    pub fn ongoing(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
+        self.ongoing.iter().map(|(&first, &pid)| (first, pid))
     }
 
     /// Records a batch written at `first_offset..=last_offset` (after the append, or while
@@ -157,6 +295,11 @@ impl ProducerStateMap {
             entry.batches.clear();
         }
         entry.last_timestamp = header.max_timestamp;
+        entry.last_offset = last_offset;
+        if header.is_transactional() && entry.current_txn_first_offset.is_none() {
+            entry.current_txn_first_offset = Some(first_offset);
+            self.ongoing.insert(first_offset, header.producer_id);
+        }
         entry.batches.push_back(BatchMetadata {
             first_seq: header.base_sequence,
             last_seq: header.last_sequence(),
@@ -168,18 +311,18 @@ impl ProducerStateMap {
         }
     }
 
-    /// Every producer with a remembered batch, by producer id.
+    /// Every producer with a batch or marker in the log, by producer id.
     pub fn active(&self) -> Vec<ActiveProducer> {
         let mut active: Vec<ActiveProducer> = self
             .producers
             .iter()
-            .filter_map(|(&producer_id, entry)| {
-                Some(ActiveProducer {
-                    producer_id,
-                    producer_epoch: entry.epoch,
-                    last_sequence: entry.last_seq()?,
-                    last_timestamp: entry.last_timestamp,
-                })
+            .map(|(&producer_id, entry)| ActiveProducer {
+                producer_id,
+                producer_epoch: entry.epoch,
+                last_sequence: entry.last_seq().unwrap_or(-1),
+                last_timestamp: entry.last_timestamp,
+                coordinator_epoch: entry.coordinator_epoch,
+                current_txn_start_offset: entry.current_txn_first_offset.unwrap_or(-1),
             })
             .collect();
         active.sort_by_key(|p| p.producer_id);
@@ -188,12 +331,24 @@ impl ProducerStateMap {
 
     /// Forgets producers whose every remembered batch lies below `log_start_offset` (their
     /// data was deleted), so they may start again at any sequence, as Kafka does.
+    /// A producer with an open transaction is kept (its transaction still bounds the last
+    /// stable offset until its marker comes).
     pub fn truncate_head(&mut self, log_start_offset: i64) {
         self.producers.retain(|_, e| {
-            e.batches
-                .back()
-                .is_some_and(|b| b.last_offset >= log_start_offset)
+            e.last_offset >= log_start_offset || e.current_txn_first_offset.is_some()
         });
+    }
+}
+
+/// The transactional part of a data batch's check (Kafka's `appendDataBatch`): a producer
+/// with an open transaction may only write transactional batches.
+fn check_txn(header: &BatchHeader, entry: &ProducerEntry) -> Result<SequenceCheck, SequenceError> {
+    match entry.current_txn_first_offset {
+        Some(first_offset) if !header.is_transactional() => Err(SequenceError::InvalidTxnState {
+            producer_id: header.producer_id,
+            first_offset,
+        }),
+        _ => Ok(SequenceCheck::Append),
     }
 }
 
@@ -274,13 +429,17 @@ mod tests {
                     producer_id: 3,
                     producer_epoch: 0,
                     last_sequence: 11,
-                    last_timestamp: 5
+                    last_timestamp: 5,
+                    coordinator_epoch: -1,
+                    current_txn_start_offset: -1,
                 },
                 ActiveProducer {
                     producer_id: 9,
                     producer_epoch: 1,
                     last_sequence: 3,
-                    last_timestamp: 1_700_000_000_123
+                    last_timestamp: 1_700_000_000_123,
+                    coordinator_epoch: -1,
+                    current_txn_start_offset: -1,
                 },
             ]
         );
@@ -345,5 +504,140 @@ mod tests {
         state.truncate_head(3);
         assert_eq!(state.len(), 1);
         assert_eq!(state.check(&header(1, 0, 9, 1)), Ok(SequenceCheck::Append));
+    }
+
+    fn txn(pid: i64, epoch: i16, seq: i32, count: i32, base_offset: i64) -> BatchHeader {
+        let mut h = header(pid, epoch, seq, count);
+        h.attributes = records::TRANSACTIONAL_BIT;
+        h.base_offset = base_offset;
+        h
+    }
+
+    fn marker_header(pid: i64, epoch: i16, offset: i64) -> BatchHeader {
+        let mut h = header(pid, epoch, -1, 1);
+        h.attributes = records::TRANSACTIONAL_BIT | records::CONTROL_BIT;
+        h.base_offset = offset;
+        h
+    }
+
+    fn end(commit: bool, coordinator_epoch: i32) -> EndTxnMarker {
+        EndTxnMarker {
+            commit,
+            coordinator_epoch,
+        }
+    }
+
+    #[test]
+    fn transactional_batches_open_a_transaction_that_a_marker_ends() {
+        let mut state = ProducerStateMap::default();
+        assert_eq!(state.first_unstable_offset(), None);
+        // Producer 1 opens at 10, producer 2 at 12; a second batch of 1 keeps 10.
+        let b = txn(1, 0, 0, 2, 10);
+        assert_eq!(state.check(&b), Ok(SequenceCheck::Append));
+        state.record(&b, 10, 11);
+        state.record(&txn(2, 0, 0, 1, 12), 12, 12);
+        state.record(&txn(1, 0, 2, 1, 13), 13, 13);
+        assert_eq!(state.first_unstable_offset(), Some(10));
+        assert_eq!(state.ongoing().collect::<Vec<_>>(), vec![(10, 1), (12, 2)]);
+        let p1 = state
+            .active()
+            .into_iter()
+            .find(|p| p.producer_id == 1)
+            .unwrap();
+        assert_eq!(p1.current_txn_start_offset, 10);
+        // A plain batch from a producer inside a transaction is INVALID_TXN_STATE.
+        assert_eq!(
+            state.check(&header(1, 0, 3, 1)),
+            Err(SequenceError::InvalidTxnState {
+                producer_id: 1,
+                first_offset: 10
+            })
+        );
+        // Producer 1 aborts at 14: the LSO moves to producer 2's first offset.
+        assert_eq!(state.check_marker(1, 0, &end(false, 5)), Ok(()));
+        let done = state.record_marker(&marker_header(1, 0, 14), &end(false, 5));
+        assert_eq!(
+            done,
+            Some(CompletedTxn {
+                producer_id: 1,
+                first_offset: 10,
+                last_offset: 14,
+                aborted: true,
+                last_stable_offset: 12
+            })
+        );
+        assert_eq!(state.first_unstable_offset(), Some(12));
+        // Producer 2 commits: nothing open; the completed LSO is past the marker.
+        let done = state.record_marker(&marker_header(2, 0, 15), &end(true, 5));
+        assert_eq!(
+            done.map(|t| (t.aborted, t.last_stable_offset)),
+            Some((false, 16))
+        );
+        assert_eq!(state.first_unstable_offset(), None);
+        // A marker with no open transaction completes nothing.
+        assert_eq!(
+            state.record_marker(&marker_header(2, 0, 16), &end(true, 5)),
+            None
+        );
+        let p1 = state
+            .active()
+            .into_iter()
+            .find(|p| p.producer_id == 1)
+            .unwrap();
+        assert_eq!((p1.coordinator_epoch, p1.current_txn_start_offset), (5, -1));
+        // The producer goes on after its marker, in sequence.
+        assert_eq!(state.check(&txn(1, 0, 3, 1, 17)), Ok(SequenceCheck::Append));
+    }
+
+    #[test]
+    fn stale_markers_are_fenced_by_producer_and_coordinator_epochs() {
+        let mut state = ProducerStateMap::default();
+        state.record(&txn(1, 3, 0, 1, 0), 0, 0);
+        state.record_marker(&marker_header(1, 3, 1), &end(true, 4));
+        assert_eq!(
+            state.check_marker(1, 2, &end(false, 4)),
+            Err(SequenceError::InvalidProducerEpoch {
+                producer_id: 1,
+                current: 3,
+                batch: 2
+            })
+        );
+        assert_eq!(
+            state.check_marker(1, 3, &end(false, 3)),
+            Err(SequenceError::CoordinatorFenced {
+                producer_id: 1,
+                current: 4,
+                marker: 3
+            })
+        );
+        assert_eq!(state.check_marker(1, 4, &end(false, 4)), Ok(()));
+        assert_eq!(state.check_marker(99, 0, &end(false, 0)), Ok(()));
+        // A marker at a bumped epoch (the coordinator fencing the producer) takes it over.
+        state.record(&txn(1, 3, 1, 1, 2), 2, 2);
+        let done = state.record_marker(&marker_header(1, 4, 3), &end(false, 4));
+        assert_eq!(done.map(|t| t.first_offset), Some(2));
+        assert!(matches!(
+            state.check(&txn(1, 3, 2, 1, 4)),
+            Err(SequenceError::InvalidProducerEpoch { .. })
+        ));
+        assert_eq!(state.check(&txn(1, 4, 0, 1, 4)), Ok(SequenceCheck::Append));
+    }
+
+    #[test]
+    fn record_batch_reads_the_marker_of_a_stored_control_batch() {
+        let mut state = ProducerStateMap::default();
+        state.record(&txn(7, 0, 0, 1, 0), 0, 0);
+        let mut batch = end(false, 2).batch(7, 0, 0);
+        batch[..8].copy_from_slice(&1i64.to_be_bytes());
+        let h = BatchHeader::read(&batch).unwrap();
+        let done = state.record_batch(&h, &batch).unwrap();
+        assert_eq!(
+            (done.first_offset, done.last_offset, done.aborted),
+            (0, 1, true)
+        );
+        // An open transaction survives retention of its producer's older data.
+        state.record(&txn(7, 0, 1, 1, 5), 5, 5);
+        state.truncate_head(100);
+        assert_eq!(state.first_unstable_offset(), Some(5));
     }
 }

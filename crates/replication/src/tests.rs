@@ -1275,3 +1275,150 @@ fn a_new_partition_that_follows_writes_the_leaders_epochs_with_its_first_fetched
     assert_eq!(f.leader_epoch_entries(), vec![(2, 0)]);
     assert_eq!(epoch_file(dir.path()).as_deref(), Some("0\n1\n2 0\n"));
 }
+
+/// A transactional batch of `n` records from producer `pid` at `epoch`, sequence `seq`.
+fn txn_batch(n: usize, tag: &str, pid: i64, epoch: i16, seq: i32) -> Vec<u8> {
+    let mut spec = records::builder::BatchSpec::new(0);
+    spec.transactional = true;
+    spec.producer_id = pid;
+    spec.producer_epoch = epoch;
+    spec.base_sequence = seq;
+    let mut b = records::builder::BatchBuilder::new(spec);
+    for (i, v) in tagged_values(tag, n).iter().enumerate() {
+        b.push(&records::builder::NewRecord {
+            offset: i as i64,
+            timestamp: 1_000,
+            key: None,
+            value: Some(v),
+            headers: &[],
+        });
+    }
+    b.build()
+}
+
+fn marker(commit: bool, coordinator_epoch: i32) -> records::control::EndTxnMarker {
+    records::control::EndTxnMarker {
+        commit,
+        coordinator_epoch,
+    }
+}
+
+#[test]
+fn transactions_hold_the_last_stable_offset_until_their_marker_and_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let dirs = [dir.path().to_owned()];
+    {
+        let rm = manager(1, dir.path());
+        let p = leader(&rm, dir.path());
+        rm.append(&tp(), &mut batch(2, "plain", None), 1, 0)
+            .unwrap();
+        // Producer 7 opens a transaction at 2, producer 8 at 4.
+        rm.append(&tp(), &mut txn_batch(2, "a", 7, 0, 0), 1, 0)
+            .unwrap();
+        rm.append(&tp(), &mut txn_batch(1, "b", 8, 0, 0), 1, 0)
+            .unwrap();
+        assert_eq!(p.high_watermark(), 5);
+        let uncommitted = p.read_isolated(0, 1 << 20, -1, false).unwrap();
+        assert_eq!(uncommitted.last_stable_offset, 2);
+        assert_eq!(values(&uncommitted.records).len(), 5);
+        assert_eq!(uncommitted.aborted_transactions, None);
+        let committed = p.read_isolated(0, 1 << 20, -1, true).unwrap();
+        assert_eq!(values(&committed.records).len(), 2);
+        assert_eq!(committed.aborted_transactions, Some(vec![]));
+        assert_eq!(
+            p.offset_for(-1, false, -1, OffsetsReader::CommittedClient)
+                .unwrap()
+                .1,
+            2
+        );
+        // A plain batch from producer 7 inside its transaction is refused.
+        assert_eq!(
+            rm.append(&tp(), &mut batch(1, "x", Some((7, 0, 2))), 1, 0)
+                .unwrap_err()
+                .response_error(),
+            ResponseError::InvalidTxnState
+        );
+        // Producer 7 aborts (marker at 5): the LSO moves to producer 8's first offset.
+        assert_eq!(
+            rm.append_marker(&tp(), 7, 0, marker(false, 3), 0).unwrap(),
+            5
+        );
+        assert_eq!(
+            p.read_isolated(0, 1 << 20, -1, true)
+                .unwrap()
+                .last_stable_offset,
+            4
+        );
+        // A stale coordinator and a stale producer epoch are fenced; nothing is written.
+        assert_eq!(
+            rm.append_marker(&tp(), 7, 0, marker(true, 2), 0)
+                .unwrap_err()
+                .response_error(),
+            ResponseError::TransactionCoordinatorFenced
+        );
+        rm.append(&tp(), &mut txn_batch(1, "c", 9, 2, 0), 1, 0)
+            .unwrap();
+        assert_eq!(
+            rm.append_marker(&tp(), 9, 1, marker(true, 3), 0)
+                .unwrap_err()
+                .response_error(),
+            ResponseError::InvalidProducerEpoch
+        );
+        assert_eq!(p.log_end_offset(), 7);
+        let txnindex = dir.path().join("t-0/00000000000000000000.txnindex");
+        let bytes = std::fs::read(&txnindex).unwrap();
+        assert_eq!(bytes.len(), 34);
+        assert_eq!(
+            storage::log::txn_index::read_entries(&txnindex).unwrap(),
+            vec![storage::log::AbortedTxn {
+                producer_id: 7,
+                first_offset: 2,
+                last_offset: 5,
+                last_stable_offset: 4
+            }]
+        );
+        // No clean shutdown: a crash.
+        rm.stop_serving();
+    }
+    // A restart rebuilds the open transactions (8 at 4, 9 at 6) and the aborted one.
+    let rm = manager(1, dir.path());
+    let p = leader(&rm, dir.path());
+    assert_eq!(p.high_watermark(), 7);
+    assert_eq!(
+        p.read_isolated(0, 1 << 20, -1, false)
+            .unwrap()
+            .last_stable_offset,
+        4
+    );
+    let active = p.active_producers();
+    let of = |pid| active.iter().find(|a| a.producer_id == pid).unwrap();
+    assert_eq!(of(8).current_txn_start_offset, 4);
+    assert_eq!(
+        (of(7).current_txn_start_offset, of(7).coordinator_epoch),
+        (-1, 3)
+    );
+    rm.append_marker(&tp(), 8, 0, marker(true, 3), 0).unwrap();
+    rm.append_marker(&tp(), 9, 2, marker(true, 3), 0).unwrap();
+    let all = p.read_isolated(0, 1 << 20, -1, true).unwrap();
+    assert_eq!(all.last_stable_offset, 9);
+    assert_eq!(all.high_watermark, 9);
+    // The marker batches are in the log (as consumers skip them); producer 7's records come
+    // with its aborted transaction, so a READ_COMMITTED consumer drops them.
+    assert_eq!(
+        all.aborted_transactions,
+        Some(vec![storage::log::AbortedTxn {
+            producer_id: 7,
+            first_offset: 2,
+            last_offset: 5,
+            last_stable_offset: 4
+        }])
+    );
+    // A read past the aborted transaction does not list it.
+    assert_eq!(
+        p.read_isolated(6, 1 << 20, -1, true)
+            .unwrap()
+            .aborted_transactions,
+        Some(vec![])
+    );
+    let _ = dirs;
+}

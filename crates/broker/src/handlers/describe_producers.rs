@@ -1,9 +1,10 @@
-//! DescribeProducers (v0, `kafka-transactions.sh describe-producers`): the idempotent
-//! producers with data in each requested partition's log, as Kafka's
+//! DescribeProducers (v0, `kafka-transactions.sh describe-producers`): the producers with
+//! data or a transaction marker in each requested partition's log, as Kafka's
 //! `Partition.activeProducerState` (any replica that hosts the log answers). A topic the
 //! metadata cache does not know is UNKNOWN_TOPIC_OR_PARTITION; a known partition this broker
-//! does not host is NOT_LEADER_OR_FOLLOWER. No transactions exist here, so the coordinator
-//! epoch and the current transaction's start offset are always -1.
+//! does not host is NOT_LEADER_OR_FOLLOWER. The coordinator epoch is that of the producer's
+//! last marker, the current transaction's start offset the first offset of the transaction
+//! it has open in the partition (-1: none).
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_producers_response::{
@@ -75,8 +76,10 @@ pub(super) fn handle(
                                             .with_producer_epoch(i32::from(p.producer_epoch))
                                             .with_last_sequence(p.last_sequence)
                                             .with_last_timestamp(p.last_timestamp)
-                                            .with_coordinator_epoch(-1)
-                                            .with_current_txn_start_offset(-1)
+                                            .with_coordinator_epoch(p.coordinator_epoch)
+                                            .with_current_txn_start_offset(
+                                                p.current_txn_start_offset,
+                                            )
                                     })
                                     .collect(),
                             ),

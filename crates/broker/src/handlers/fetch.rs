@@ -16,7 +16,9 @@
 //! `FetchSessionCache`: epoch 0 creates one (its id is in the answer), later epochs name only
 //! changed partitions and get only partitions with news, epoch -1 fetches without one;
 //! FETCH_SESSION_ID_NOT_FOUND and INVALID_FETCH_SESSION_EPOCH make the client start over.
-//! Consumers read below the high watermark; followers (`replica_id` >= 0) read up to the log
+//! Consumers read below the high watermark (READ_COMMITTED ones, `isolation_level` 1 from
+//! v4, below the last stable offset, with the aborted transactions their range overlaps, as
+//! Kafka's `collectAbortedTransactions`; `last_stable_offset` is set at both levels); followers (`replica_id` >= 0) read up to the log
 //! end, and their fetch offset tells the leader how far they are (the ISR and the high
 //! watermark follow). `current_leader_epoch` (v9+) is checked: FENCED_LEADER_EPOCH when older
 //! than the leader's, UNKNOWN_LEADER_EPOCH when newer.
@@ -34,9 +36,9 @@ use kafka_protocol::error::ResponseError;
 use std::collections::HashMap;
 
 use kafka_protocol::messages::fetch_response::{
-    FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
+    AbortedTransaction, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
 };
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use model::TopicPartition;
 use replication::fetch_session::{
@@ -143,6 +145,9 @@ pub(super) async fn handle(
     });
     // The reads touch the segment files: off the async workers. Each takes the partitions
     // to read and gives them back.
+    // READ_COMMITTED (v4+, consumers): up to the last stable offset, with the aborted
+    // transactions in range.
+    let read_committed = !privileged && version >= 4 && request.isolation_level == 1;
     let read = |opened: OpenedFetch| {
         let rm = ctx.replica_manager.clone();
         let snapshot = snapshot.clone();
@@ -155,6 +160,7 @@ pub(super) async fn handle(
                 zero_copy,
                 denied,
                 deny_all,
+                read_committed,
             };
             let reads = read_all(&rm, snapshot.as_deref(), &opened, &fetch);
             (opened, reads)
@@ -318,6 +324,8 @@ struct Fetch {
     denied: Arc<std::collections::HashSet<String>>,
     /// A follower without CLUSTER_ACTION: every partition is refused.
     deny_all: bool,
+    /// A consumer at READ_COMMITTED.
+    read_committed: bool,
 }
 
 /// A partition's read: its records in memory, or where they lie.
@@ -339,6 +347,7 @@ fn read_all(
         max_bytes,
         version,
         zero_copy,
+        read_committed,
         ..
     } = fetch;
     let mut remaining = max_bytes;
@@ -414,11 +423,11 @@ fn read_all(
                 partition.read_offsets(epoch).map(Got::Bytes)
             } else if zero_copy && !needs_conversion(&partition, version) {
                 partition
-                    .read_region(position.fetch_offset, max, epoch)
+                    .read_region_isolated(position.fetch_offset, max, epoch, read_committed)
                     .map(Got::Region)
             } else {
                 partition
-                    .read(position.fetch_offset, max, epoch)
+                    .read_isolated(position.fetch_offset, max, epoch, read_committed)
                     .map(Got::Bytes)
             }
             .map_err(|e| e.response_error())
@@ -433,20 +442,31 @@ fn read_all(
         let mut has_records = false;
         match result {
             Ok(got) => {
-                let (hw, lso, log_start, len) = match &got {
+                let (hw, lso, log_start, len, aborted) = match &got {
                     Got::Bytes(r) => (
                         r.high_watermark,
                         r.last_stable_offset,
                         r.log_start_offset,
                         r.records.len(),
+                        r.aborted_transactions.as_deref(),
                     ),
                     Got::Region(r) => (
                         r.high_watermark,
                         r.last_stable_offset,
                         r.log_start_offset,
                         r.region.as_ref().map_or(0, |region| region.len),
+                        r.aborted_transactions.as_deref(),
                     ),
                 };
+                out.aborted_transactions = aborted.map(|txns| {
+                    txns.iter()
+                        .map(|t| {
+                            AbortedTransaction::default()
+                                .with_producer_id(ProducerId(t.producer_id))
+                                .with_first_offset(t.first_offset)
+                        })
+                        .collect()
+                });
                 out.high_watermark = hw;
                 out.last_stable_offset = lso;
                 out.log_start_offset = log_start;

@@ -3,9 +3,10 @@
 //! lookup (COORDINATOR_NOT_AVAILABLE meanwhile, and while fewer brokers are alive than
 //! `offsets.topic.replication.factor`, as Kafka). v0-3 ask for one key; v4+ for a batch
 //! (`coordinator_keys`, KIP-699), answered key by key in `coordinators`.
-//! Transaction coordinators do not exist here: `key_type` 1 reads COORDINATOR_NOT_AVAILABLE,
-//! and so does `key_type` 2 (share groups, v6+), as in Kafka 3.9; a share key below v6 is
-//! INVALID_REQUEST.
+//! A transactional id's coordinator (`key_type` 1) is the leader of its `__transaction_state`
+//! partition (see `crate::txn`), created the same way under `transaction.state.log.*`.
+//! `key_type` 2 (share groups, v6+) reads COORDINATOR_NOT_AVAILABLE, as in Kafka 3.9; a share
+//! key below v6 is INVALID_REQUEST.
 
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
@@ -112,7 +113,15 @@ fn lookup(ctx: &BrokerContext, listener: &str, key_type: i8, key: &str, version:
     let unavailable = |why: &str| Err((COORDINATOR_NOT_AVAILABLE, why.to_owned()));
     match key_type {
         GROUP => {}
-        TRANSACTION => return unavailable("transactions are not supported by this broker"),
+        TRANSACTION => {
+            if key.is_empty() {
+                return Err((
+                    INVALID_REQUEST,
+                    "the transactional id must not be empty".to_owned(),
+                ));
+            }
+            return transaction_coordinator(ctx, listener, key);
+        }
         SHARE if version < 6 => {
             return Err((
                 INVALID_REQUEST,
@@ -153,6 +162,86 @@ fn lookup(ctx: &BrokerContext, listener: &str, key_type: i8, key: &str, version:
             "partition {partition} of {OFFSETS_TOPIC} has no live leader yet"
         )),
     }
+}
+
+/// The leader of the transactional id's `__transaction_state` partition (the topic created
+/// through the controller on the first lookup, once `transaction.state.log.replication.factor`
+/// brokers are alive).
+fn transaction_coordinator(ctx: &BrokerContext, listener: &str, key: &str) -> Lookup {
+    use crate::txn::TRANSACTION_STATE_TOPIC;
+    let snapshot = ctx.metadata_cache.snapshot();
+    let Some(topic) = snapshot.topics.get(TRANSACTION_STATE_TOPIC) else {
+        let config = &ctx.config.transactions;
+        let alive = snapshot.brokers.len();
+        let replication_factor = config.state_log_replication_factor;
+        if alive < usize::try_from(replication_factor).unwrap_or(usize::MAX) {
+            let message = format!(
+                "{alive} brokers are alive, fewer than transaction.state.log.replication.factor=\
+                 {replication_factor} for the transaction log {TRANSACTION_STATE_TOPIC}; it is \
+                 created once enough brokers are up"
+            );
+            warn!("{message}");
+            return Err((COORDINATOR_NOT_AVAILABLE, message));
+        }
+        if ctx.transactions.should_create_topic(CREATE_RETRY) {
+            let configs = [
+                ("cleanup.policy", "compact".to_owned()),
+                ("compression.type", "uncompressed".to_owned()),
+                ("unclean.leader.election.enable", "false".to_owned()),
+                ("min.insync.replicas", config.state_log_min_isr.to_string()),
+                ("segment.bytes", config.state_log_segment_bytes.to_string()),
+            ];
+            super::metadata::create_in_background(
+                ctx,
+                vec![internal_topic(
+                    TRANSACTION_STATE_TOPIC,
+                    config.state_log_num_partitions,
+                    replication_factor,
+                    &configs,
+                )],
+            );
+        }
+        return Err((
+            COORDINATOR_NOT_AVAILABLE,
+            format!("the transaction log {TRANSACTION_STATE_TOPIC} is being created"),
+        ));
+    };
+    let partitions = i32::try_from(topic.partitions.len()).unwrap_or(i32::MAX);
+    let partition = partition_for(key, partitions);
+    match topic
+        .partitions
+        .get(&partition)
+        .and_then(|p| snapshot.brokers.get(&p.leader))
+        .and_then(|b| b.on_listener(listener))
+    {
+        Some(b) => Ok((b.id, b.host, b.port)),
+        None => Err((
+            COORDINATOR_NOT_AVAILABLE,
+            format!("partition {partition} of {TRANSACTION_STATE_TOPIC} has no live leader yet"),
+        )),
+    }
+}
+
+fn internal_topic(
+    name: &'static str,
+    partitions: i32,
+    replication_factor: i16,
+    configs: &[(&'static str, String)],
+) -> CreatableTopic {
+    CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str(name)))
+        .with_num_partitions(partitions)
+        .with_replication_factor(replication_factor)
+        .with_configs(
+            configs
+                .iter()
+                .map(|(name, value)| {
+                    CreatableTopicConfig::default()
+                        .with_name(StrBytes::from_static_str(name))
+                        .with_value(Some(StrBytes::from_string(value.clone())))
+                })
+                .collect(),
+        )
 }
 
 /// How long a broker waits before asking the controller again to create the offsets topic.

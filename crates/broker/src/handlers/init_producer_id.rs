@@ -1,10 +1,10 @@
-//! InitProducerId (v0–v5) for idempotent producers: a fresh producer id, epoch 0, as Kafka
-//! answers a request without a transactional id (v3+ may name the producer's current id and
-//! epoch; both or neither, else INVALID_REQUEST; an idempotent producer gets a new id either
-//! way; v4's PRODUCER_FENCED and v5's TRANSACTION_ABORTABLE concern transactions only). Ids are handed out from blocks of
-//! [`BLOCK_SIZE`] claimed on `/latest_producer_id_block` with a versioned write, so every
-//! broker's ids are unique cluster-wide (Kafka's `ProducerIdManager`). Transactions are not
-//! supported: a request with a transactional id is refused.
+//! InitProducerId (v0–v5). Without a transactional id (an idempotent producer): a fresh
+//! producer id, epoch 0 (v3+ may name the producer's current id and epoch; both or neither,
+//! else INVALID_REQUEST; an idempotent producer gets a new id either way). With one: the
+//! transaction coordinator's answer (`crate::txn::init_producer_id`: the id's producer id
+//! with its epoch bumped, KIP-360). Ids are handed out from blocks of [`BLOCK_SIZE`] claimed
+//! on `/latest_producer_id_block` with a versioned write, so every broker's ids are unique
+//! cluster-wide (Kafka's `ProducerIdManager`).
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
@@ -27,9 +27,10 @@ pub(crate) struct ProducerIdBlock {
 }
 
 pub(super) async fn handle(
-    ctx: &BrokerContext,
+    ctx: &std::sync::Arc<BrokerContext>,
     rctx: &crate::auth::RequestContext,
     request: InitProducerIdRequest,
+    version: i16,
 ) -> InitProducerIdResponse {
     let refuse = |error: ResponseError| {
         InitProducerIdResponse::default()
@@ -48,36 +49,67 @@ pub(super) async fn handle(
     if (request.producer_id.0 == -1) != (request.producer_epoch == -1) {
         return refuse(ResponseError::InvalidRequest);
     }
-    if request.transactional_id.is_some() {
-        warn!("InitProducerId with a transactional id: transactions are not supported");
-        return refuse(ResponseError::TransactionalIdAuthorizationFailed);
+    if let Some(id) = &request.transactional_id {
+        // Kafka's handleInitProducerIdRequest: WRITE on the transactional id.
+        if !super::authorized(
+            ctx,
+            rctx,
+            security::acl::Operation::Write,
+            security::acl::ResourceType::TransactionalId,
+            id.0.as_str(),
+        ) {
+            return refuse(ResponseError::TransactionalIdAuthorizationFailed);
+        }
+        let expected = (request.producer_id.0 != -1)
+            .then_some((request.producer_id.0, request.producer_epoch));
+        return match crate::txn::init_producer_id(
+            ctx,
+            id.0.as_str(),
+            request.transaction_timeout_ms,
+            expected,
+        )
+        .await
+        {
+            Ok(done) => InitProducerIdResponse::default()
+                .with_producer_id(ProducerId(done.producer_id))
+                .with_producer_epoch(done.producer_epoch),
+            // PRODUCER_FENCED is v4+; older clients know INVALID_PRODUCER_EPOCH.
+            Err(ResponseError::ProducerFenced) if version < 4 => {
+                refuse(ResponseError::InvalidProducerEpoch)
+            }
+            Err(err) => refuse(err),
+        };
     }
     // An idempotent producer needs IDEMPOTENT_WRITE on the cluster (Kafka 2.8's
     // handleInitProducerIdRequest).
     if !super::authorized_cluster(ctx, rctx, security::acl::Operation::IdempotentWrite) {
         return refuse(ResponseError::ClusterAuthorizationFailed);
     }
+    match next_producer_id(ctx).await {
+        Ok(id) => InitProducerIdResponse::default()
+            .with_producer_id(ProducerId(id))
+            .with_producer_epoch(0),
+        Err(err) => {
+            warn!(error = %err, "cannot claim a producer id block");
+            refuse(ResponseError::CoordinatorNotAvailable)
+        }
+    }
+}
+
+/// The next producer id of this broker's block (claiming a new block when it is used up).
+pub(crate) async fn next_producer_id(ctx: &BrokerContext) -> Result<i64, metastore::Error> {
     let mut block = ctx.producer_ids.lock().await;
     if !block.claimed || block.next > block.end {
-        match claim_block(ctx).await {
-            Ok((start, end)) => {
-                *block = ProducerIdBlock {
-                    next: start,
-                    end,
-                    claimed: true,
-                }
-            }
-            Err(err) => {
-                warn!(error = %err, "cannot claim a producer id block");
-                return refuse(ResponseError::CoordinatorNotAvailable);
-            }
+        let (start, end) = claim_block(ctx).await?;
+        *block = ProducerIdBlock {
+            next: start,
+            end,
+            claimed: true,
         }
     }
     let id = block.next;
     block.next += 1;
-    InitProducerIdResponse::default()
-        .with_producer_id(ProducerId(id))
-        .with_producer_epoch(0)
+    Ok(id)
 }
 
 /// Claims the next block after the one recorded in `/latest_producer_id_block`, retrying

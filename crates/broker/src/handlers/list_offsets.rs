@@ -7,8 +7,9 @@
 //! below the version that introduced it, is UNSUPPORTED_VERSION for that partition (v0 knows
 //! only -1 and -2). v0 answers in `old_style_offsets`; from v4 the leader epoch is returned
 //! too and the request's `current_leader_epoch` is checked (FENCED_LEADER_EPOCH /
-//! UNKNOWN_LEADER_EPOCH). Latest is the high watermark (equal to the last stable offset: there
-//! are no transactions), or the log end for a replica (`replica_id` >= 0, a follower resetting
+//! UNKNOWN_LEADER_EPOCH). Latest is the high watermark, the last stable offset at
+//! READ_COMMITTED (`isolation_level` 1, v2+; lookups by time then answer only below it too),
+//! or the log end for a replica (`replica_id` >= 0, a follower resetting
 //! its fetch offset).
 
 use kafka_protocol::error::ResponseError;
@@ -67,6 +68,10 @@ fn list_offsets(
         replication::OffsetsReader::Replica
     } else if version == 0 {
         replication::OffsetsReader::LegacyClient
+    } else if version >= 2 && request.isolation_level == 1 {
+        // READ_COMMITTED: the latest offset is the last stable offset (Kafka's
+        // `fetchOffsetForTimestamp` with the transactional isolation).
+        replication::OffsetsReader::CommittedClient
     } else {
         replication::OffsetsReader::Client
     };

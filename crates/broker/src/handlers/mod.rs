@@ -35,9 +35,11 @@ mod offset_for_leader_epoch;
 mod sasl;
 mod stop_replica;
 mod sync_group;
+mod transactions;
 pub(crate) mod unsupported;
 mod update_metadata;
 mod user_scram_credentials;
+mod write_txn_markers;
 
 mod delete_records;
 mod fetch;
@@ -309,7 +311,8 @@ fn request_quota_exempt(request: &RequestKind, version: i16) -> bool {
         | RequestKind::UpdateMetadata(_)
         | RequestKind::StopReplica(_)
         | RequestKind::ControlledShutdown(_)
-        | RequestKind::AlterPartition(_) => true,
+        | RequestKind::AlterPartition(_)
+        | RequestKind::WriteTxnMarkers(_) => true,
         RequestKind::Fetch(fetch) => fetch::replica_id(fetch, version) >= 0,
         _ => false,
     }
@@ -394,6 +397,7 @@ async fn dispatch(
             let response = leader_and_isr::handle(ctx, rctx, header, req).await;
             // A group coordinator moves with the leadership of its offsets partition.
             crate::groups::on_leadership_change(ctx);
+            ctx.transactions.reconcile(ctx);
             ResponseKind::LeaderAndIsr(response)
         }
         RequestKind::AlterPartition(req) => ResponseKind::AlterPartition(
@@ -405,6 +409,7 @@ async fn dispatch(
         RequestKind::StopReplica(req) => {
             let response = stop_replica::handle(ctx, rctx, header, req).await;
             crate::groups::on_leadership_change(ctx);
+            ctx.transactions.reconcile(ctx);
             ResponseKind::StopReplica(response)
         }
         RequestKind::ControlledShutdown(req) => ResponseKind::ControlledShutdown(
@@ -434,7 +439,7 @@ async fn dispatch(
             ResponseKind::DeleteRecords(delete_records::handle(ctx, rctx, req).await)
         }
         RequestKind::InitProducerId(req) => {
-            ResponseKind::InitProducerId(init_producer_id::handle(ctx, rctx, req).await)
+            ResponseKind::InitProducerId(init_producer_id::handle(ctx, rctx, req, version).await)
         }
         RequestKind::FindCoordinator(req) => {
             ResponseKind::FindCoordinator(find_coordinator::handle(ctx, rctx, &req, version))
@@ -472,9 +477,30 @@ async fn dispatch(
         RequestKind::ConsumerGroupHeartbeat(req) => ResponseKind::ConsumerGroupHeartbeat(
             consumer_group_heartbeat::handle(ctx, rctx, &req, header.client_id.as_deref()).await,
         ),
+        RequestKind::WriteTxnMarkers(req) => {
+            ResponseKind::WriteTxnMarkers(write_txn_markers::handle(ctx, rctx, req).await)
+        }
         RequestKind::ConsumerGroupDescribe(req) => ResponseKind::ConsumerGroupDescribe(
             consumer_group_describe::handle(ctx, rctx, &req).await,
         ),
+        RequestKind::AddPartitionsToTxn(req) => ResponseKind::AddPartitionsToTxn(
+            transactions::add_partitions(ctx, rctx, req, version).await,
+        ),
+        RequestKind::AddOffsetsToTxn(req) => {
+            ResponseKind::AddOffsetsToTxn(transactions::add_offsets(ctx, rctx, req, version).await)
+        }
+        RequestKind::EndTxn(req) => {
+            ResponseKind::EndTxn(transactions::end_txn(ctx, rctx, req, version).await)
+        }
+        RequestKind::TxnOffsetCommit(req) => ResponseKind::TxnOffsetCommit(
+            crate::groups::txn_offset_commit(ctx, rctx, &req, version).await,
+        ),
+        RequestKind::DescribeTransactions(req) => {
+            ResponseKind::DescribeTransactions(transactions::describe(ctx, rctx, &req).await)
+        }
+        RequestKind::ListTransactions(req) => {
+            ResponseKind::ListTransactions(transactions::list(ctx, rctx, &req).await)
+        }
         // SUPPORTED_APIS and this match list the same APIs; a request reaching here is one
         // whose row was added without a handler, so answer it as unsupported.
         other => unsupported::error_response(&other, version).unwrap_or_else(|| {

@@ -9,6 +9,9 @@ use crate::auth::RequestContext;
 use crate::context::BrokerContext;
 use security::acl::Operation;
 
+/// Kafka's UNSTABLE_OFFSET_COMMIT (retriable: the consumer asks again).
+const UNSTABLE_OFFSET_COMMIT: i16 = 88;
+
 pub(super) async fn handle(
     ctx: &BrokerContext,
     rctx: &RequestContext,
@@ -31,6 +34,23 @@ pub(super) async fn handle(
                 let mut response = groups.offset_fetch(&only, version);
                 if ctx.authorizer.is_some() {
                     authorize_answer(ctx, rctx, &only, &mut response);
+                }
+                if request.require_stable {
+                    for group in &mut response.groups {
+                        for t in &mut group.topics {
+                            for p in &mut t.partitions {
+                                if ctx.groups.has_pending(
+                                    &group.group_id,
+                                    &t.name,
+                                    p.partition_index,
+                                ) {
+                                    p.committed_offset = -1;
+                                    p.metadata = None;
+                                    p.error_code = UNSTABLE_OFFSET_COMMIT;
+                                }
+                            }
+                        }
+                    }
                 }
                 response
             }
@@ -60,6 +80,21 @@ pub(super) async fn handle(
             let mut response = groups.offset_fetch(request, version);
             if ctx.authorizer.is_some() {
                 authorize_answer(ctx, rctx, request, &mut response);
+            }
+            // v7+: an offset a transaction wrote and has not settled is unstable (KIP-447).
+            if request.require_stable {
+                for t in &mut response.topics {
+                    for p in &mut t.partitions {
+                        if ctx
+                            .groups
+                            .has_pending(&request.group_id, &t.name, p.partition_index)
+                        {
+                            p.committed_offset = -1;
+                            p.metadata = None;
+                            p.error_code = UNSTABLE_OFFSET_COMMIT;
+                        }
+                    }
+                }
             }
             response
         }

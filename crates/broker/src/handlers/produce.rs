@@ -2,6 +2,10 @@
 //! v9 is the flexible encoding; v10 adds, for NOT_LEADER_OR_FOLLOWER, the partition's current
 //! leader and its endpoint from the metadata cache (KIP-951); v11 only allows the
 //! TRANSACTION_ABORTABLE error (KIP-890), which a broker without transactions never sends.
+//! A request carrying transactional batches needs a `transactional_id` the principal may
+//! WRITE (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition, as Kafka); the
+//! batches open (or extend) their producer's transaction in each partition, which holds the
+//! last stable offset until the coordinator's marker (WriteTxnMarkers) ends it.
 //!
 //! Kafka 2.8's behaviour: every record is checked by the leader before it is acknowledged
 //! (`records::validate_produce`: framing, compressed batches decoded, keys on compacted topics,
@@ -62,7 +66,18 @@ pub(super) async fn handle(
     let deadline = tokio::time::Instant::now()
         + std::time::Duration::from_millis(request.timeout_ms.max(0) as u64);
     let acks_valid = matches!(request.acks, -1..=1);
-    let transactional = request.transactional_id.is_some();
+    // Kafka's handleProduceRequest: transactional batches need a transactional id the
+    // principal may WRITE; without one the whole request is refused.
+    let transactional_refused = has_transactional_records(&request)
+        && !request.transactional_id.as_ref().is_some_and(|id| {
+            super::authorized(
+                ctx,
+                rctx,
+                security::acl::Operation::Write,
+                security::acl::ResourceType::TransactionalId,
+                id,
+            )
+        });
     let mut response = ProduceResponse::default();
     // (topic index, partition index, partition, records): the appends, done off the async
     // workers in one go once every partition was checked.
@@ -89,11 +104,17 @@ pub(super) async fn handle(
                 .with_log_start_offset(-1);
             let refused: Option<Refused> = if !acks_valid {
                 Some((ResponseError::InvalidRequiredAcks, None).into())
-            } else if transactional {
+            } else if transactional_refused {
                 Some(
                     (
                         ResponseError::TransactionalIdAuthorizationFailed,
-                        Some("transactions are not supported by this broker".to_owned()),
+                        Some(match &request.transactional_id {
+                            None => "transactional batches need the request's transactional_id"
+                                .to_owned(),
+                            Some(id) => {
+                                format!("not authorized to WRITE transactional id {}", &**id)
+                            }
+                        }),
                     )
                         .into(),
                 )
@@ -227,6 +248,29 @@ fn set_refused(out: &mut PartitionProduceResponse, refused: Refused) {
                 .with_batch_index_error_message(Some(StrBytes::from_string(e.message)))
         })
         .collect();
+}
+
+/// Whether any batch of the request is transactional (Kafka's
+/// `ProduceRequest.hasTransactionalRecords`).
+fn has_transactional_records(request: &ProduceRequest) -> bool {
+    request
+        .topic_data
+        .iter()
+        .flat_map(|t| t.partition_data.iter())
+        .filter_map(|p| p.records.as_deref())
+        .any(|bytes| {
+            let mut position = 0;
+            while let Some(header) = bytes.get(position..).and_then(records::BatchHeader::read) {
+                if header.magic == records::MAGIC_V2 && header.is_transactional() {
+                    return true;
+                }
+                if header.batch_length <= 0 {
+                    break;
+                }
+                position += header.size_in_bytes();
+            }
+            false
+        })
 }
 
 /// Kafka's `ProduceRequest.validateRecords`: from v3 a partition carries exactly one batch

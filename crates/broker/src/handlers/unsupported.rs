@@ -63,6 +63,33 @@ pub(crate) fn error_response(request: &RequestKind, version: i16) -> Option<Resp
         RequestKind::ListTransactions(_) => ResponseKind::ListTransactions(
             ListTransactionsResponse::default().with_error_code(code),
         ),
+        RequestKind::AddPartitionsToTxn(req) => {
+            ResponseKind::AddPartitionsToTxn(add_partitions_to_txn(req, code, version))
+        }
+        RequestKind::AddOffsetsToTxn(_) => {
+            ResponseKind::AddOffsetsToTxn(AddOffsetsToTxnResponse::default().with_error_code(code))
+        }
+        RequestKind::EndTxn(_) => {
+            ResponseKind::EndTxn(EndTxnResponse::default().with_error_code(code))
+        }
+        RequestKind::TxnOffsetCommit(req) => {
+            ResponseKind::TxnOffsetCommit(txn_offset_commit(req, code))
+        }
+        RequestKind::WriteTxnMarkers(req) => {
+            ResponseKind::WriteTxnMarkers(write_txn_markers(req, code))
+        }
+        RequestKind::DescribeTransactions(req) => ResponseKind::DescribeTransactions(
+            DescribeTransactionsResponse::default().with_transaction_states(
+                req.transactional_ids
+                    .iter()
+                    .map(|id| {
+                        describe_transactions_response::TransactionState::default()
+                            .with_transactional_id(id.clone())
+                            .with_error_code(code)
+                    })
+                    .collect(),
+            ),
+        ),
         RequestKind::LeaderAndIsr(_) => {
             ResponseKind::LeaderAndIsr(LeaderAndIsrResponse::default().with_error_code(code))
         }
@@ -580,6 +607,98 @@ fn incremental_alter_configs(
     )
 }
 
+/// Every partition of the request (v0-3) with `code`, and `code` at the top (v4+).
+fn add_partitions_to_txn(
+    req: &AddPartitionsToTxnRequest,
+    code: i16,
+    version: i16,
+) -> AddPartitionsToTxnResponse {
+    use add_partitions_to_txn_response::{
+        AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
+    };
+    if version >= 4 {
+        return AddPartitionsToTxnResponse::default().with_error_code(code);
+    }
+    AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(
+        req.v3_and_below_topics
+            .iter()
+            .map(|t| {
+                AddPartitionsToTxnTopicResult::default()
+                    .with_name(t.name.clone())
+                    .with_results_by_partition(
+                        t.partitions
+                            .iter()
+                            .map(|&p| {
+                                AddPartitionsToTxnPartitionResult::default()
+                                    .with_partition_index(p)
+                                    .with_partition_error_code(code)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect(),
+    )
+}
+
+fn txn_offset_commit(req: &TxnOffsetCommitRequest, code: i16) -> TxnOffsetCommitResponse {
+    use txn_offset_commit_response::{
+        TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+    };
+    TxnOffsetCommitResponse::default().with_topics(
+        req.topics
+            .iter()
+            .map(|t| {
+                TxnOffsetCommitResponseTopic::default()
+                    .with_name(t.name.clone())
+                    .with_partitions(
+                        t.partitions
+                            .iter()
+                            .map(|p| {
+                                TxnOffsetCommitResponsePartition::default()
+                                    .with_partition_index(p.partition_index)
+                                    .with_error_code(code)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect(),
+    )
+}
+
+fn write_txn_markers(req: &WriteTxnMarkersRequest, code: i16) -> WriteTxnMarkersResponse {
+    use write_txn_markers_response::{
+        WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
+    };
+    WriteTxnMarkersResponse::default().with_markers(
+        req.markers
+            .iter()
+            .map(|m| {
+                WritableTxnMarkerResult::default()
+                    .with_producer_id(m.producer_id)
+                    .with_topics(
+                        m.topics
+                            .iter()
+                            .map(|t| {
+                                WritableTxnMarkerTopicResult::default()
+                                    .with_name(t.name.clone())
+                                    .with_partitions(
+                                        t.partition_indexes
+                                            .iter()
+                                            .map(|&p| {
+                                                WritableTxnMarkerPartitionResult::default()
+                                                    .with_partition_index(p)
+                                                    .with_error_code(code)
+                                            })
+                                            .collect(),
+                                    )
+                            })
+                            .collect(),
+                    )
+            })
+            .collect(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -721,6 +840,52 @@ mod tests {
             (
                 ApiKey::ListTransactions,
                 RequestKind::ListTransactions(ListTransactionsRequest::default()),
+            ),
+            (
+                ApiKey::AddPartitionsToTxn,
+                RequestKind::AddPartitionsToTxn(
+                    AddPartitionsToTxnRequest::default().with_v3_and_below_topics(vec![
+                        add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                            .with_name(topic())
+                            .with_partitions(vec![0]),
+                    ]),
+                ),
+            ),
+            (
+                ApiKey::AddOffsetsToTxn,
+                RequestKind::AddOffsetsToTxn(AddOffsetsToTxnRequest::default()),
+            ),
+            (
+                ApiKey::EndTxn,
+                RequestKind::EndTxn(EndTxnRequest::default()),
+            ),
+            (
+                ApiKey::WriteTxnMarkers,
+                RequestKind::WriteTxnMarkers(WriteTxnMarkersRequest::default().with_markers(vec![
+                    write_txn_markers_request::WritableTxnMarker::default().with_topics(
+                        vec![write_txn_markers_request::WritableTxnMarkerTopic::default()
+                            .with_name(topic())
+                            .with_partition_indexes(vec![0])],
+                    ),
+                ])),
+            ),
+            (
+                ApiKey::TxnOffsetCommit,
+                RequestKind::TxnOffsetCommit(TxnOffsetCommitRequest::default().with_topics(
+                    vec![txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+                        .with_name(topic())
+                        .with_partitions(vec![
+                            txn_offset_commit_request::TxnOffsetCommitRequestPartition::default(),
+                        ])],
+                )),
+            ),
+            (
+                ApiKey::DescribeTransactions,
+                RequestKind::DescribeTransactions(
+                    DescribeTransactionsRequest::default().with_transactional_ids(vec![
+                        TransactionalId(StrBytes::from_static_str("t")),
+                    ]),
+                ),
             ),
             (
                 ApiKey::LeaderAndIsr,
@@ -1014,6 +1179,15 @@ mod tests {
                         r.coordinator_keys.clear();
                     }
                     RequestKind::FindCoordinator(r)
+                }
+                // v4+ batch transactions; below, one.
+                RequestKind::AddPartitionsToTxn(mut r) if body_version >= 4 => {
+                    let topics = std::mem::take(&mut r.v3_and_below_topics);
+                    r.transactions = vec![
+                        add_partitions_to_txn_request::AddPartitionsToTxnTransaction::default()
+                            .with_topics(topics),
+                    ];
+                    RequestKind::AddPartitionsToTxn(r)
                 }
                 // v6+ name topics in `topics` (by name or id).
                 RequestKind::DeleteTopics(mut r) if body_version >= 6 => {

@@ -25,7 +25,6 @@ use tokio::net::TcpStream;
 use uuid::Uuid;
 
 const NONE: i16 = 0;
-const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const UNKNOWN_TOPIC_ID: i16 = 100;
 const UNSUPPORTED_VERSION: i16 = 35;
@@ -153,6 +152,19 @@ struct Fixture {
     records: i64,
     /// The idempotent producer (id, epoch) that wrote three records to `TOPIC`.
     producer: (i64, i16),
+    /// The transactional producer of [`TXN_ID`] (id, current epoch), no transaction open.
+    txn: (i64, i16),
+}
+
+/// The transactional id the transaction APIs' cases use.
+const TXN_ID: &str = "ev-tx";
+const INVALID_TXN_STATE: i16 = 48;
+const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
+const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
+const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
+
+fn txn_id(s: &str) -> TransactionalId {
+    TransactionalId(StrBytes::from_string(s.to_owned()))
 }
 
 /// JoinGroup at `version` as the only member of a fresh group: (member id, generation).
@@ -580,7 +592,8 @@ async fn exercise(wire: &mut Wire, fx: &mut Fixture, api: ApiKey, version: i16) 
                 assert!(response.port > 0);
             }
             if version >= 1 {
-                // No transaction coordinators here.
+                // The transaction coordinator of "tx": this broker, the leader of every
+                // partition of the transaction log.
                 let request = if version >= 4 {
                     FindCoordinatorRequest::default().with_coordinator_keys(vec![str("tx")])
                 } else {
@@ -591,10 +604,12 @@ async fn exercise(wire: &mut Wire, fx: &mut Fixture, api: ApiKey, version: i16) 
                     .coordinators
                     .first()
                     .map_or(response.error_code, |c| c.error_code);
-                assert_eq!(
-                    code, COORDINATOR_NOT_AVAILABLE,
-                    "FindCoordinator v{version}"
-                );
+                assert_eq!(code, NONE, "FindCoordinator v{version}");
+                let node = response
+                    .coordinators
+                    .first()
+                    .map_or(response.node_id.0, |c| c.node_id.0);
+                assert_eq!(node, fx.broker_id, "FindCoordinator v{version}");
             }
         }
         ApiKey::JoinGroup => {
@@ -800,6 +815,184 @@ async fn exercise(wire: &mut Wire, fx: &mut Fixture, api: ApiKey, version: i16) 
                     "InitProducerId v{version}"
                 );
             }
+            // The transactional producer: the same id, the next epoch.
+            let request = InitProducerIdRequest::default()
+                .with_transactional_id(Some(txn_id(TXN_ID)))
+                .with_transaction_timeout_ms(60_000);
+            let response = wire.call(request, version).await;
+            assert_eq!(response.error_code, NONE, "InitProducerId v{version}");
+            assert_eq!(
+                (response.producer_id.0, response.producer_epoch),
+                (fx.txn.0, fx.txn.1 + 1),
+                "InitProducerId v{version}"
+            );
+            fx.txn.1 += 1;
+            if version >= 3 {
+                // KIP-360: a retry naming the previous epoch gets the same answer; an older
+                // epoch is a fenced producer.
+                let retry = InitProducerIdRequest::default()
+                    .with_transactional_id(Some(txn_id(TXN_ID)))
+                    .with_transaction_timeout_ms(60_000)
+                    .with_producer_id(ProducerId(fx.txn.0))
+                    .with_producer_epoch(fx.txn.1 - 1);
+                let response = wire.call(retry.clone(), version).await;
+                assert_eq!(response.error_code, NONE, "InitProducerId v{version} retry");
+                assert_eq!((response.producer_id.0, response.producer_epoch), fx.txn);
+                let stale = retry.with_producer_epoch(fx.txn.1 - 2);
+                let response = wire.call(stale, version).await;
+                // PRODUCER_FENCED (90) from v4, INVALID_PRODUCER_EPOCH (47) before.
+                let fenced = if version >= 4 { 90 } else { 47 };
+                assert_eq!(
+                    response.error_code, fenced,
+                    "InitProducerId v{version} stale"
+                );
+            }
+            // Past transaction.max.timeout.ms (15 minutes).
+            let request = InitProducerIdRequest::default()
+                .with_transactional_id(Some(txn_id(TXN_ID)))
+                .with_transaction_timeout_ms(900_001);
+            let response = wire.call(request, version).await;
+            assert_eq!(
+                response.error_code, INVALID_TRANSACTION_TIMEOUT,
+                "InitProducerId v{version}"
+            );
+        }
+        ApiKey::AddPartitionsToTxn => {
+            let topics = vec![
+                add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                    .with_name(topic_name(TOPIC))
+                    .with_partitions(vec![0]),
+            ];
+            if version < 4 {
+                // Not the id's producer.
+                let request = AddPartitionsToTxnRequest::default()
+                    .with_v3_and_below_transactional_id(txn_id(TXN_ID))
+                    .with_v3_and_below_producer_id(ProducerId(fx.txn.0 + 1000))
+                    .with_v3_and_below_producer_epoch(fx.txn.1)
+                    .with_v3_and_below_topics(topics);
+                let response = wire.call(request, version).await;
+                let p = &response.results_by_topic_v3_and_below[0].results_by_partition[0];
+                assert_eq!(
+                    p.partition_error_code, INVALID_PRODUCER_ID_MAPPING,
+                    "AddPartitionsToTxn v{version}"
+                );
+            } else {
+                // KIP-890's VerifyOnly: the partition is in no open transaction.
+                let request = AddPartitionsToTxnRequest::default().with_transactions(vec![
+                    add_partitions_to_txn_request::AddPartitionsToTxnTransaction::default()
+                        .with_transactional_id(txn_id(TXN_ID))
+                        .with_producer_id(ProducerId(fx.txn.0))
+                        .with_producer_epoch(fx.txn.1)
+                        .with_verify_only(true)
+                        .with_topics(topics),
+                ]);
+                let response = wire.call(request, version).await;
+                assert_eq!(response.error_code, NONE, "AddPartitionsToTxn v{version}");
+                let result = &response.results_by_transaction[0];
+                assert_eq!(result.transactional_id.0.as_str(), TXN_ID);
+                assert_eq!(
+                    result.topic_results[0].results_by_partition[0].partition_error_code,
+                    INVALID_TXN_STATE,
+                    "AddPartitionsToTxn v{version}"
+                );
+            }
+        }
+        ApiKey::AddOffsetsToTxn => {
+            let request = AddOffsetsToTxnRequest::default()
+                .with_transactional_id(txn_id(TXN_ID))
+                .with_producer_id(ProducerId(fx.txn.0 + 1000))
+                .with_producer_epoch(fx.txn.1)
+                .with_group_id(group_id("ev-txg"));
+            let response = wire.call(request, version).await;
+            assert_eq!(
+                response.error_code, INVALID_PRODUCER_ID_MAPPING,
+                "AddOffsetsToTxn v{version}"
+            );
+        }
+        ApiKey::EndTxn => {
+            // No transaction is open.
+            let request = EndTxnRequest::default()
+                .with_transactional_id(txn_id(TXN_ID))
+                .with_producer_id(ProducerId(fx.txn.0))
+                .with_producer_epoch(fx.txn.1)
+                .with_committed(true);
+            let response = wire.call(request, version).await;
+            assert_eq!(response.error_code, INVALID_TXN_STATE, "EndTxn v{version}");
+        }
+        ApiKey::WriteTxnMarkers => {
+            // A marker for a partition this broker does not host.
+            let request = WriteTxnMarkersRequest::default().with_markers(vec![
+                write_txn_markers_request::WritableTxnMarker::default()
+                    .with_producer_id(ProducerId(fx.txn.0))
+                    .with_producer_epoch(fx.txn.1)
+                    .with_transaction_result(false)
+                    .with_coordinator_epoch(0)
+                    .with_topics(vec![
+                        write_txn_markers_request::WritableTxnMarkerTopic::default()
+                            .with_name(topic_name("no-such-topic"))
+                            .with_partition_indexes(vec![0]),
+                    ]),
+            ]);
+            let response = wire.call(request, version).await;
+            assert_eq!(
+                response.markers[0].topics[0].partitions[0].error_code, UNKNOWN_TOPIC_OR_PARTITION,
+                "WriteTxnMarkers v{version}"
+            );
+        }
+        ApiKey::TxnOffsetCommit => {
+            let request = TxnOffsetCommitRequest::default()
+                .with_transactional_id(txn_id(TXN_ID))
+                .with_group_id(group_id("ev-txg"))
+                .with_producer_id(ProducerId(fx.txn.0))
+                .with_producer_epoch(fx.txn.1)
+                .with_generation_id(-1)
+                .with_topics(vec![
+                    txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+                        .with_name(topic_name(TOPIC))
+                        .with_partitions(vec![
+                            txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
+                                .with_partition_index(0)
+                                .with_committed_offset(i64::from(version) + 1),
+                        ]),
+                ]);
+            let response = wire.call(request, version).await;
+            assert_eq!(
+                response.topics[0].partitions[0].error_code, NONE,
+                "TxnOffsetCommit v{version}"
+            );
+        }
+        ApiKey::DescribeTransactions => {
+            let request = DescribeTransactionsRequest::default()
+                .with_transactional_ids(vec![txn_id(TXN_ID), txn_id("ev-none")]);
+            let response = wire.call(request, version).await;
+            let [known, unknown] = &response.transaction_states[..] else {
+                panic!("{response:?}");
+            };
+            assert_eq!(known.error_code, NONE, "DescribeTransactions v{version}");
+            assert_eq!(known.transaction_state.as_str(), "Empty");
+            assert_eq!(
+                (known.producer_id.0, known.producer_epoch),
+                fx.txn,
+                "DescribeTransactions v{version}"
+            );
+            assert_eq!(known.transaction_timeout_ms, 60_000);
+            assert_eq!(unknown.error_code, TRANSACTIONAL_ID_NOT_FOUND);
+        }
+        ApiKey::ListTransactions => {
+            let request = ListTransactionsRequest::default();
+            let response = wire.call(request, version).await;
+            assert_eq!(response.error_code, NONE, "ListTransactions v{version}");
+            let listed = response
+                .transaction_states
+                .iter()
+                .find(|t| t.transactional_id.0.as_str() == TXN_ID)
+                .unwrap_or_else(|| panic!("{response:?}"));
+            assert_eq!(listed.producer_id.0, fx.txn.0);
+            let filtered = ListTransactionsRequest::default()
+                .with_state_filters(vec![str("Ongoing"), str("Bogus")]);
+            let response = wire.call(filtered, version).await;
+            assert!(response.transaction_states.is_empty(), "{response:?}");
+            assert_eq!(response.unknown_state_filters, vec![str("Bogus")]);
         }
         ApiKey::OffsetForLeaderEpoch => {
             // The single broker leads at epoch 0: epoch 0 ends at the log end (fencing by the
@@ -1291,6 +1484,9 @@ async fn every_advertised_version_of_every_api() {
         &[
             "file.delete.delay.ms=100",
             "group.initial.rebalance.delay.ms=0",
+            "transaction.state.log.replication.factor=1",
+            "transaction.state.log.min.isr=1",
+            "transaction.state.log.num.partitions=3",
         ],
     )
     .await;
@@ -1349,6 +1545,7 @@ async fn every_advertised_version_of_every_api() {
         topic_id,
         records: 7,
         producer,
+        txn: (-1, -1),
     };
     // The offsets topic: created by the first FindCoordinator (COORDINATOR_NOT_AVAILABLE
     // until it has a leader, as Kafka), then loaded here (ListGroups answers
@@ -1370,6 +1567,34 @@ async fn every_advertised_version_of_every_api() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(coordinated, "the offsets topic never got loaded");
+    // The transaction log likewise, then the transactional producer's first epoch.
+    for _ in 0..1500 {
+        let found = admin
+            .send_version(
+                FindCoordinatorRequest::default()
+                    .with_key(str(TXN_ID))
+                    .with_key_type(1),
+                3,
+            )
+            .await
+            .unwrap();
+        if found.error_code == NONE {
+            let init = admin
+                .send(
+                    InitProducerIdRequest::default()
+                        .with_transactional_id(Some(txn_id(TXN_ID)))
+                        .with_transaction_timeout_ms(60_000),
+                )
+                .await
+                .unwrap();
+            if init.error_code == NONE {
+                fx.txn = (init.producer_id.0, init.producer_epoch);
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(fx.txn.1, 0, "the transaction log never got loaded");
     let mut wire = Wire::connect(addr).await;
     commit(&mut wire, "fetched", 1, 8).await;
     wire.sent.clear();

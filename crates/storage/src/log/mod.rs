@@ -15,6 +15,9 @@ pub mod cleaner;
 mod index;
 mod recovery;
 mod segment;
+pub mod txn_index;
+
+pub use txn_index::AbortedTxn;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -706,6 +709,43 @@ impl Log {
         Ok(self.log_start_offset)
     }
 
+    /// Adds an aborted transaction to the `.txnindex` of the segment holding its marker.
+    pub fn append_aborted_txn(&mut self, txn: &AbortedTxn) -> Result<(), LogError> {
+        self.check_online()?;
+        let base = self
+            .segments
+            .range(..=txn.last_offset)
+            .next_back()
+            .map_or(self.active().base_offset, |(&base, _)| base);
+        txn_index::append(&txn_index::path(&self.dir, base), txn)
+    }
+
+    /// Makes every segment's `.txnindex` hold exactly the aborted transactions whose marker
+    /// it holds (after recovery found the log's end: an index written before a crash may
+    /// miss the last entries or name markers the recovery cut).
+    pub fn sync_txn_indexes(&self, aborted: &[AbortedTxn]) -> Result<(), LogError> {
+        let bases: Vec<i64> = self.segments.keys().copied().collect();
+        for (i, &base) in bases.iter().enumerate() {
+            let upper = bases.get(i + 1).copied().unwrap_or(i64::MAX);
+            let entries: Vec<AbortedTxn> = aborted
+                .iter()
+                .filter(|t| t.last_offset >= base && t.last_offset < upper)
+                .copied()
+                .collect();
+            txn_index::write_exactly(&txn_index::path(&self.dir, base), &entries)?;
+        }
+        Ok(())
+    }
+
+    /// The aborted transactions of every segment's `.txnindex`, in offset order.
+    pub fn read_txn_indexes(&self) -> Result<Vec<AbortedTxn>, LogError> {
+        let mut all = Vec::new();
+        for &base in self.segments.keys() {
+            all.extend(txn_index::read_entries(&txn_index::path(&self.dir, base))?);
+        }
+        Ok(all)
+    }
+
     /// Removes everything at or past `offset` (a follower truncating to its high watermark
     /// before fetching from a new leader). A batch that holds `offset` goes whole, so the new
     /// log end may be below `offset`. Returns the new log end offset.
@@ -733,6 +773,13 @@ impl Log {
         let index_interval_bytes = self.config.index_interval_bytes;
         self.active_mut()
             .truncate_to(offset, index_interval_bytes)?;
+        // Aborted transactions whose marker went go from the index too.
+        let txn_path = txn_index::path(&self.dir, self.active().base_offset);
+        let kept: Vec<AbortedTxn> = txn_index::read_entries(&txn_path)?
+            .into_iter()
+            .filter(|t| t.last_offset < offset)
+            .collect();
+        txn_index::write_exactly(&txn_path, &kept)?;
         let end = self.log_end_offset();
         if end < self.log_start_offset {
             // Everything readable went: the log restarts empty at its old start.

@@ -436,6 +436,7 @@ impl Segment {
 
     /// Removes the files of the segment with this base offset (those that exist).
     pub(crate) fn delete_files_of(dir: &Path, base_offset: i64) -> Result<(), LogError> {
+        super::txn_index::remove(&super::txn_index::path(dir, base_offset))?;
         for path in Segment::paths(dir, base_offset) {
             match std::fs::remove_file(&path) {
                 Ok(()) => {}
