@@ -24,8 +24,10 @@
 //!    own codec, base offset, base timestamp, producer id/epoch/sequence, flags and last
 //!    offset (so the producer's sequence numbers stay consistent); one that keeps none is
 //!    dropped, unless it is the last batch of its producer, which stays as an empty batch
-//!    (count 0) so the producer's state survives, as Kafka does. (Gregor accepts no
-//!    transactions, so there are no control batches or aborted records to handle.)
+//!    (count 0) so the producer's state survives, as Kafka does. Transaction markers
+//!    (control batches) are always kept whole; nothing at or past the partition's last
+//!    stable offset is cleaned. (Not yet Kafka's: aborted transactions' records are not
+//!    removed, and markers are kept forever rather than until the delete horizon.)
 //! 3. Each group is swapped in (see below), and the checkpoint moves to the end.
 //!
 //! Reads go on against the old segments while a group is rewritten (segments below the
