@@ -339,11 +339,24 @@ impl Log {
             .join(swap_name(group.base_offset, group.end_offset));
         rename(&new_log, &swap)?;
         fsync_dir(&self.dir)?;
+        // The markers stay (control batches are kept whole), so their aborted transactions
+        // move to the merged segment's `.txnindex`. (A crash before it is written makes the
+        // next open an unclean one, which rewrites every `.txnindex` from the log.)
+        let mut aborted = Vec::new();
+        for base in &group.old_bases {
+            aborted.extend(super::txn_index::read_entries(&super::txn_index::path(
+                &self.dir, *base,
+            ))?);
+        }
         for base in &group.old_bases {
             if let Some(old) = self.segments.remove(base) {
                 old.delete_files(&self.dir)?;
             }
         }
+        super::txn_index::write_exactly(
+            &super::txn_index::path(&self.dir, group.base_offset),
+            &aborted,
+        )?;
         let [log_path, index_path, time_path] = Segment::paths(&self.dir, group.base_offset);
         rename(&new_index, &index_path)?;
         rename(&new_time, &time_path)?;
