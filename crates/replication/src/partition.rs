@@ -1448,16 +1448,16 @@ impl Partition {
     }
 
     /// What a cleaning of this partition's log would cover now (`None` unless the topic is
-    /// compacted); the stable offset is the high watermark.
+    /// compacted); nothing at or past the last stable offset is cleaned (Kafka's
+    /// `firstUnstableOffset` bound: an open transaction's records may still be aborted).
     pub fn clean_plan(
         &self,
         checkpoint: Option<i64>,
         now_ms: i64,
     ) -> Option<storage::log::cleaner::CleanPlan> {
         let state = self.lock();
-        state
-            .log
-            .clean_plan(checkpoint, state.high_watermark, now_ms)
+        let stable = state.last_stable_offset();
+        state.log.clean_plan(checkpoint, stable, now_ms)
     }
 
     /// Runs one cleaning of `plan` (storage's log cleaner): the groups are rewritten without

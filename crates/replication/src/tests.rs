@@ -1422,3 +1422,111 @@ fn transactions_hold_the_last_stable_offset_until_their_marker_and_survive_a_res
     );
     let _ = dirs;
 }
+
+#[test]
+fn a_follower_rebuilds_open_and_aborted_transactions_from_the_batches_it_fetches() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    let old_rm = manager(1, &a);
+    let new_rm = manager(2, &b);
+    apply(&old_rm, &a, &leadership(1, 1, &[1, 2], 0), 0).unwrap();
+    apply(&new_rm, &b, &leadership(1, 1, &[1, 2], 0), 0).unwrap();
+    // Producer 5 aborts a transaction (0..=1, marker at 2); producer 6 opens one at 3.
+    old_rm
+        .append(&tp(), &mut txn_batch(2, "a", 5, 0, 0), 1, 0)
+        .unwrap();
+    old_rm
+        .append_marker(&tp(), 5, 0, marker(false, 1), 0)
+        .unwrap();
+    old_rm
+        .append(&tp(), &mut txn_batch(1, "b", 6, 0, 0), 1, 0)
+        .unwrap();
+    let f = new_rm.get(&tp()).unwrap();
+    let read = old_rm
+        .read_for_follower(&tp(), 2, 0, 1 << 20, 1, 0)
+        .unwrap();
+    f.append_as_follower(&read.records, read.high_watermark, 1, 0)
+        .unwrap();
+    assert_eq!(f.log_end_offset(), 4);
+    // The follower takes over: the same open transaction bounds its LSO, the same aborted
+    // transaction is in its index.
+    apply(&new_rm, &b, &leadership(2, 2, &[2], 1), 0).unwrap();
+    let r = f.read_isolated(0, 1 << 20, -1, true).unwrap();
+    assert_eq!(r.last_stable_offset, 3);
+    assert_eq!(
+        r.aborted_transactions,
+        Some(vec![storage::log::AbortedTxn {
+            producer_id: 5,
+            first_offset: 0,
+            last_offset: 2,
+            last_stable_offset: 3
+        }])
+    );
+    assert_eq!(
+        storage::log::txn_index::read_entries(&b.join("t-0/00000000000000000000.txnindex"))
+            .unwrap()
+            .len(),
+        1
+    );
+    // Truncating below the marker drops the entry and reopens producer 5's transaction.
+    apply(&new_rm, &b, &leadership(1, 3, &[1, 2], 2), 0).unwrap();
+    f.truncate_to(2).unwrap();
+    assert!(
+        storage::log::txn_index::read_entries(&b.join("t-0/00000000000000000000.txnindex"))
+            .unwrap()
+            .is_empty()
+    );
+    let five = f
+        .active_producers()
+        .into_iter()
+        .find(|p| p.producer_id == 5)
+        .unwrap();
+    assert_eq!(five.current_txn_start_offset, 0);
+}
+
+#[test]
+fn the_cleaner_stops_at_the_first_open_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let rm = manager(1, dir.path());
+    let mut cfg = config();
+    cfg.log.compact = true;
+    cfg.log.segment_bytes = 1; // every batch rolls a segment
+    rm.become_leader_or_follower(
+        &tp(),
+        &dir.path().join("t-0"),
+        cfg,
+        &leadership(1, 1, &[1], 0),
+        None,
+        0,
+    )
+    .unwrap();
+    let p = rm.get(&tp()).unwrap();
+    let keyed_by = |tag: &str, pid: i64| {
+        let mut spec = records::builder::BatchSpec::new(0);
+        if pid >= 0 {
+            spec.transactional = true;
+            (spec.producer_id, spec.producer_epoch, spec.base_sequence) = (pid, 0, 0);
+        }
+        let mut b = records::builder::BatchBuilder::new(spec);
+        b.push(&records::builder::NewRecord {
+            offset: 0,
+            timestamp: 1_000,
+            key: Some(b"k"),
+            value: Some(tag.as_bytes()),
+            headers: &[],
+        });
+        b.build()
+    };
+    let keyed = |tag: &str| keyed_by(tag, -1);
+    rm.append(&tp(), &mut keyed("a"), 1, 0).unwrap();
+    let mut open = keyed_by("t", 3);
+    rm.append(&tp(), &mut open, 1, 0).unwrap();
+    rm.append(&tp(), &mut keyed("b"), 1, 0).unwrap();
+    rm.append(&tp(), &mut keyed("c"), 1, 0).unwrap();
+    let plan = p.clean_plan(None, 0).unwrap();
+    assert_eq!(plan.first_uncleanable_offset, 1, "{plan:?}");
+    rm.append_marker(&tp(), 3, 0, marker(true, 0), 0).unwrap();
+    rm.append(&tp(), &mut keyed("d"), 1, 0).unwrap();
+    let plan = p.clean_plan(None, 0).unwrap();
+    assert!(plan.first_uncleanable_offset > 1, "{plan:?}");
+}

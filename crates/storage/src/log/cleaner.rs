@@ -24,8 +24,10 @@
 //!    own codec, base offset, base timestamp, producer id/epoch/sequence, flags and last
 //!    offset (so the producer's sequence numbers stay consistent); one that keeps none is
 //!    dropped, unless it is the last batch of its producer, which stays as an empty batch
-//!    (count 0) so the producer's state survives, as Kafka does. (Gregor accepts no
-//!    transactions, so there are no control batches or aborted records to handle.)
+//!    (count 0) so the producer's state survives, as Kafka does. Transaction markers
+//!    (control batches) are always kept whole; nothing at or past the partition's last
+//!    stable offset is cleaned. (Not yet Kafka's: aborted transactions' records are not
+//!    removed, and markers are kept forever rather than until the delete horizon.)
 //! 3. Each group is swapped in (see below), and the checkpoint moves to the end.
 //!
 //! Reads go on against the old segments while a group is rewritten (segments below the
@@ -337,11 +339,24 @@ impl Log {
             .join(swap_name(group.base_offset, group.end_offset));
         rename(&new_log, &swap)?;
         fsync_dir(&self.dir)?;
+        // The markers stay (control batches are kept whole), so their aborted transactions
+        // move to the merged segment's `.txnindex`. (A crash before it is written makes the
+        // next open an unclean one, which rewrites every `.txnindex` from the log.)
+        let mut aborted = Vec::new();
+        for base in &group.old_bases {
+            aborted.extend(super::txn_index::read_entries(&super::txn_index::path(
+                &self.dir, *base,
+            ))?);
+        }
         for base in &group.old_bases {
             if let Some(old) = self.segments.remove(base) {
                 old.delete_files(&self.dir)?;
             }
         }
+        super::txn_index::write_exactly(
+            &super::txn_index::path(&self.dir, group.base_offset),
+            &aborted,
+        )?;
         let [log_path, index_path, time_path] = Segment::paths(&self.dir, group.base_offset);
         rename(&new_index, &index_path)?;
         rename(&new_time, &time_path)?;

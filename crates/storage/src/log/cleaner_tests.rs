@@ -390,3 +390,43 @@ fn an_idle_throttle_builds_up_no_credit() {
     let took = started.elapsed();
     assert!(took >= Duration::from_millis(1_900), "3 MB in {took:?}");
 }
+
+#[test]
+fn merged_segments_keep_their_aborted_transactions_in_the_new_txnindex() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), compact_config(), 0, 0).unwrap();
+    let mut entries = Vec::new();
+    for i in 0..12 {
+        let key = format!("k{}", i % 3);
+        let info = log
+            .append(
+                &mut batch(&[(&key, Some("v"))], Compression::None, None),
+                0,
+                0,
+            )
+            .unwrap();
+        if i % 4 == 3 {
+            // As if a marker there ended an aborted transaction.
+            let txn = crate::log::AbortedTxn {
+                producer_id: i,
+                first_offset: info.first_offset,
+                last_offset: info.first_offset,
+                last_stable_offset: info.first_offset + 1,
+            };
+            log.append_aborted_txn(&txn).unwrap();
+            entries.push(txn);
+        }
+    }
+    assert!(log.segment_count() > 2, "{}", log.segment_count());
+    let before = log.read_txn_indexes().unwrap();
+    assert_eq!(before, entries);
+    clean_once(&mut log, None, 1024);
+    assert_eq!(log.read_txn_indexes().unwrap(), entries);
+    // No `.txnindex` of a merged-away segment is left behind.
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if let Some(stem) = name.strip_suffix(".txnindex") {
+            assert!(dir.path().join(format!("{stem}.log")).exists(), "{name}");
+        }
+    }
+}
