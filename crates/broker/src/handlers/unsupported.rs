@@ -184,9 +184,6 @@ pub(crate) fn error_response(request: &RequestKind, version: i16) -> Option<Resp
         RequestKind::DescribeProducers(req) => {
             ResponseKind::DescribeProducers(describe_producers(req, code))
         }
-        RequestKind::WriteTxnMarkers(req) => {
-            ResponseKind::WriteTxnMarkers(write_txn_markers(req, code))
-        }
         RequestKind::AlterClientQuotas(req) => ResponseKind::AlterClientQuotas(
             AlterClientQuotasResponse::default().with_entries(
                 req.entries
@@ -702,40 +699,6 @@ fn txn_offset_commit(req: &TxnOffsetCommitRequest, code: i16) -> TxnOffsetCommit
     )
 }
 
-fn write_txn_markers(req: &WriteTxnMarkersRequest, code: i16) -> WriteTxnMarkersResponse {
-    use write_txn_markers_response::{
-        WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
-    };
-    WriteTxnMarkersResponse::default().with_markers(
-        req.markers
-            .iter()
-            .map(|m| {
-                WritableTxnMarkerResult::default()
-                    .with_producer_id(m.producer_id)
-                    .with_topics(
-                        m.topics
-                            .iter()
-                            .map(|t| {
-                                WritableTxnMarkerTopicResult::default()
-                                    .with_name(t.name.clone())
-                                    .with_partitions(
-                                        t.partition_indexes
-                                            .iter()
-                                            .map(|&p| {
-                                                WritableTxnMarkerPartitionResult::default()
-                                                    .with_partition_index(p)
-                                                    .with_error_code(code)
-                                            })
-                                            .collect(),
-                                    )
-                            })
-                            .collect(),
-                    )
-            })
-            .collect(),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1063,16 +1026,6 @@ mod tests {
                         .with_name(topic())
                         .with_partition_indexes(vec![0])],
                 )),
-            ),
-            (
-                ApiKey::WriteTxnMarkers,
-                RequestKind::WriteTxnMarkers(WriteTxnMarkersRequest::default().with_markers(vec![
-                    write_txn_markers_request::WritableTxnMarker::default().with_topics(
-                        vec![write_txn_markers_request::WritableTxnMarkerTopic::default()
-                            .with_name(topic())
-                            .with_partition_indexes(vec![0])],
-                    ),
-                ])),
             ),
             (
                 ApiKey::AlterClientQuotas,

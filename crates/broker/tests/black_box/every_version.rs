@@ -1223,33 +1223,6 @@ async fn exercise(wire: &mut Wire, fx: &mut Fixture, api: ApiKey, version: i16) 
                 }
             }
         }
-        ApiKey::WriteTxnMarkers => {
-            // A marker for a partition no broker hosts (a real one would move the fixture's
-            // offsets): answered per partition, in the request's shape.
-            let request = WriteTxnMarkersRequest::default().with_markers(vec![
-                write_txn_markers_request::WritableTxnMarker::default()
-                    .with_producer_id(ProducerId(fx.producer.0))
-                    .with_producer_epoch(fx.producer.1)
-                    .with_transaction_result(true)
-                    .with_coordinator_epoch(0)
-                    .with_topics(vec![
-                        write_txn_markers_request::WritableTxnMarkerTopic::default()
-                            .with_name(topic_name(TOPIC))
-                            .with_partition_indexes(vec![7]),
-                    ]),
-            ]);
-            let response = wire.call(request, version).await;
-            assert_eq!(response.markers.len(), 1, "WriteTxnMarkers v{version}");
-            let marker = &response.markers[0];
-            assert_eq!(marker.producer_id.0, fx.producer.0);
-            assert_eq!(marker.topics[0].name.0.as_str(), TOPIC);
-            let partition = &marker.topics[0].partitions[0];
-            assert_eq!(partition.partition_index, 7);
-            assert_eq!(
-                partition.error_code, UNKNOWN_TOPIC_OR_PARTITION,
-                "WriteTxnMarkers v{version}"
-            );
-        }
         ApiKey::DescribeProducers => {
             let request = DescribeProducersRequest::default().with_topics(vec![
                 describe_producers_request::TopicRequest::default()
