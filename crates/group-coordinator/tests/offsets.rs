@@ -449,6 +449,7 @@ fn transactional_commits_check_member_and_generation_when_given_and_apply_on_com
                 leader_epoch: -1,
                 metadata: String::new(),
                 commit_timestamp_ms: 0,
+                expire_timestamp_ms: None,
             },
         )],
     );
