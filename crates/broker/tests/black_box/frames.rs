@@ -100,11 +100,32 @@ async fn unsupported_api_or_version_answers_an_error_and_keeps_the_connection() 
     let dir = tempfile::tempdir().unwrap();
     let broker = start_broker(dir.path(), &[]).await;
     let mut stream = TcpStream::connect(broker.local_addr()).await.unwrap();
-    // ListTransactions (transactions) is not served: answered UNSUPPORTED_VERSION.
-    assert!(protocol::api_versions::supported_range(ApiKey::ListTransactions).is_none());
-    let transactions = RequestKind::ListTransactions(ListTransactionsRequest::default());
-    let response: ListTransactionsResponse =
-        roundtrip(&mut stream, ApiKey::ListTransactions, 1, 1, &transactions).await;
+    // ListTransactions v2 (Kafka 4.1's, a version this broker does not serve): answered
+    // UNSUPPORTED_VERSION, in the body of the newest version it knows.
+    let max = protocol::api_versions::supported_range(ApiKey::ListTransactions)
+        .expect("ListTransactions is served")
+        .max_version;
+    let asked = max + 1;
+    let mut payload = bytes::BytesMut::new();
+    RequestHeader::default()
+        .with_request_api_key(ApiKey::ListTransactions as i16)
+        .with_request_api_version(asked)
+        .with_correlation_id(1)
+        .with_client_id(Some(StrBytes::from_static_str("broker-test")))
+        .encode(&mut payload, 2)
+        .unwrap();
+    ListTransactionsRequest::default()
+        .encode(&mut payload, max)
+        .unwrap();
+    stream
+        .write_all(&(payload.len() as i32).to_be_bytes())
+        .await
+        .unwrap();
+    stream.write_all(&payload).await.unwrap();
+    let mut answer = read_frame(&mut stream).await;
+    let header = ResponseHeader::decode(&mut answer, 1).unwrap();
+    assert_eq!(header.correlation_id, 1);
+    let response = ListTransactionsResponse::decode(&mut answer, max).unwrap();
     assert_eq!(response.error_code, 35);
     let metadata = RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![
         metadata_request::MetadataRequestTopic::default()
