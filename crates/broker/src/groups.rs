@@ -54,6 +54,7 @@ use znodes::json::ConsumerMemberZNode;
 use crate::config::BrokerConfig;
 use crate::context::BrokerContext;
 use crate::data_plane::now_ms;
+use crate::led_partitions::{Changes, CreationAsked, LedPartitions, Load};
 
 /// Pending transactional offsets: group -> producer id -> offsets.
 type PendingOffsets = BTreeMap<String, BTreeMap<i64, BTreeMap<TopicPartition, OffsetAndMetadata>>>;
@@ -81,23 +82,16 @@ const RECONCILE_INTERVAL: Duration = Duration::from_millis(500);
 /// How many bytes one read of a load takes (Kafka's `offsets.load.buffer.size` default).
 const LOAD_READ_BYTES: usize = 5 * 1024 * 1024;
 
-/// Where a led offsets partition is: being replayed, or served.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Load {
-    Loading,
-    Loaded,
-}
-
 /// The broker's groups: the coordinator (started with the broker) and the offsets partitions
 /// whose groups it holds, by partition: (leader epoch, load state).
 #[derive(Debug, Default)]
 pub(crate) struct Groups {
     coordinator: Mutex<Option<Coordinator>>,
-    partitions: Mutex<BTreeMap<i32, (i32, Load)>>,
+    partitions: LedPartitions,
     /// The topics of the last metadata update (a topic gone from it was deleted).
     known_topics: Mutex<Option<BTreeSet<String>>>,
     /// When this broker last asked the controller to create `__consumer_offsets`.
-    offsets_topic_asked: Mutex<Option<std::time::Instant>>,
+    offsets_topic_asked: CreationAsked,
     /// Transactional offsets written but not yet committed (TxnOffsetCommit before the
     /// COMMIT marker): group -> producer id -> offsets. A COMMIT marker makes them the
     /// group's offsets, an ABORT drops them.
@@ -145,7 +139,7 @@ impl Groups {
     /// Stops the coordinator (broker shutdown); parked JoinGroup/SyncGroup requests are
     /// answered COORDINATOR_NOT_AVAILABLE.
     pub(crate) fn stop(&self, why: &str) {
-        lock(&self.partitions).clear();
+        self.partitions.clear();
         let stopped = lock(&self.coordinator).take();
         if let Some(coordinator) = stopped {
             info!(why, "no longer coordinating consumer groups");
@@ -156,13 +150,7 @@ impl Groups {
     /// Whether to ask the controller to create `__consumer_offsets` now: at most once per
     /// `every` (FindCoordinator is retried by every client until the topic exists).
     pub(crate) fn should_create_offsets_topic(&self, every: Duration) -> bool {
-        let mut asked = lock(&self.offsets_topic_asked);
-        let now = std::time::Instant::now();
-        if asked.is_some_and(|at| now.duration_since(at) < every) {
-            return false;
-        }
-        *asked = Some(now);
-        true
+        self.offsets_topic_asked.ask_now(every)
     }
 
     fn coordinator(&self) -> Option<Coordinator> {
@@ -178,7 +166,7 @@ impl Groups {
     /// `COORDINATOR_LOAD_IN_PROGRESS`).
     pub(crate) fn check(&self, ctx: &BrokerContext, group_id: &str) -> Result<(), i16> {
         let partition = log_records::partition_for(group_id, offsets_partitions(ctx));
-        match lock(&self.partitions).get(&partition) {
+        match self.partitions.get(partition) {
             Some((_, Load::Loaded)) => Ok(()),
             Some((_, Load::Loading)) => Err(COORDINATOR_LOAD_IN_PROGRESS),
             None => Err(NOT_COORDINATOR),
@@ -199,10 +187,7 @@ impl Groups {
     /// partition is loading the list would be incomplete, so Kafka's
     /// COORDINATOR_LOAD_IN_PROGRESS (clients retry).
     pub(crate) fn serving_all(&self) -> Result<Coordinator, i16> {
-        if lock(&self.partitions)
-            .values()
-            .any(|(_, load)| *load == Load::Loading)
-        {
+        if self.partitions.any_loading() {
             return Err(COORDINATOR_LOAD_IN_PROGRESS);
         }
         self.coordinator().ok_or(NOT_COORDINATOR)
@@ -235,36 +220,9 @@ impl Groups {
         let (Some(ctx), Some(coordinator)) = (self.ctx(), self.coordinator()) else {
             return;
         };
-        // Only the offsets topic's partitions are looked up (a broker may host 100,000 others,
-        // and this runs every half second and after every metadata change).
-        let led: BTreeMap<i32, i32> = (0..offsets_partitions(&ctx))
-            .filter_map(
-                |partition| match ctx.replica_manager.get(&offsets_tp(partition))?.role() {
-                    Some(replication::Role::Leader { leader_epoch }) => {
-                        Some((partition, leader_epoch))
-                    }
-                    _ => None,
-                },
-            )
-            .collect();
-        let mut to_load = Vec::new();
-        let mut to_unload = BTreeSet::new();
-        {
-            let mut held = lock(&self.partitions);
-            held.retain(|partition, held| {
-                let keep = led.get(partition) == Some(&held.0);
-                if !keep {
-                    to_unload.insert(*partition);
-                }
-                keep
-            });
-            for (&partition, &epoch) in &led {
-                if let std::collections::btree_map::Entry::Vacant(entry) = held.entry(partition) {
-                    entry.insert((epoch, Load::Loading));
-                    to_load.push((partition, epoch));
-                }
-            }
-        }
+        let Changes { to_load, to_unload } =
+            self.partitions
+                .reconcile(&ctx.replica_manager, offsets_partitions(&ctx), offsets_tp);
         if !to_unload.is_empty() {
             let n = offsets_partitions(&ctx);
             let dropped = coordinator
@@ -300,10 +258,7 @@ async fn load_partition(
         Ok(replayed) => replayed,
         Err(err) => {
             warn!(%tp, %err, "cannot load offsets partition; retrying");
-            let mut held = lock(&ctx.groups.partitions);
-            if held.get(&partition) == Some(&(epoch, Load::Loading)) {
-                held.remove(&partition);
-            }
+            ctx.groups.partitions.load_failed(partition, epoch);
             return;
         }
     };
@@ -319,21 +274,16 @@ async fn load_partition(
     }
     let groups = replayed.groups.len();
     let offsets: usize = replayed.offsets.values().map(BTreeMap::len).sum();
-    let mut held = lock(&ctx.groups.partitions);
-    if held.get(&partition) != Some(&(epoch, Load::Loading)) {
+    let consumer_groups = replayed.consumer_groups.len();
+    let installed = ctx.groups.partitions.finish_load(partition, epoch, || {
+        coordinator.load_groups(replayed.offsets, replayed.groups);
+        coordinator.load_consumer_groups(replayed.consumer_groups);
+        lock(&ctx.groups.pending).extend(replayed.pending);
+    });
+    if installed.is_none() {
         // Leadership moved while the log was read: the newer state wins.
         return;
     }
-    coordinator.load_groups(replayed.offsets, replayed.groups);
-    let consumer_groups = replayed.consumer_groups.len();
-    coordinator.load_consumer_groups(replayed.consumer_groups);
-    {
-        let mut pending = lock(&ctx.groups.pending);
-        for (group, by_producer) in replayed.pending {
-            pending.insert(group, by_producer);
-        }
-    }
-    held.insert(partition, (epoch, Load::Loaded));
     info!(%tp, leader_epoch = epoch, groups, consumer_groups, offsets, elapsed_ms = started.elapsed().as_millis() as u64,
         "loaded consumer groups of offsets partition");
 }

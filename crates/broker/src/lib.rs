@@ -24,6 +24,7 @@ pub mod dev_cluster;
 mod error;
 mod groups;
 mod handlers;
+mod led_partitions;
 mod lifecycle;
 mod limits;
 mod log_cleaner;

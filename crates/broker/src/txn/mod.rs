@@ -29,7 +29,7 @@ pub(crate) mod log;
 mod markers;
 pub(crate) mod state;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
@@ -39,6 +39,7 @@ use tracing::{info, warn};
 
 use crate::context::BrokerContext;
 use crate::data_plane::now_ms;
+use crate::led_partitions::{Changes, CreationAsked, LedPartitions, Load};
 use state::{TxnMetadata, TxnState};
 
 /// The transaction log topic.
@@ -50,13 +51,6 @@ const RECONCILE_INTERVAL: Duration = Duration::from_millis(500);
 /// How many bytes one read of a load takes (Kafka's `transaction.state.log.load.buffer.size`).
 const LOAD_READ_BYTES: usize = 5 * 1024 * 1024;
 
-/// Where a led partition is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Load {
-    Loading,
-    Loaded,
-}
-
 /// One id's metadata behind its lock.
 pub(crate) type Entry = Arc<tokio::sync::Mutex<TxnMetadata>>;
 
@@ -64,11 +58,11 @@ pub(crate) type Entry = Arc<tokio::sync::Mutex<TxnMetadata>>;
 #[derive(Debug, Default)]
 pub(crate) struct Transactions {
     /// Led partitions of the log: (leader epoch = coordinator epoch, load state).
-    partitions: Mutex<BTreeMap<i32, (i32, Load)>>,
+    partitions: LedPartitions,
     /// The ids of the loaded partitions.
     txns: Mutex<HashMap<String, Entry>>,
     /// When this broker last asked the controller to create the topic.
-    topic_asked: Mutex<Option<std::time::Instant>>,
+    topic_asked: CreationAsked,
     ctx: OnceLock<Weak<BrokerContext>>,
     markers: markers::MarkerChannels,
 }
@@ -107,26 +101,20 @@ impl Transactions {
 
     /// Forgets everything (broker shutdown).
     pub(crate) fn stop(&self) {
-        lock(&self.partitions).clear();
+        self.partitions.clear();
         lock(&self.txns).clear();
     }
 
     /// Whether to ask the controller to create the topic now (at most once per `every`).
     pub(crate) fn should_create_topic(&self, every: Duration) -> bool {
-        let mut asked = lock(&self.topic_asked);
-        let now = std::time::Instant::now();
-        if asked.is_some_and(|at| now.duration_since(at) < every) {
-            return false;
-        }
-        *asked = Some(now);
-        true
+        self.topic_asked.ask_now(every)
     }
 
     /// The partition of `id` and its coordinator epoch, if this broker serves it now.
     pub(crate) fn check(&self, ctx: &BrokerContext, id: &str) -> TxnResult<(i32, i32)> {
         let partition = partition_for(ctx, id);
-        match lock(&self.partitions).get(&partition) {
-            Some((epoch, Load::Loaded)) => Ok((partition, *epoch)),
+        match self.partitions.get(partition) {
+            Some((epoch, Load::Loaded)) => Ok((partition, epoch)),
             Some((_, Load::Loading)) => Err(ResponseError::CoordinatorLoadInProgress),
             None => Err(ResponseError::NotCoordinator),
         }
@@ -134,7 +122,7 @@ impl Transactions {
 
     /// Whether `partition` is still loaded at coordinator epoch `epoch`.
     fn still_coordinating(&self, partition: i32, epoch: i32) -> bool {
-        lock(&self.partitions).get(&partition) == Some(&(epoch, Load::Loaded))
+        self.partitions.get(partition) == Some((epoch, Load::Loaded))
     }
 
     fn entry(&self, id: &str) -> Option<Entry> {
@@ -152,34 +140,8 @@ impl Transactions {
     /// Starts loading newly led partitions and unloads the others.
     pub(crate) fn reconcile(&self, ctx: &Arc<BrokerContext>) {
         let n = state_partitions(ctx);
-        let led: BTreeMap<i32, i32> = (0..n)
-            .filter_map(
-                |partition| match ctx.replica_manager.get(&state_tp(partition))?.role() {
-                    Some(replication::Role::Leader { leader_epoch }) => {
-                        Some((partition, leader_epoch))
-                    }
-                    _ => None,
-                },
-            )
-            .collect();
-        let mut to_load = Vec::new();
-        let mut to_unload = BTreeSet::new();
-        {
-            let mut held = lock(&self.partitions);
-            held.retain(|partition, held| {
-                let keep = led.get(partition) == Some(&held.0);
-                if !keep {
-                    to_unload.insert(*partition);
-                }
-                keep
-            });
-            for (&partition, &epoch) in &led {
-                if let std::collections::btree_map::Entry::Vacant(entry) = held.entry(partition) {
-                    entry.insert((epoch, Load::Loading));
-                    to_load.push((partition, epoch));
-                }
-            }
-        }
+        let Changes { to_load, to_unload } =
+            self.partitions.reconcile(&ctx.replica_manager, n, state_tp);
         if !to_unload.is_empty() {
             let mut txns = lock(&self.txns);
             let before = txns.len();
@@ -235,32 +197,32 @@ async fn load_partition(ctx: Arc<BrokerContext>, partition: i32, epoch: i32) {
         Ok(replayed) => replayed,
         Err(err) => {
             warn!(%tp, %err, "cannot load transaction log partition; retrying");
-            let mut held = lock(&ctx.transactions.partitions);
-            if held.get(&partition) == Some(&(epoch, Load::Loading)) {
-                held.remove(&partition);
-            }
+            ctx.transactions.partitions.load_failed(partition, epoch);
             return;
         }
     };
-    let mut unfinished = Vec::new();
-    {
-        let mut held = lock(&ctx.transactions.partitions);
-        if held.get(&partition) != Some(&(epoch, Load::Loading)) {
-            return;
-        }
-        let mut txns = lock(&ctx.transactions.txns);
-        let count = replayed.len();
-        for (id, meta) in replayed {
-            if meta.state.is_preparing() {
-                unfinished.push(meta.clone());
+    let count = replayed.len();
+    let loaded = ctx
+        .transactions
+        .partitions
+        .finish_load(partition, epoch, || {
+            let mut txns = lock(&ctx.transactions.txns);
+            let mut unfinished = Vec::new();
+            for (id, meta) in replayed {
+                if meta.state.is_preparing() {
+                    unfinished.push(meta.clone());
+                }
+                txns.insert(id, Arc::new(tokio::sync::Mutex::new(meta)));
             }
-            txns.insert(id, Arc::new(tokio::sync::Mutex::new(meta)));
-        }
-        held.insert(partition, (epoch, Load::Loaded));
-        info!(%tp, coordinator_epoch = epoch, ids = count,
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "loaded transactional ids of transaction log partition");
-    }
+            unfinished
+        });
+    // None: leadership moved while the log was read, the newer state wins.
+    let Some(unfinished) = loaded else {
+        return;
+    };
+    info!(%tp, coordinator_epoch = epoch, ids = count,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "loaded transactional ids of transaction log partition");
     for meta in unfinished {
         info!(transactional_id = %meta.transactional_id, state = meta.state.name(),
             "completing a transaction found prepared in the log");
